@@ -1,0 +1,78 @@
+"""The ``tomstats`` command line.
+
+Each subcommand lives with its stage: the table below names the module and the two
+functions (``add_*_arguments(parser)`` and ``run_*(args) -> int``) that implement it.
+Modules are imported only when their subcommand runs, so ``tomstats --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+# name -> (module, argument-adder, runner, one-line help)
+COMMANDS: dict[str, tuple[str, str, str, str]] = {
+    "reproduce": ("tomstats.reproduce", "add_reproduce_arguments", "run_reproduce",
+                  "run the simulation paper (Table 1, cells, 7×7 sensitivity, Figures 1–5)"),
+    "simulate": ("tomstats.reproduce", "add_simulate_arguments", "run_simulate",
+                 "run a simulation TOML (optionally once per posterior draw of a fit)"),
+    "stories": ("tomstats.stories.cli", "add_stories_arguments", "run_stories",
+                "generate story items (context length × ToM order) as JSON Lines"),
+    "evaluate": ("tomstats.evaluate.cli", "add_evaluate_arguments", "run_evaluate",
+                 "put items to a language model and write a per-question log"),
+    "fit": ("tomstats.glmm.cli", "add_fit_arguments", "run_fit",
+            "fit a Bayesian GLMM (structural or formula) to an evaluation log"),
+    "calibrate": ("tomstats.glmm.cli", "add_calibrate_arguments", "run_calibrate",
+                  "turn a structural fit's posterior into simulator parameters"),
+    "report": ("tomstats.report.cli", "add_report_arguments", "run_report",
+               "write an HTML/Markdown report for a fit or a simulation folder"),
+}
+
+
+def _version() -> str:
+    from tomstats import __version__
+
+    return __version__
+
+
+def build_parser(load: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Build the parser; only the subcommands in ``load`` get their full arguments."""
+    parser = argparse.ArgumentParser(
+        prog="tomstats",
+        description="Separate theory-of-mind order from context length in LLM evaluations.",
+    )
+    parser.add_argument("--version", action="version", version=f"tomstats {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, adder, _runner, help_) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        if load is not None and name in load:
+            getattr(importlib.import_module(module), adder)(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tomstats`` console command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(load=[command] if command in COMMANDS else [])
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    module, _adder, runner, _help = COMMANDS[args.command]
+    try:
+        return int(getattr(importlib.import_module(module), runner)(args) or 0)
+    except (ValueError, FileNotFoundError, PermissionError) as exc:
+        print(f"tomstats {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tomstats {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

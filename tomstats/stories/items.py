@@ -1,0 +1,159 @@
+"""The item schema shared by the story generator (which writes items) and the runner
+(which reads them). One item is one question about one rendered story.
+
+Items are stored as JSON Lines, one item per line, each line carrying ``format``
+(:data:`ITEM_FORMAT`) so that readers can refuse files of another version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tomstats._io import atomic_open
+
+__all__ = ["ITEM_FORMAT", "Item", "write_items", "read_items"]
+
+#: Version tag written into every item record.
+ITEM_FORMAT = "tomstats.items/1"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One question about one story, with its verified gold answer and design covariates.
+
+    Parameters
+    ----------
+    item_id : str
+        Unique, stable identifier (same seed and settings give the same id).
+    story : str
+        The rendered story text put to the model.
+    question : str
+        The question text.
+    answer : str
+        Gold answer (a location name as it appears in ``candidates``), from the belief tracker.
+    question_type : str
+        ``"reality"`` (order 0), ``"tom"`` (order ≥ 1), ``"wm_human"``, ``"wm_object"``,
+        or an AnaToM type (``"memory"``, ``"first_order_true_belief"``, …).
+    tom_order : int
+        Nesting depth of the question: 0 reality / world model, 1 first order, 2 second order.
+    context_words : int
+        Target story length in words (the design level); ``n_words`` is the achieved length.
+    n_words : int
+        Number of words of ``story``.
+    candidates : tuple of str
+        Every location of the world (the answer space).
+    agents : tuple of str
+        The question's chain of agents (empty for reality questions).
+    target : str
+        The entity whose location is asked (an agent or an object).
+    first_common_location : str or None
+        StorySim's heuristic answer (the first location the chain's agents shared).
+    last_location : str or None
+        The target's true final location (the recency heuristic's answer).
+    mislead_distance : int or None
+        Events between the belief-forming event and the end of the story (StorySim).
+    n_characters : int
+        Number of characters in the story.
+    setting : str
+        ``"rooms"``, ``"field"``, ``"calls"`` (StorySim settings) or ``"anatom"``.
+    generator : str
+        ``"storysim"`` or ``"anatom"``.
+    seed : int
+        Seed the item was generated from.
+    critical_position : float or None
+        Relative position (0–1) of the critical events in the rendered story.
+    metadata : mapping
+        Anything else (storyboard name, event log, …); must be JSON-serialisable.
+    """
+
+    item_id: str
+    story: str
+    question: str
+    answer: str
+    question_type: str
+    tom_order: int
+    context_words: int
+    n_words: int
+    candidates: tuple[str, ...]
+    agents: tuple[str, ...] = ()
+    target: str = ""
+    first_common_location: str | None = None
+    last_location: str | None = None
+    mislead_distance: int | None = None
+    n_characters: int = 0
+    setting: str = ""
+    generator: str = ""
+    seed: int = 0
+    critical_position: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict with the format tag."""
+        d = dataclasses.asdict(self)
+        d["candidates"] = list(self.candidates)
+        d["agents"] = list(self.agents)
+        d["metadata"] = dict(self.metadata)
+        return {"format": ITEM_FORMAT, **d}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Item:
+        """Build an item from :meth:`to_dict` output; ``ValueError`` names a bad field."""
+        fmt = d.get("format", ITEM_FORMAT)
+        if fmt != ITEM_FORMAT:
+            raise ValueError(f"item format {fmt!r} is not supported (expected {ITEM_FORMAT!r})")
+        names = {f.name for f in dataclasses.fields(cls)}
+        required = {f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        missing = sorted(required - set(d))
+        if missing:
+            raise ValueError(f"item {d.get('item_id', '?')!r} is missing fields {missing}")
+        unknown = sorted(set(d) - names - {"format"})
+        if unknown:
+            raise ValueError(f"item {d.get('item_id', '?')!r} has unknown fields {unknown}")
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["candidates"] = tuple(kw["candidates"])
+        kw["agents"] = tuple(kw.get("agents", ()))
+        for k in ("tom_order", "context_words", "n_words"):
+            if not isinstance(kw[k], int) or isinstance(kw[k], bool) or kw[k] < 0:
+                raise ValueError(f"item {kw['item_id']!r}: field {k!r} must be a non-negative "
+                                 f"integer, got {kw[k]!r}")
+        return cls(**kw)
+
+
+def write_items(path: str | os.PathLike[str], items: Iterable[Item]) -> Path:
+    """Write items as JSON Lines, atomically. Returns the path."""
+    path = Path(path)
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        for it in items:
+            fh.write(json.dumps(it.to_dict(), ensure_ascii=False) + "\n")
+    return path
+
+
+def read_items(path: str | os.PathLike[str]) -> list[Item]:
+    """Read and validate a JSON Lines item file; errors name the line and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"item file {str(path)!r} does not exist")
+    items: list[Item] = []
+    seen: set[str] = set()
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                item = Item.from_dict(json.loads(line))
+            except (json.JSONDecodeError, ValueError, TypeError) as exc:
+                raise ValueError(f"{path}:{lineno}: {exc}") from exc
+            if item.item_id in seen:
+                raise ValueError(f"{path}:{lineno}: duplicated item_id {item.item_id!r}")
+            seen.add(item.item_id)
+            items.append(item)
+    if not items:
+        raise ValueError(f"item file {str(path)!r} holds no items")
+    return items
