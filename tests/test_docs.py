@@ -1,0 +1,73 @@
+"""The documentation builds with warnings as errors, and every example in it runs.
+
+Two Sphinx builds in subprocesses (html and doctest; ~30 s together). They run by default;
+deselect them with ``-k "not sphinx"``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+
+pytest.importorskip("sphinx", reason="the 'docs' extra (sphinx, myst-parser) is not installed")
+pytest.importorskip("myst_parser", reason="the 'docs' extra (myst-parser) is not installed")
+
+
+def _sphinx(builder: str, out: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MPLBACKEND": "Agg", "JAX_PLATFORMS": "cpu"}
+    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", builder,
+           "-d", str(out / "doctrees"), str(DOCS), str(out / builder)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300,
+                          check=False)
+
+
+def test_sphinx_html_build(tmp_path: Path) -> None:
+    res = _sphinx("html", tmp_path)
+    assert res.returncode == 0, f"sphinx html build failed:\n{res.stderr[-4000:]}"
+    html = tmp_path / "html"
+    for page in ("index", "getting-started", "reproduction", "reports", "benchmarks", "api"):
+        assert (html / f"{page}.html").is_file(), page
+    api = (html / "api.html").read_text(encoding="utf-8")
+    # autodoc really rendered the docstrings
+    for name in ("tomstats.figures.fig_sensitivity", "tomstats.report.fit.write_fit_report",
+                 "tomstats.model.linear_predictor"):
+        assert f'id="{name}"' in api, name
+
+
+def test_sphinx_doctest(tmp_path: Path) -> None:
+    res = _sphinx("doctest", tmp_path)
+    assert res.returncode == 0, f"doctest failed:\n{res.stdout[-4000:]}\n{res.stderr[-2000:]}"
+    summary = (tmp_path / "doctest" / "output.txt").read_text(encoding="utf-8")
+    tests = sum(int(n) for n in re.findall(r"^\s*(\d+) tests?", summary, flags=re.M))
+    assert tests >= 5, summary[-2000:]  # the pages' examples were found and run
+    assert "0 failures in tests" in summary
+
+
+def test_every_stage_page_is_in_a_toctree() -> None:
+    """Each Markdown page (the stage helpers' too) is listed in index.md's toctrees."""
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^([a-z0-9_-]+)$", index, flags=re.M))
+    pages = {p.stem for p in DOCS.glob("*.md")} - {"index"}
+    assert pages <= listed, f"pages missing from index.md toctrees: {sorted(pages - listed)}"
+
+
+def test_every_public_module_is_in_the_api_reference() -> None:
+    """New stage modules must be added to docs/api.md (public modules, not private ``_``)."""
+    import pkgutil
+
+    import tomstats
+
+    api = (DOCS / "api.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"automodule:: (tomstats[\w.]*)", api))
+    top = {m.name for m in pkgutil.iter_modules(tomstats.__path__, "tomstats.")
+           if not m.name.rsplit(".", 1)[-1].startswith("_")}
+    missing = sorted(top - documented)
+    assert not missing, f"public modules missing from docs/api.md: {missing}"

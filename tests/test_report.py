@@ -1,0 +1,277 @@
+"""``tomstats report``: simulation and fit reports, their content, and bad input."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from _report_data import make_fit, save_fit, write_simulation_dir
+
+from tomstats.cli import main
+from tomstats.report import fit as R
+from tomstats.report._document import Check, Verdict
+from tomstats.report.simulation import simulation_document, write_simulation_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+IMG_SRC = re.compile(r'<img src="([^"]*)"')
+
+
+def _assert_self_contained(html: str, n_images: int) -> None:
+    assert "<script" not in html.lower() and "<link" not in html.lower()
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    srcs = IMG_SRC.findall(html)
+    assert len(srcs) == n_images
+    for src in srcs:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == PNG_MAGIC
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+@pytest.fixture(scope="module")
+def sim_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_simulation_dir(tmp_path_factory.mktemp("sim") / "out")
+
+
+def test_simulation_html(sim_dir: Path, tmp_path: Path) -> None:
+    out = write_simulation_report(sim_dir, tmp_path / "r.html")
+    html = out.read_text(encoding="utf-8")
+    _assert_self_contained(html, 5)
+    t1 = pd.read_csv(sim_dir / "table1.csv").set_index("factor")
+    # measured Table 1 beside the paper's values
+    assert f"{t1.loc['tom_order', 'pct_total']:.4g}" in html
+    for paper in ("22.4", "1155", "0.236", "73"):
+        assert f"<td class=\"num\">{paper}</td>" in html
+    # seed, parameters and replicates shown
+    assert "seed 0" in html and "7.5e-05" in html and "20 replicates" in html
+    # the synthetic ToM share (21.57 %) lies outside 22.4 ± 0.6: the verdict says FAIL
+    assert 'data-verdict="FAIL"' in html
+    assert html.index('id="verdict"') < html.index("Table 1")
+
+
+def test_simulation_verdict_bands(sim_dir: Path, tmp_path: Path) -> None:
+    d = write_simulation_dir(tmp_path / "inband")
+    t1 = pd.read_csv(d / "table1.csv").set_index("factor")
+    t1.loc[["tom_order", "context_length", "interaction"], "pct_total"] = [22.9, 3.7, 0.31]
+    t1.reset_index().to_csv(d / "table1.csv", index=False)
+    verdict = simulation_document(d).sections[0].blocks[0]
+    assert isinstance(verdict, Verdict)
+    assert [c.passed for c in verdict.checks] == [True, True, True, True]
+    assert verdict.label == "PASS"
+    t1.loc["interaction", "pct_total"] = 0.71  # just outside 0.5 ± 0.2
+    t1.reset_index().to_csv(d / "table1.csv", index=False)
+    verdict = simulation_document(d).sections[0].blocks[0]
+    assert [c.passed for c in verdict.checks] == [True, True, False, True]
+    assert verdict.label == "FAIL"
+
+
+def test_simulation_markdown(sim_dir: Path, tmp_path: Path) -> None:
+    out = write_simulation_report(sim_dir, tmp_path / "md", fmt="md")
+    assert out == tmp_path / "md" / "report.md"
+    text = out.read_text(encoding="utf-8")
+    refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert refs == [f"fig{i}.png" for i in range(1, 6)]
+    for r in refs:
+        assert (out.parent / r).read_bytes()[:8] == PNG_MAGIC
+    assert "| ToM order |" in text and "**FAIL**" in text
+
+
+def test_simulation_cli(sim_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["report", "--simulation", str(sim_dir), "--out", str(tmp_path / "a.html")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert (tmp_path / "a.html").stat().st_size > 50_000
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--simulation", "{tmp}/missing"], "does not exist or is not a folder"),
+        (["--simulation", "{tmp}/empty"], "is not a tomstats reproduce output"),
+        (["--simulation", "{sim}", "--out", "{tmp}/no/such/dir/r.html"],
+         "--out: folder '{tmp}/no/such/dir' of"),
+        (["--simulation", "{sim}", "--out", "{tmp}"], "is a directory, expected a file path"),
+        (["--simulation", "{sim}", "--format", "md", "--out", "{tmp}/file.txt"],
+         "exists and is not a folder"),
+        (["{tmp}/fit.nc", "--simulation", "{sim}"], "give exactly one of FIT.nc or --simulation"),
+        (["{tmp}/missing.nc"], "FIT: '{tmp}/missing.nc' does not exist"),
+        (["{sim}"], "is a folder, expected a fit netCDF file"),
+        (["{tmp}/file.txt"], "is not a netCDF InferenceData file"),
+        (["{tmp}/plain.nc"], "has no 'posterior' group"),
+    ],
+)
+def test_report_bad_input(sim_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
+                          argv: list[str], message: str) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file.txt").write_text("not a netCDF file\n")
+    save_fit(xr.Dataset({"y": ("obs", np.arange(3.0))}), tmp_path / "plain.nc")
+    args = [a.format(tmp=tmp_path, sim=sim_dir) for a in argv]
+    assert main(["report", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tomstats report: error: ")
+    assert message.format(tmp=tmp_path) in err
+    assert not list(tmp_path.glob("*.html")) and not list(tmp_path.glob(".*.tmp"))
+
+
+# --------------------------------------------------------------------------- fit
+
+
+@pytest.fixture(scope="module")
+def fit_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_fit(make_fit(seed=1), tmp_path_factory.mktemp("fit") / "fit.nc")
+
+
+@pytest.fixture(scope="module")
+def fit_html(fit_path: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("fitreport") / "report.html"
+    assert main(["report", str(fit_path), "--out", str(out)]) == 0
+    return out.read_text(encoding="utf-8")
+
+
+def test_fit_html_sections(fit_html: str) -> None:
+    # trace, rank, energy, densities, calibration, cells
+    _assert_self_contained(fit_html, 6)
+    order = ['id="verdict"', "Model, data and provenance", "Posterior summary",
+             "Sampler plots", "Posterior and prior", "Posterior predictive checks",
+             "Pareto k diagnostic"]
+    pos = [fit_html.index(s) for s in order]
+    assert pos == sorted(pos)
+    for attr in ("data_hash", "structural", "numpyro", "tomstats_version"):
+        assert f"<td>{attr}</td>" in fit_html or f"<td>{attr}</td>" in fit_html
+    assert "capability[llama-b]" in fit_html  # per-LLM rows in the summary table
+    assert '<td>design cells (context × ToM)</td><td class="num">15</td>' in fit_html
+    assert "Missing" not in fit_html and 'class="missing"' not in fit_html
+
+
+def test_fit_markdown(fit_path: Path, tmp_path: Path) -> None:
+    idata = make_fit(seed=2, groups=())
+    p = save_fit(idata, tmp_path / "bare.nc")
+    out = R.write_fit_report(p, tmp_path / "md", fmt="md")
+    text = out.read_text(encoding="utf-8")
+    refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert refs == ["trace.png", "rank.png", "energy.png", "densities.png"]
+    assert all((out.parent / r).is_file() for r in refs)
+    # the missing groups are named, not silently skipped
+    assert "No 'prior' group" in text
+    assert "No 'posterior_predictive' group with 'correct'" in text
+    assert "No 'log_likelihood' group" in text
+
+
+def test_verdict_flags_divergences_and_rhat() -> None:
+    idata = make_fit(seed=3, diverging=3)
+    # shift one chain of one capability element: R-hat must name that element
+    cap = idata.posterior["capability"]
+    cap.loc[{"chain": 1, "llm_level": "llama-b"}] = cap.sel(chain=1, llm_level="llama-b") + 0.5
+    v = R.diagnostics_verdict(idata)
+    by = {c.name: c for c in v.checks}
+    assert v.label == "FAIL"
+    assert by["divergences"].passed is False and by["divergences"].value == "3"
+    assert by["R-hat"].passed is False
+    assert "capability[llama-b]" in by["R-hat"].detail
+    assert "capability[gpt-a]" not in by["R-hat"].detail
+    assert by["tree depth"].passed is True
+    assert by["E-BFMI"].passed is True
+
+
+def test_verdict_tree_depth_and_ebfmi() -> None:
+    idata = make_fit(seed=4)
+    idata.sample_stats["reached_max_treedepth"][0, :5] = True
+    # energy as a slow random walk: E-BFMI ≈ 0
+    walk = np.cumsum(np.random.default_rng(0).normal(size=idata.sample_stats["energy"].shape),
+                     axis=1)
+    idata.sample_stats["energy"].values[:] = walk
+    by = {c.name: c for c in R.diagnostics_verdict(idata).checks}
+    assert by["tree depth"].passed is False and by["tree depth"].value == "5"
+    assert by["E-BFMI"].passed is False and "chain 0" in by["E-BFMI"].detail
+
+
+def test_verdict_unknown_without_stats() -> None:
+    idata = make_fit(seed=5)
+    del idata.sample_stats["diverging"]
+    by = {c.name: c for c in R.diagnostics_verdict(idata).checks}
+    assert by["divergences"].passed is None and "no 'diverging'" in by["divergences"].detail
+    assert by["R-hat"].passed is not None
+    del idata.sample_stats  # fallback checks: every sampler statistic is n/a
+    by = {c.name: c for c in R.diagnostics_verdict(idata).checks}
+    assert [by[k].passed for k in ("divergences", "tree depth", "E-BFMI")] == [None] * 3
+    assert by["bulk ESS"].passed is not None
+
+
+def test_fallback_tree_depth() -> None:
+    idata = make_fit(seed=8)
+    del idata.sample_stats["reached_max_treedepth"]  # depth vs the max_tree_depth attribute
+    idata.sample_stats["tree_depth"][1, :2] = 10
+    checks = {c.name: c for c in R._fallback_checks(idata)}
+    assert checks["tree depth"].passed is False
+    assert checks["tree depth"].value == "2 draws at depth 10"
+
+
+def test_verdict_states() -> None:
+    ok, bad, na = (Check("a", s, "", "") for s in (True, False, None))
+    assert Verdict("t", (ok, na)).label == "PASS"
+    assert Verdict("t", (ok, bad, na)).label == "FAIL"
+    assert Verdict("t", (na,)).label == "UNKNOWN"
+
+
+def test_calibration_table_matches_wilson() -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    rng = np.random.default_rng(0)
+    p_hat = rng.random(2000)
+    y = (rng.random(2000) < p_hat).astype(float)
+    tab = R.calibration_table(y, p_hat, bins=10)
+    assert tab["n"].sum() == 2000
+    for _, r in tab.iterrows():
+        m = (p_hat >= r.bin_low) & (p_hat < r.bin_high)
+        assert r.n == m.sum()
+        assert r.observed == pytest.approx(y[m].mean())
+        lo, hi = proportion_confint(y[m].sum(), m.sum(), method="wilson")
+        assert (r.observed_low, r.observed_high) == pytest.approx((lo, hi), rel=1e-6)
+    # a well-calibrated predictor: every bin's interval covers its mean prediction but a few
+    assert ((tab.observed_low <= tab.predicted) & (tab.predicted <= tab.observed_high)).sum() >= 8
+
+
+def test_cell_accuracy_table() -> None:
+    rng = np.random.default_rng(1)
+    ctx = np.repeat([200, 5000], 50)
+    tom = np.tile([0, 1], 50)
+    y = rng.integers(0, 2, 100).astype(float)
+    y_rep = rng.integers(0, 2, (300, 100)).astype(float)
+    tab = R.cell_accuracy_table(y, y_rep, ctx, tom)
+    ref = pd.DataFrame({"c": ctx, "t": tom, "y": y}).groupby(["c", "t"]).y.mean()
+    np.testing.assert_allclose(tab.observed, ref.to_numpy())
+    assert list(tab.n) == [25, 25, 25, 25]
+    m = (ctx == 5000) & (tom == 1)
+    draws = y_rep[:, m].mean(axis=1)
+    row = tab[(tab.context_length == 5000) & (tab.tom_order == 1)].iloc[0]
+    assert row.predicted == pytest.approx(draws.mean())
+    assert row.predicted_low == pytest.approx(np.quantile(draws, 0.025))
+
+
+def test_loo_table_counts(fit_path: Path) -> None:
+    idata = R.load_fit(fit_path)
+    est, ktab = R.loo_tables(idata)
+    n_obs = idata.observed_data["correct"].size
+    assert ktab["count"].sum() == n_obs
+    assert ktab["share"].sum() == pytest.approx(1.0)
+    elpd = float(est.set_index("quantity").loc["elpd_loo", "value"])
+    # elpd_loo of Bernoulli data lies between n·log(min p) and 0
+    assert -n_obs * np.log(2) * 2 < elpd < 0
+
+
+def test_no_provenance_is_stated(tmp_path: Path) -> None:
+    idata = make_fit(seed=6, provenance=False)
+    blocks = R.fit_document(idata).sections[1].blocks
+    assert blocks[0].kind == "missing" and "no tomstats provenance" in blocks[0].text
+
+
+def test_nonbinary_outcome_stated() -> None:
+    idata = make_fit(seed=7)
+    idata.observed_data["correct"].values[:] = 2
+    text = " ".join(b.text for b in R._ppc_blocks(idata))
+    assert "is not binary" in text

@@ -1,0 +1,92 @@
+"""``tomstats stories``: writes valid JSON Lines atomically; clear errors exit 2."""
+
+from __future__ import annotations
+
+import json
+
+from tomstats.cli import main
+from tomstats.stories import read_items
+
+BOARD = """
+name = "sally_rooms"
+setting = "rooms"
+n = 30
+characters = ["Sally", "Anne", "Carl", "Dora"]
+[[events]]
+name = "cross_paths"
+actors = ["Sally", "Anne"]
+location = "room_1"
+t = 5
+[[events]]
+name = "move"
+actor = "Anne"
+location = "room_2"
+t = 6
+[[events]]
+name = "exclusive_random"
+actors = ["Sally", "Anne"]
+stop = 12
+[[events]]
+name = "move"
+actor = "Anne"
+location = "room_3"
+t = 12
+[[events]]
+name = "exclusive_random"
+actors = ["Sally", "Anne"]
+stop = 30
+[[questions]]
+chain = ["Sally"]
+target = "Anne"
+[[questions]]
+target = "Anne"
+"""
+
+
+def test_paper_design(tmp_path) -> None:
+    out = tmp_path / "items.jsonl"
+    rc = main(["stories", "--out", str(out), "--n-per-cell", "2", "--seed", "1",
+               "--contexts", "200", "500", "--orders", "0", "2", "--no-progress"])
+    assert rc == 0
+    items = read_items(out)
+    assert len(items) == 2 * 2 * 2
+    assert {(it.context_words, it.tom_order) for it in items} == \
+        {(200, 0), (200, 2), (500, 0), (500, 2)}
+    for line in out.read_text().splitlines():
+        assert json.loads(line)["format"] == "tomstats.items/1"
+    assert [p.name for p in tmp_path.iterdir()] == ["items.jsonl"]  # no temporary left
+
+
+def test_issue_spelling_and_anatom(tmp_path) -> None:
+    out = tmp_path / "a.jsonl"
+    assert main(["stories", "--design", "anatom", "--n", "3", "--seed", "1", "--out", str(out),
+                 "--all-types"]) == 0
+    assert len(read_items(out)) == 18
+
+
+def test_storyboard_file(tmp_path) -> None:
+    board = tmp_path / "board.toml"
+    board.write_text(BOARD)
+    out = tmp_path / "s.jsonl"
+    assert main(["stories", "--storyboard", str(board), "--n", "4", "--out", str(out)]) == 0
+    items = read_items(out)
+    assert len(items) == 8
+    first = [it for it in items if it.tom_order == 1]
+    assert all(it.answer == "room_2" for it in first)
+    assert all(it.answer == "room_3" for it in items if it.tom_order == 0)
+    assert all(it.metadata["well_defined"] for it in first)
+
+
+def test_errors_exit_2_and_write_nothing(tmp_path, capsys) -> None:
+    out = tmp_path / "x.jsonl"
+    assert main(["stories", "--out", str(out), "--n", "0"]) == 2
+    assert "--n-per-cell must be a positive integer" in capsys.readouterr().err
+    assert main(["stories", "--out", str(out), "--orders", "5", "--n", "1"]) == 2
+    assert "orders" in capsys.readouterr().err
+    assert main(["stories", "--out", str(tmp_path / "no" / "x.jsonl")]) == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text(BOARD.replace('location = "room_3"', 'location = "room_9"'))
+    assert main(["stories", "--storyboard", str(bad), "--out", str(out)]) == 2
+    assert "event 3 (move Anne -> room_9 t=12): location 'room_9'" in capsys.readouterr().err
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [bad]

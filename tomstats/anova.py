@@ -1,0 +1,663 @@
+r"""Two-way (and one-way) between-subjects ANOVA, from rows or from cell counts.
+
+Two entry points share one implementation of the formulas:
+
+- :func:`anova` works on long data (one row per question) and returns a tidy
+  :class:`pandas.DataFrame` like ``pingouin.anova``;
+- :func:`anova_from_counts` works on per-cell counts of a binary outcome, vectorised in JAX over
+  any number of leading batch dimensions (replicates, capability levels, grid points), for the
+  simulator.
+
+Both reduce the data to per-cell sufficient statistics — cell size :math:`n_{ij}`, cell sum
+:math:`s_{ij} = \sum y` and within-cell sum of squares :math:`W_{ij} = \sum (y - \bar y_{ij})^2`
+(for a binary outcome with :math:`k_{ij}` successes, :math:`s_{ij} = k_{ij}` and
+:math:`W_{ij} = k_{ij} - k_{ij}^2 / n_{ij}`). Every model of the two-way family (``A``, ``B``,
+``A + B``, ``A * B``) is constant within cells, so its residual sum of squares is
+:math:`SS_\text{res} + RSS_\text{cells}(\text{model})`, where
+:math:`SS_\text{res} = \sum_{ij} W_{ij}` and :math:`RSS_\text{cells}` is the weighted (weights
+:math:`n_{ij}`) least-squares residual of the cell means :math:`m_{ij} = s_{ij}/n_{ij}` on the
+model's design. The sums of squares follow (:math:`A` = first factor, :math:`B` = second):
+
+- type I (sequential, in the order given): :math:`SS_A = RSS(1) - RSS(A)`,
+  :math:`SS_B = RSS(A) - RSS(A+B)`, :math:`SS_{AB} = RSS(A+B) - RSS(A*B)`;
+- type II (each main effect adjusted for the other, not for the interaction):
+  :math:`SS_A = RSS(B) - RSS(A+B)`, :math:`SS_B = RSS(A) - RSS(A+B)`,
+  :math:`SS_{AB} = RSS(A+B) - RSS(A*B)`;
+- type III (each term adjusted for all others, sum-to-zero coding, as statsmodels
+  ``anova_lm(ols("y ~ C(A, Sum) * C(B, Sum)"), typ=3)``): the main effects test equality of the
+  unweighted marginal means :math:`\bar u_i = \frac1B \sum_j m_{ij}`, which gives the weighted
+  squares of means :math:`SS_A = \sum_i w_i (\bar u_i - \bar u_w)^2` with
+  :math:`w_i = B^2 / \sum_j n_{ij}^{-1}` and :math:`\bar u_w = \sum_i w_i \bar u_i / \sum_i w_i`;
+  the interaction is the same as in types I and II.
+
+In a balanced design (:math:`n_{ij} = n`) all three types coincide with the classic closed
+forms :math:`SS_A = nB\sum_i(\bar m_{i\cdot} - \bar m)^2`,
+:math:`SS_B = nA\sum_j(\bar m_{\cdot j} - \bar m)^2`,
+:math:`SS_{AB} = n\sum_{ij}(m_{ij} - \bar m_{i\cdot} - \bar m_{\cdot j} + \bar m)^2`.
+
+Degrees of freedom: :math:`A-1`, :math:`B-1`, :math:`(A-1)(B-1)` and :math:`N - AB`;
+:math:`MS = SS/DF`, :math:`F_X = MS_X / MS_\text{res}`,
+:math:`p = P(F_{DF_X, DF_\text{res}} > F_X)`.
+Effect sizes: :math:`\eta^2_X = SS_X / SS_\text{total}` with
+:math:`SS_\text{total} = \sum (y - \bar y)^2` (in unbalanced type II/III designs the SS do not
+add up to :math:`SS_\text{total}`; η² is still :math:`SS_X / SS_\text{total}`, as in pingouin) and
+:math:`\eta^2_{p,X} = SS_X / (SS_X + SS_\text{res})`. The ``Residual`` row carries
+:math:`\eta^2 = SS_\text{res}/SS_\text{total}` (the paper's "residual share of total variance")
+and NaN for F, p and partial η².
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from functools import partial
+from types import ModuleType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import scipy.special
+
+__all__ = [
+    "SOURCES",
+    "AnovaArrays",
+    "anova",
+    "anova_from_counts",
+    "counts_table_to_frame",
+    "systematic_share",
+]
+
+#: Order of the sources along the last axis of every :class:`AnovaArrays` field.
+SOURCES: tuple[str, str, str, str] = ("A", "B", "A:B", "Residual")
+
+COLUMNS: tuple[str, ...] = ("source", "SS", "DF", "MS", "F", "p", "eta2", "partial_eta2")
+
+_SS_TYPES = (1, 2, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# result container
+# ---------------------------------------------------------------------------------------------
+
+
+@partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["SS", "DF", "MS", "F", "p", "eta2", "partial_eta2"],
+    meta_fields=[],
+)
+@dataclasses.dataclass(frozen=True)
+class AnovaArrays:
+    """ANOVA tables as arrays; a JAX pytree (passes through ``jit``/``vmap``).
+
+    Every field has shape ``(..., 4)``; the last axis runs over :data:`SOURCES`
+    ``("A", "B", "A:B", "Residual")`` = first factor, second factor, interaction, residual.
+
+    Attributes
+    ----------
+    SS, DF, MS, F, p, eta2, partial_eta2
+        Sums of squares, degrees of freedom, mean squares :math:`SS/DF`, F ratios
+        :math:`MS_X/MS_\\text{res}`, p-values, :math:`\\eta^2 = SS_X/SS_\\text{total}` and
+        :math:`\\eta^2_p = SS_X/(SS_X+SS_\\text{res})`. The residual entry has NaN F, p and
+        partial η², and :math:`\\eta^2 = SS_\\text{res}/SS_\\text{total}`.
+    """
+
+    SS: Any
+    DF: Any
+    MS: Any
+    F: Any
+    p: Any
+    eta2: Any
+    partial_eta2: Any
+
+    @property
+    def systematic_share(self) -> Any:
+        """Share of systematic variance per effect; see :func:`systematic_share`."""
+        return systematic_share(self)
+
+
+def systematic_share(arrs: AnovaArrays) -> Any:
+    r"""The paper's share of systematic (between-cell) variance of A, B and A:B.
+
+    .. math:: \text{share}_X = \frac{SS_X}{SS_A + SS_B + SS_{AB}}, \quad X \in \{A, B, A{:}B\}
+
+    In a balanced design the denominator is the between-cells sum of squares
+    :math:`\sum_{ij} n_{ij}(m_{ij} - \bar y)^2`. In an unbalanced design that is no longer true
+    for type II/III sums of squares; the denominator is still :math:`SS_A + SS_B + SS_{AB}` of
+    the requested type, so the three shares always add up to 1 (for type I the sum equals the
+    between-cells SS exactly).
+
+    Parameters
+    ----------
+    arrs
+        Result of :func:`anova_from_counts` (fields of shape ``(..., 4)``).
+
+    Returns
+    -------
+    array of shape ``(..., 3)``
+        Shares in the order ``("A", "B", "A:B")``; NaN where all three SS are 0.
+    """
+    ss = arrs.SS[..., :3]
+    xp = jnp if isinstance(ss, jax.Array) else np
+    return ss / xp.sum(ss, axis=-1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# shared core: sums of squares from cell statistics (xp = numpy or jax.numpy)
+# ---------------------------------------------------------------------------------------------
+
+
+def _quad_inverse(c: Any, q: Any, xp: ModuleType) -> Any:
+    """:math:`q^T C^{-1} q` for a batch of small SPD matrices ``c`` (..., k, k), ``q`` (..., k).
+
+    Unrolled LDLᵀ elimination over the static size ``k``: only elementwise operations on the
+    batch, which is far faster than batched LAPACK calls for k of 1–4 and works in numpy and
+    jax alike. ``C`` here is a Schur complement of a positive-definite matrix, so no pivoting
+    is needed.
+    """
+    k = q.shape[-1]
+    a = [[c[..., i, j] for j in range(k)] for i in range(k)]
+    z = [q[..., i] for i in range(k)]
+    total = xp.zeros_like(z[0]) if k else xp.zeros(q.shape[:-1], q.dtype)
+    for p in range(k):
+        piv = a[p][p]
+        total = total + z[p] * z[p] / piv
+        for i in range(p + 1, k):
+            f = a[i][p] / piv
+            z[i] = z[i] - f * z[p]
+            for j in range(p + 1, k):
+                a[i][j] = a[i][j] - f * a[p][j]
+    return total
+
+
+def _adjusted_col_ss(sc: Any, n: Any, xp: ModuleType) -> Any:
+    r"""SS of the column factor adjusted for the row factor, :math:`RSS(R) - RSS(R + C)`.
+
+    ``sc`` are centred cell sums :math:`s_{ij} - n_{ij}\bar y` and ``n`` cell sizes, shape
+    (..., R, C). Eliminating the row effects from the weighted normal equations of the additive
+    model leaves the reduced system :math:`M b = q` with
+    :math:`M = \operatorname{diag}(n_{\cdot j}) - \sum_i n_{ij} n_{ij'} / n_{i\cdot}` and
+    :math:`q_j = s_{\cdot j} - \sum_i n_{ij} s_{i\cdot}/n_{i\cdot}`; the adjusted SS is
+    :math:`q^T M^{-} q`, computed with the last level's effect fixed at 0.
+    """
+    n_row = xp.sum(n, axis=-1)  # (..., R)
+    s_row = xp.sum(sc, axis=-1)
+    n_col = xp.sum(n, axis=-2)  # (..., C)
+    s_col = xp.sum(sc, axis=-2)
+    nr = n / n_row[..., :, None]
+    m = -xp.einsum("...ij,...ik->...jk", nr, n)
+    c = n.shape[-1]
+    m = m + n_col[..., :, None] * xp.eye(c, dtype=n.dtype)
+    q = s_col - xp.einsum("...ij,...i->...j", nr, s_row)
+    return _quad_inverse(m[..., : c - 1, : c - 1], q[..., : c - 1], xp)
+
+
+def _sums_of_squares(
+    s: Any, n: Any, within: Any, ss_type: int, balanced: bool, xp: ModuleType
+) -> tuple[Any, Any, Any, Any, Any]:
+    """Return ``(SS_A, SS_B, SS_AB, SS_res, SS_total)`` from cell statistics (..., A, B)."""
+    n_a, n_b = s.shape[-2], s.shape[-1]
+    big_n = xp.sum(n, axis=(-2, -1))
+    grand = xp.sum(s, axis=(-2, -1)) / big_n
+    sc = s - n * grand[..., None, None]  # centred cell sums
+    mc = sc / n  # centred cell means
+    ss_res = xp.sum(within, axis=(-2, -1))
+    ss_cells = xp.sum(sc * mc, axis=(-2, -1))
+    ss_total = ss_cells + ss_res
+    if balanced:
+        n0 = big_n / (n_a * n_b)
+        row = xp.mean(mc, axis=-1)
+        col = xp.mean(mc, axis=-2)
+        ss_a = n0 * n_b * xp.sum(row * row, axis=-1)
+        ss_b = n0 * n_a * xp.sum(col * col, axis=-1)
+        inter = mc - row[..., :, None] - col[..., None, :]
+        ss_ab = n0 * xp.sum(inter * inter, axis=(-2, -1))
+        return ss_a, ss_b, ss_ab, ss_res, ss_total
+    n_row = xp.sum(n, axis=-1)
+    n_col = xp.sum(n, axis=-2)
+    s_row = xp.sum(sc, axis=-1)
+    s_col = xp.sum(sc, axis=-2)
+    ss_a_one = xp.sum(s_row * s_row / n_row, axis=-1)  # RSS(1) - RSS(A)
+    ss_b_one = xp.sum(s_col * s_col / n_col, axis=-1)  # RSS(1) - RSS(B)
+    # one reduced solve, over the factor with fewer levels
+    if n_b <= n_a:
+        ss_b_adj = _adjusted_col_ss(sc, n, xp)
+        ss_a_adj = ss_a_one + ss_b_adj - ss_b_one
+    else:
+        ss_a_adj = _adjusted_col_ss(xp.swapaxes(sc, -1, -2), xp.swapaxes(n, -1, -2), xp)
+        ss_b_adj = ss_b_one + ss_a_adj - ss_a_one
+    ss_ab = xp.maximum(ss_cells - ss_a_one - ss_b_adj, 0.0)  # RSS(A+B) - RSS(A*B)
+    if ss_type == 1:
+        return ss_a_one, ss_b_adj, ss_ab, ss_res, ss_total
+    if ss_type == 2:
+        return ss_a_adj, ss_b_adj, ss_ab, ss_res, ss_total
+    inv_n = 1.0 / n
+    w_a = n_b * n_b / xp.sum(inv_n, axis=-1)
+    w_b = n_a * n_a / xp.sum(inv_n, axis=-2)
+    u_a = xp.mean(mc, axis=-1)
+    u_b = xp.mean(mc, axis=-2)
+    ss_a3 = _weighted_ss(u_a, w_a, xp)
+    ss_b3 = _weighted_ss(u_b, w_b, xp)
+    return ss_a3, ss_b3, ss_ab, ss_res, ss_total
+
+
+def _weighted_ss(u: Any, w: Any, xp: ModuleType) -> Any:
+    r""":math:`\sum_i w_i (u_i - \bar u_w)^2` over the last axis."""
+    ubar = xp.sum(w * u, axis=-1, keepdims=True) / xp.sum(w, axis=-1, keepdims=True)
+    d = u - ubar
+    return xp.sum(w * d * d, axis=-1)
+
+
+def _f_sf(f: Any, d1: Any, d2: Any, betainc: Callable[..., Any]) -> Any:
+    r"""Survival function of the F distribution: :math:`I_{d_2/(d_2+d_1F)}(d_2/2, d_1/2)`."""
+    return betainc(0.5 * d2, 0.5 * d1, d2 / (d2 + d1 * f))
+
+
+def _table(
+    ss_effects: Sequence[Any],
+    df_effects: Sequence[Any],
+    ss_res: Any,
+    df_res: Any,
+    ss_total: Any,
+    xp: ModuleType,
+    betainc: Callable[..., Any] | None,
+) -> AnovaArrays:
+    """Assemble SS, DF, MS, F, p, η², partial η² with the residual as the last source.
+
+    ``betainc=None`` skips the p-values (NaN): the incomplete beta function costs ~20× more
+    than everything else together.
+    """
+    ss_eff = xp.stack(list(ss_effects), axis=-1)
+    df_eff = xp.stack([xp.broadcast_to(d, ss_res.shape) for d in df_effects], axis=-1)
+    df_eff = df_eff.astype(ss_eff.dtype)
+    df_res = xp.broadcast_to(df_res, ss_res.shape).astype(ss_eff.dtype)
+    ms_eff = ss_eff / df_eff
+    ms_res = ss_res / df_res
+    f_eff = ms_eff / ms_res[..., None]
+    nan = xp.full(ss_res.shape + (1,), xp.nan, dtype=ss_eff.dtype)
+    if betainc is None:
+        p_eff = xp.full(f_eff.shape, xp.nan, dtype=ss_eff.dtype)
+    else:
+        p_eff = _f_sf(f_eff, df_eff, df_res[..., None], betainc)
+    ss = xp.concatenate([ss_eff, ss_res[..., None]], axis=-1)
+    return AnovaArrays(
+        SS=ss,
+        DF=xp.concatenate([df_eff, df_res[..., None]], axis=-1),
+        MS=xp.concatenate([ms_eff, ms_res[..., None]], axis=-1),
+        F=xp.concatenate([f_eff, nan], axis=-1),
+        p=xp.concatenate([p_eff, nan], axis=-1),
+        eta2=ss / ss_total[..., None],
+        partial_eta2=xp.concatenate([ss_eff / (ss_eff + ss_res[..., None]), nan], axis=-1),
+    )
+
+
+def _two_way(
+    s: Any, n: Any, within: Any, ss_type: int, balanced: bool, xp: ModuleType, betainc: Any
+) -> AnovaArrays:
+    n_a, n_b = s.shape[-2], s.shape[-1]
+    ss_a, ss_b, ss_ab, ss_res, ss_total = _sums_of_squares(s, n, within, ss_type, balanced, xp)
+    df_res = xp.sum(n, axis=(-2, -1)) - n_a * n_b
+    dfs = (float(n_a - 1), float(n_b - 1), float((n_a - 1) * (n_b - 1)))
+    return _table((ss_a, ss_b, ss_ab), dfs, ss_res, df_res, ss_total, xp, betainc)
+
+
+# ---------------------------------------------------------------------------------------------
+# JAX: from cell counts of a binary outcome
+# ---------------------------------------------------------------------------------------------
+
+
+@partial(jax.jit, static_argnames=("ss_type", "balanced", "p_values"))
+def _counts_core(
+    successes: jax.Array, trials: jax.Array, ss_type: int, balanced: bool, p_values: bool
+) -> AnovaArrays:
+    k, n = jnp.broadcast_arrays(successes, trials)
+    within = k - k * k / n
+    betainc = jax.scipy.special.betainc if p_values else None
+    return _two_way(k, n, within, ss_type, balanced, jnp, betainc)
+
+
+def _is_concrete(x: Any) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+def anova_from_counts(
+    successes: Any,
+    trials: Any,
+    ss_type: int = 2,
+    *,
+    balanced: bool | None = None,
+    p_values: bool = True,
+    check: bool = True,
+) -> AnovaArrays:
+    r"""Two-way ANOVA with interaction of a binary outcome from per-cell counts, vectorised.
+
+    Equals :func:`anova` (and statsmodels ``anova_lm``) on the expanded rows — one row per
+    trial with outcome 1 for ``successes`` of them and 0 otherwise — for every table in the
+    batch. Per cell the sufficient statistics are :math:`n_{ij}` (trials) and :math:`k_{ij}`
+    (successes): cell mean :math:`k/n`, within-cell SS :math:`k - k^2/n`; the between-cell SS
+    come from weighted least squares of the cell means (weights :math:`n_{ij}`) on the factorial
+    design (see the module docstring for the type I/II/III definitions).
+
+    Parameters
+    ----------
+    successes
+        Successes per cell, shape ``(..., A, B)`` with ``A, B >= 2``; leading axes are batch
+        axes (replicates, capability levels, grid points, ...).
+    trials
+        Trials per cell, broadcastable against ``successes`` (e.g. shape ``(A, B)``); all
+        cells need at least one trial (a cell with 0 trials yields NaN).
+    ss_type
+        1 (sequential: A, then B, then A:B), 2 (default) or 3 (sum-to-zero coding).
+    balanced
+        Use the closed forms of a balanced design (trials constant within each table, where
+        all types coincide; no linear solve). ``None`` (default) detects it when ``trials`` is
+        concrete and falls back to the general path (always correct) under ``jit``/``vmap``
+        tracing. Pass ``True`` from traced code only when trials are known to be constant.
+    p_values
+        Compute p-values (default). ``False`` leaves ``p`` NaN and is about 15× faster: the
+        regularised incomplete beta function dominates the cost, and the simulator's shares,
+        η² and F do not need it.
+    check
+        Validate values when the inputs are concrete: ``0 <= successes <= trials``,
+        ``trials >= 1``, more trials than cells, and constant trials if ``balanced=True``.
+        Set ``False`` to skip the host round-trip in hot loops.
+
+    Returns
+    -------
+    AnovaArrays
+        Fields of shape ``(..., 4)`` over :data:`SOURCES`; dtype is the floating type of the
+        inputs (float64 under ``jax.enable_x64``, float32 otherwise; integers become the
+        default float type).
+
+    Raises
+    ------
+    ValueError
+        Bad ``ss_type``, shapes that do not broadcast or have fewer than 2 levels per factor,
+        or (when ``check`` and concrete) invalid counts; the message names the argument and
+        the offending value.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> out = anova_from_counts(jnp.array([[40, 30], [20, 10]]), 50)
+    >>> out.SS.shape
+    (4,)
+    """
+    if ss_type not in _SS_TYPES or isinstance(ss_type, bool):
+        raise ValueError(f"ss_type must be 1, 2 or 3, got {ss_type!r}")
+    shape_k, shape_n = np.shape(successes), np.shape(trials)
+    if len(shape_k) < 2:
+        raise ValueError(
+            f"successes must have shape (..., A, B) with a level axis per factor, got {shape_k}"
+        )
+    try:
+        shape = np.broadcast_shapes(shape_k, shape_n)
+    except ValueError:
+        raise ValueError(
+            f"trials shape {shape_n} does not broadcast against successes shape {shape_k}"
+        ) from None
+    if shape != shape_k:
+        raise ValueError(
+            f"trials shape {shape_n} would enlarge successes shape {shape_k} to {shape}; "
+            "give successes the full batch shape"
+        )
+    if shape[-2] < 2 or shape[-1] < 2:
+        raise ValueError(f"each factor needs at least 2 levels, got A={shape[-2]}, B={shape[-1]}")
+    concrete_n = _is_concrete(trials)
+    if check and _is_concrete(successes) and concrete_n:
+        _check_counts(np.asarray(successes), np.asarray(trials), shape)
+    if balanced is None:
+        balanced = concrete_n and _constant_per_table(np.asarray(trials))
+    elif balanced and check and concrete_n and not _constant_per_table(np.asarray(trials)):
+        raise ValueError("balanced=True but trials are not constant within each table")
+    dtype = jnp.result_type(successes, trials, float)
+    k = jnp.asarray(successes, dtype=dtype)
+    n = jnp.asarray(trials, dtype=dtype)
+    return _counts_core(
+        k, n, ss_type=int(ss_type), balanced=bool(balanced), p_values=bool(p_values)
+    )
+
+
+def _constant_per_table(trials: np.ndarray) -> bool:
+    if trials.ndim < 2:
+        return True
+    flat = trials.reshape(trials.shape[:-2] + (-1,))
+    return bool(np.all(flat == flat[..., :1]))
+
+
+def _check_counts(k: np.ndarray, n: np.ndarray, shape: tuple[int, ...]) -> None:
+    for name, arr in (("successes", k), ("trials", n)):
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"{name} must be finite; {name}[{idx}] = {arr[idx]}")
+    if (n < 1).any():
+        idx = tuple(int(i) for i in np.argwhere(n < 1)[0])
+        raise ValueError(f"trials must be >= 1 in every cell; trials[{idx}] = {n[idx]}")
+    kb, nb = np.broadcast_arrays(k, n)
+    bad = (kb < 0) | (kb > nb)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"successes must lie in [0, trials]; successes[{idx}] = {kb[idx]} "
+            f"with trials = {nb[idx]}"
+        )
+    total = nb.reshape(shape[:-2] + (-1,)).sum(axis=-1)
+    cells = shape[-2] * shape[-1]
+    if (total <= cells).any():
+        raise ValueError(
+            f"trials must total more than the {cells} cells (no residual degrees of freedom); "
+            f"smallest total = {total.min()}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# pandas: from rows
+# ---------------------------------------------------------------------------------------------
+
+
+def _frame(arrs: AnovaArrays, names: Sequence[str]) -> pd.DataFrame:
+    cols = {c: np.asarray(getattr(arrs, c), dtype=float) for c in COLUMNS[1:]}
+    return pd.DataFrame({"source": list(names), **cols}, columns=list(COLUMNS))
+
+
+def counts_table_to_frame(arrs: AnovaArrays, names: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
+    """One table of :func:`anova_from_counts` as the tidy DataFrame that :func:`anova` returns.
+
+    Parameters
+    ----------
+    arrs
+        An :class:`AnovaArrays` without batch axes (fields of shape ``(4,)``); index a batch
+        first, e.g. ``jax.tree.map(lambda x: x[r, c], arrs)``.
+    names
+        Names of the first and second factor; the interaction row is ``"<A>:<B>"``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``source, SS, DF, MS, F, p, eta2, partial_eta2``, rows A, B, A:B, Residual.
+    """
+    shape = np.shape(arrs.SS)
+    if shape != (4,):
+        raise ValueError(f"arrs must hold one table (fields of shape (4,)), got SS shape {shape}")
+    if len(names) != 2:
+        raise ValueError(f"names must be two factor names, got {names!r}")
+    a, b = (str(x) for x in names)
+    return _frame(arrs, [a, b, f"{a}:{b}", "Residual"])
+
+
+def _show(value: Any) -> str:
+    """``repr`` of a value with NumPy scalars shown as plain Python values."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _validate_rows(
+    data: pd.DataFrame, dv: str, factors: list[str], ss_type: int, binary: bool
+) -> np.ndarray:
+    if not isinstance(data, pd.DataFrame):
+        raise ValueError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+    if not 1 <= len(factors) <= 2:
+        raise ValueError(f"between must name 1 or 2 factors, got {factors!r}")
+    if len(set(factors)) != len(factors):
+        raise ValueError(f"between names the same factor twice: {factors!r}")
+    if dv in factors:
+        raise ValueError(f"dv {dv!r} is also a between factor")
+    if ss_type not in _SS_TYPES or isinstance(ss_type, bool):
+        raise ValueError(f"ss_type must be 1, 2 or 3, got {ss_type!r}")
+    missing = [c for c in [dv, *factors] if c not in data.columns]
+    if missing:
+        raise ValueError(f"data has no column(s) {missing}; columns are {list(data.columns)}")
+    if len(data) == 0:
+        raise ValueError("data has no rows")
+    col = data[dv]
+    if not pd.api.types.is_numeric_dtype(col):
+        raise ValueError(f"dv column {dv!r} must be numeric, got dtype {col.dtype}")
+    y = col.to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isfinite(y)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"dv column {dv!r} has missing or infinite values, e.g. at index "
+            f"{_show(data.index[i])}: {_show(col.iloc[i])}"
+        )
+    if binary:
+        bad = (y != 0.0) & (y != 1.0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(
+                f"binary=True but dv column {dv!r} has value {_show(col.iloc[i])} "
+                f"(index {_show(data.index[i])}); expected only 0 and 1"
+            )
+    for f in factors:
+        na = data[f].isna().to_numpy()
+        if na.any():
+            i = int(np.argmax(na))
+            raise ValueError(
+                f"factor column {f!r} has a missing value at index {_show(data.index[i])}"
+            )
+    return y
+
+
+def _levels(col: pd.Series) -> list[Any]:
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        present = set(col.unique())
+        return [c for c in col.cat.categories if c in present]
+    uniq = pd.unique(col)
+    try:
+        return sorted(uniq)
+    except TypeError:
+        return list(uniq)
+
+
+def anova(
+    data: pd.DataFrame,
+    dv: str,
+    between: str | Sequence[str],
+    ss_type: int = 2,
+    binary: bool = False,
+) -> pd.DataFrame:
+    r"""One- or two-way between-subjects ANOVA (with interaction) on long data.
+
+    Factors are treated as categorical whatever their dtype. For two factors ``A, B`` (in the
+    order given) the model is ``y ~ A * B``; the sums of squares of type I, II or III are
+    those of the module docstring and equal statsmodels ``anova_lm`` (type III with
+    sum-to-zero coding, ``C(A, Sum) * C(B, Sum)``). With one factor all types coincide:
+    :math:`SS_A = \sum_i n_i(\bar y_i - \bar y)^2`, :math:`DF_\text{res} = N - A`.
+
+    Effect sizes: :math:`\eta^2_X = SS_X/SS_\text{total}` with
+    :math:`SS_\text{total} = \sum(y-\bar y)^2` (for unbalanced type II/III designs the SS do not
+    add up to :math:`SS_\text{total}`; η² is still :math:`SS_X/SS_\text{total}`, like pingouin),
+    :math:`\eta^2_{p,X} = SS_X/(SS_X+SS_\text{res})`, :math:`F_X = MS_X/MS_\text{res}`.
+
+    Parameters
+    ----------
+    data
+        One row per observation (question).
+    dv
+        Numeric outcome column.
+    between
+        One or two factor columns.
+    ss_type
+        Type of sums of squares: 1 (sequential, in the order of ``between``), 2 or 3.
+    binary
+        Require the outcome to be 0/1 (correct/incorrect).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``source, SS, DF, MS, F, p, eta2, partial_eta2``; rows are the factors, then
+        ``"<A>:<B>"`` (two-way), then ``"Residual"``. The residual row has
+        ``eta2 = SS_res/SS_total`` and NaN F, p and partial_eta2.
+
+    Raises
+    ------
+    ValueError
+        Missing columns, non-numeric/missing/infinite outcome, non-0/1 outcome with
+        ``binary=True``, a factor with one level, an empty factor combination (two-way),
+        no residual degrees of freedom, or ``ss_type`` not in {1, 2, 3}.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"y": [1, 0, 1, 1, 0, 0, 1, 0],
+    ...                    "tom": [0, 0, 0, 0, 1, 1, 1, 1], "ctx": [1, 1, 2, 2] * 2})
+    >>> anova(df, "y", ["tom", "ctx"]).source.tolist()
+    ['tom', 'ctx', 'tom:ctx', 'Residual']
+    """
+    factors = [between] if isinstance(between, str) else list(between)
+    y = _validate_rows(data, dv, factors, ss_type, binary)
+    codes = []
+    for f in factors:
+        levels = _levels(data[f])
+        if len(levels) < 2:
+            raise ValueError(f"factor {f!r} has a single level {_show(levels[0])}; need at least 2")
+        index = pd.Index(levels)
+        codes.append((f, levels, index.get_indexer(data[f])))
+    shape = tuple(len(lv) for _, lv, _ in codes)
+    flat = np.ravel_multi_index(tuple(c for _, _, c in codes), shape)
+    size = int(np.prod(shape))
+    n = np.bincount(flat, minlength=size).astype(float)
+    if (n == 0).any():
+        cell = np.unravel_index(int(np.argmax(n == 0)), shape)
+        combo = ", ".join(f"{f}={_show(lv[i])}" for (f, lv, _), i in zip(codes, cell, strict=True))
+        raise ValueError(f"empty cell: no rows with {combo}; every factor combination needs data")
+    s = np.bincount(flat, weights=y, minlength=size)
+    dev = y - (s / n)[flat]
+    within = np.bincount(flat, weights=dev * dev, minlength=size)
+    df_res = float(len(y) - size)
+    if df_res <= 0:
+        raise ValueError(
+            f"no residual degrees of freedom: {len(y)} rows for {size} cells; "
+            "some cell needs more than one row"
+        )
+    if len(factors) == 1:
+        arrs = _one_way(s, n, within, df_res)
+        return _frame(arrs, [factors[0], "Residual"])
+    arrs = _two_way(
+        s.reshape(shape),
+        n.reshape(shape),
+        within.reshape(shape),
+        ss_type,
+        False,
+        np,
+        scipy.special.betainc,
+    )
+    a, b = factors
+    return _frame(arrs, [a, b, f"{a}:{b}", "Residual"])
+
+
+def _one_way(s: np.ndarray, n: np.ndarray, within: np.ndarray, df_res: float) -> AnovaArrays:
+    grand = s.sum() / n.sum()
+    sc = s - n * grand
+    ss_a = np.sum(sc * sc / n)
+    ss_res = np.sum(within)
+    return _table(
+        (np.asarray(ss_a),),
+        (float(len(n) - 1),),
+        np.asarray(ss_res),
+        np.asarray(df_res),
+        np.asarray(ss_a + ss_res),
+        np,
+        scipy.special.betainc,
+    )

@@ -1,0 +1,49 @@
+"""The evaluation runner: put story items to language models, log binary outcomes.
+
+- :func:`load_model_config` — a ``models/*.toml`` file as a validated :class:`ModelConfig`;
+- :func:`evaluate` / :func:`evaluate_async` — the resumable, cached, concurrent run;
+- :func:`read_log` — the log as a validated long DataFrame (one row per question);
+- :func:`build_request`, :data:`PROMPTS` — StorySim's prompt table, chat and completion forms;
+- :func:`extract_answer_text`, :func:`score_response` — answer extraction and scoring;
+- :func:`heuristic_answer` — the oracle / recency / first-common-location / random baselines.
+"""
+
+from __future__ import annotations
+
+from tomstats.evaluate.backends import RequestFailed, heuristic_answer
+from tomstats.evaluate.cache import DEFAULT_CACHE_DIR, Completion, ResponseCache
+from tomstats.evaluate.config import (
+    BACKENDS,
+    HEURISTIC_STRATEGIES,
+    ModelConfig,
+    load_model_config,
+    resolve_model_path,
+)
+from tomstats.evaluate.extract import Scored, extract_answer_text, score_response
+from tomstats.evaluate.log import LOG_FORMAT, read_log
+from tomstats.evaluate.prompts import PROMPTS, Request, build_request
+from tomstats.evaluate.run import RunSummary, evaluate, evaluate_async
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_CACHE_DIR",
+    "HEURISTIC_STRATEGIES",
+    "LOG_FORMAT",
+    "PROMPTS",
+    "Completion",
+    "ModelConfig",
+    "Request",
+    "RequestFailed",
+    "ResponseCache",
+    "RunSummary",
+    "Scored",
+    "build_request",
+    "evaluate",
+    "evaluate_async",
+    "extract_answer_text",
+    "heuristic_answer",
+    "load_model_config",
+    "read_log",
+    "resolve_model_path",
+    "score_response",
+]

@@ -1,0 +1,202 @@
+"""Prompt templates: StorySim's prompt table (Appendix C.1, Table 2), chat and completion forms.
+
+Prompt 1 — the one StorySim used in its experiments — is the default. A request is built as::
+
+    <instruction from the table>
+
+    Story:
+    <story>
+
+    Question: <question>
+    <answer_instruction, if any>
+
+(``Story:`` is not repeated for the table entries that already end with it). Few-shot examples
+come first, each as a user turn with its gold answer as the assistant turn (chat form), or as
+the same block followed by ``Answer: <gold>`` (completion form, which ends with ``Answer:``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tomstats._io import json_dumps, sha256_text
+from tomstats.evaluate.config import ModelConfig
+from tomstats.stories.items import Item
+
+__all__ = ["PROMPTS", "Request", "build_request", "render_block"]
+
+#: StorySim's prompt table, verbatim (index = the paper's prompt number).
+PROMPTS: dict[int, str] = {
+    1: "Read the following story and answer the question at the end. Note that all characters "
+       "start in the hallway. Characters in the same location can see where each other go when "
+       "someone leaves. If characters are in different locations, they cannot see each other. "
+       "There is enough information to answer every question.",
+    2: "Please read the following story and answer the concluding question. Every character "
+       "starts in the hallway. Characters who occupy the same location can observe each other's "
+       "departures, while those in separate locations cannot. All questions are answerable, so "
+       "be sure to provide an answer.",
+    3: "INSTRUCTIONS: Read the story and answer the question that follows. All characters begin "
+       "in the hallway. When two characters share a space, they know where the other goes upon "
+       "leaving; characters in different spaces lack this information. Every question has a "
+       "sufficient basis in the story, and you must provide an answer. Story:",
+    4: "Review the story and give the answer to the final question. Characters start out in the "
+       "hallway. Characters in the same room always observe each other's movements, while "
+       "characters in different rooms remain unaware. The necessary information is guaranteed "
+       "to be available; provide the answer succinctly.",
+    5: "Read the following narrative and answer the question that appears at the end. All "
+       "characters begin in the hallway. Shared locations allow characters to see one another "
+       "move; separated characters have no visibility. Rely solely on the information in the "
+       "story and give a direct answer.",
+    6: "Carefully read the story and respond to the final question. Every character starts in "
+       "the hallway. Characters sharing a location know where others go when they leave; "
+       "characters in different locations do not. The question can be answered from the text "
+       "alone—state your conclusion briefly.",
+    7: "Instructions Read the story and answer the question that follows. Rules:\n"
+       "• All characters begin in the hallway.\n"
+       "• When characters share a location, they observe each other's movements; those in "
+       "different places cannot.\n"
+       "• When characters share a location, they observe each other's movements; those in "
+       "different places cannot.\n"
+       "• The answer is fully determined by the story. Provide a concise, final answer.",
+    8: "Instructions You will read a story involving characters moving between locations and "
+       "then answer comprehension questions. Rules:\n"
+       "• All characters start in the hallway.\n"
+       "• Characters who share a location can track each other's departures; characters who "
+       "are apart cannot\n"
+       "• The question is completely answerable from the story.\n"
+       "• Provide a single, final answer.",
+    9: "Instructions: Read the story about characters moving between different locations, then "
+       "answer the question that follows. Rules:\n"
+       "• All characters begin in the hallway.\n"
+       "• Characters in the same place can observe each other's departures; characters in "
+       "different places cannot.\n"
+       "• The question is fully answerable from the provided text.\n"
+       "• Respond with one clear final answer. Story:",
+    10: "You are an assistant tasked with reading a story about characters moving between "
+        "locations and then answering questions based on it. Follow these rules:\n\n"
+        "- All characters start in the hallway.\n"
+        "- Characters who share a location can see where others go; characters who are apart "
+        "lack this visibility.\n"
+        "- The question is fully answerable from the narrative.\n"
+        "- Provide one final answer.\n\n"
+        "If it ever seems like information is missing, re-check the story—it always contains "
+        "enough clues. Avoid repeating yourself. Story:",
+    11: "You are a helpful reading assistant that will read the provided story about characters "
+        "moving between locations, then answer comprehension questions at the end. Here are "
+        "some rules that you must remember:\n\n"
+        "- All of the characters start in the hallway.\n"
+        "- Characters who share a location know where the other goes when leaving; characters "
+        "in separate locations have no visibility.\n"
+        "- The question is 100 percent answerable using the given information.\n"
+        "- Output a single final answer.\n\n"
+        "If you ever think there isn't enough information in the story, check again, because "
+        "the questions are designed to be answerable by the prompt. Try not to repeat yourself. "
+        "Story:",
+    12: "INSTRUCTIONS: Read the following story and answer the question at the end. Note that "
+        "all characters start in the hallway. If two characters are in the same location, then "
+        "they know where each other are. If one of them leaves the location, then the other "
+        "will know where they went. There is enough information to answer every question. You "
+        "must provide an answer to every question.\n\nStory:",
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request for one (item, sample): what is sent, and the hashes that key it.
+
+    ``messages`` is set in chat form, ``prompt`` in completion form. ``item`` rides along for
+    the heuristic backend and is not part of the request hash.
+    """
+
+    item: Item
+    sample: int
+    form: str
+    messages: tuple[dict[str, str], ...]
+    prompt: str
+    temperature: float
+    max_tokens: int
+    seed: int
+    stop: tuple[str, ...]
+
+    def payload(self) -> dict[str, Any]:
+        """Everything that determines the answer (input of :attr:`request_hash`)."""
+        d: dict[str, Any] = {"form": self.form, "temperature": self.temperature,
+                             "max_tokens": self.max_tokens, "seed": self.seed,
+                             "stop": list(self.stop)}
+        if self.form == "chat":
+            d["messages"] = [dict(m) for m in self.messages]
+        else:
+            d["prompt"] = self.prompt
+        return d
+
+    @property
+    def prompt_hash(self) -> str:
+        """SHA-256 of the rendered prompt alone (messages or completion string)."""
+        if self.form == "chat":
+            return sha256_text(json_dumps([dict(m) for m in self.messages]))
+        return sha256_text(self.prompt)
+
+    @property
+    def request_hash(self) -> str:
+        """SHA-256 of :meth:`payload` (prompt and decoding settings, seed included)."""
+        return sha256_text(json_dumps(self.payload()))
+
+
+def render_block(instruction: str | None, story: str, question: str,
+                 answer_instruction: str = "") -> str:
+    """The text of one story + question block, optionally headed by the instruction."""
+    parts = []
+    if instruction:
+        head = instruction.rstrip()
+        parts.append(head if head.endswith("Story:") else head + "\n\nStory:")
+    else:
+        parts.append("Story:")
+    tail = f"Question: {question.strip()}"
+    if answer_instruction:
+        tail += "\n" + answer_instruction.strip()
+    return f"{parts[0]}\n{story.strip()}\n\n{tail}"
+
+
+def build_request(item: Item, config: ModelConfig, sample: int = 0,
+                  examples: Sequence[Item] = ()) -> Request:
+    """Build the request for one item and sample.
+
+    Parameters
+    ----------
+    item : Item
+        The question.
+    config : ModelConfig
+        Supplies the prompt number, form, system prompt and decoding settings.
+    sample : int
+        Sample index ``k``; the request's seed is ``config.seed + k``.
+    examples : sequence of Item
+        Few-shot examples (answered with their gold answers), put before the question.
+
+    Returns
+    -------
+    Request
+    """
+    instruction = PROMPTS[config.prompt]
+    ai = config.answer_instruction
+    if config.prompt_form == "chat":
+        msgs: list[dict[str, str]] = []
+        if config.system_prompt:
+            msgs.append({"role": "system", "content": config.system_prompt})
+        for ex in examples:
+            msgs.append({"role": "user",
+                         "content": render_block(instruction, ex.story, ex.question, ai)})
+            msgs.append({"role": "assistant", "content": ex.answer})
+        msgs.append({"role": "user",
+                     "content": render_block(instruction, item.story, item.question, ai)})
+        messages, prompt = tuple(msgs), ""
+    else:
+        blocks = [instruction.rstrip().removesuffix("Story:").rstrip()]
+        for ex in examples:
+            blocks.append(render_block(None, ex.story, ex.question, ai) + f"\nAnswer: {ex.answer}")
+        blocks.append(render_block(None, item.story, item.question, ai) + "\nAnswer:")
+        messages, prompt = (), "\n\n".join(blocks)
+    return Request(item=item, sample=sample, form=config.prompt_form, messages=messages,
+                   prompt=prompt, temperature=config.temperature, max_tokens=config.max_tokens,
+                   seed=config.seed + sample, stop=config.stop)

@@ -1,0 +1,77 @@
+"""Bayesian GLMMs for ToM evaluations: equation (1) as a structural GLMM, lme4-style formula
+GLMMs, two backends (NumPyro, PyMC), diagnostics, posterior predictive checks.
+
+>>> idata = fit(df, model="structural", backend="numpyro")            # doctest: +SKIP
+>>> idata = fit(df, "correct ~ tom_order * log_context + (1 | model) + (1 | item)")  # +SKIP
+>>> save_fit(idata, "fit.nc"); idata = load_fit("fit.nc")             # doctest: +SKIP
+>>> p = predict(idata, new_rows)                                      # doctest: +SKIP
+
+Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
+:mod:`~tomstats.glmm.data` (columns, validation, design), one file per backend
+(:mod:`~tomstats.glmm.numpyro_backend`, :mod:`~tomstats.glmm.pymc_backend`),
+:mod:`~tomstats.glmm.fit` (fit/save/load/predict), :mod:`~tomstats.glmm.diagnostics`,
+:mod:`~tomstats.glmm.ppc` (calibration, separation, cell accuracy, LOO/WAIC),
+:mod:`~tomstats.glmm.calibrate` (posterior → simulator parameters).
+"""
+
+from __future__ import annotations
+
+from tomstats.glmm.calibrate import posterior_params, posterior_summary
+from tomstats.glmm.data import STANDARD_COLUMNS, prepare_data, read_table
+from tomstats.glmm.diagnostics import (
+    DiagnosticCheck,
+    DiagnosticsReport,
+    DiagnosticsWarning,
+    check_diagnostics,
+)
+from tomstats.glmm.fit import BACKENDS, fit, fit_spec, load_fit, predict, save_fit, training_data
+from tomstats.glmm.ppc import accuracy_by_cell, calibration_curve, compare_fits, separation_data
+from tomstats.glmm.spec import (
+    DEFAULT_STRUCTURAL_PRIORS,
+    FormulaSpec,
+    Prior,
+    RandomTerm,
+    StructuralSpec,
+    exponential,
+    half_normal,
+    half_student_t,
+    lkj,
+    normal,
+    parse_formula,
+    student_t,
+)
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_STRUCTURAL_PRIORS",
+    "STANDARD_COLUMNS",
+    "DiagnosticCheck",
+    "DiagnosticsReport",
+    "DiagnosticsWarning",
+    "FormulaSpec",
+    "Prior",
+    "RandomTerm",
+    "StructuralSpec",
+    "accuracy_by_cell",
+    "calibration_curve",
+    "check_diagnostics",
+    "compare_fits",
+    "exponential",
+    "fit",
+    "fit_spec",
+    "half_normal",
+    "half_student_t",
+    "lkj",
+    "load_fit",
+    "normal",
+    "parse_formula",
+    "posterior_params",
+    "posterior_summary",
+    "predict",
+    "prepare_data",
+    "read_table",
+    "save_fit",
+    "separation_data",
+    "student_t",
+    "training_data",
+]

@@ -1,0 +1,130 @@
+"""Calibration: a structural fit's posterior → parameters of the simulator.
+
+:func:`posterior_params` returns equation (1)'s parameters as a
+:class:`tomstats.model.Params` whose fields are arrays over posterior draws (a JAX pytree:
+``jax.vmap`` a simulation over them), plus the capabilities per LLM per draw.
+:func:`posterior_summary` and :func:`write_params` give means and intervals for a
+parameters file (``tomstats calibrate fit.nc``).
+
+``sigma`` is the posterior of ``sigma_item`` (the per-item logit noise). A fit without
+item effects has :math:`\\sigma` = 0: its capabilities then describe the marginal accuracy
+of each cell directly, which the simulator reproduces with ``sigma = 0``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from tomstats._io import atomic_write_text, ensure_writable_file
+from tomstats.glmm.fit import fit_spec
+from tomstats.glmm.spec import StructuralSpec
+from tomstats.model import Params
+
+__all__ = ["posterior_params", "posterior_summary", "write_params"]
+
+
+def _flat(post: xr.Dataset, name: str) -> np.ndarray:
+    v = post[name].to_numpy()
+    return v.reshape((-1,) + v.shape[2:])
+
+
+def posterior_params(idata: Any) -> tuple[Params, xr.DataArray]:
+    """Posterior draws of equation (1)'s parameters from a structural fit.
+
+    Returns
+    -------
+    params : Params
+        ``alpha``, ``gamma``, ``delta``, ``sigma`` as arrays of shape (draw,) (chains
+        concatenated); population values (per-LLM slopes, if fitted, are in the posterior
+        as ``gamma_llm`` / ``alpha_llm``).
+    capability : xarray.DataArray
+        Dims ``(draw, llm)``: capability :math:`m_j` of each LLM per draw.
+    """
+    spec = fit_spec(idata)
+    if not isinstance(spec, StructuralSpec):
+        raise ValueError(f"calibration needs a structural fit (model='structural'); this fit "
+                         f"is a formula model ({idata.posterior.attrs.get('model')!r})")
+    post = idata.posterior
+    n = post.sizes["chain"] * post.sizes["draw"]
+    sigma = _flat(post, "sigma_item") if "sigma_item" in post else np.zeros(n)
+    params = Params(alpha=_flat(post, "alpha"), gamma=_flat(post, "gamma"),
+                    delta=_flat(post, "delta"), sigma=sigma)
+    cap = xr.DataArray(_flat(post, "capability"), dims=("draw", "llm"),
+                       coords={"draw": np.arange(n),
+                               "llm": post["capability"].coords["llm"].values},
+                       name="capability")
+    return params, cap
+
+
+def _summ(v: np.ndarray, prob: float) -> dict[str, float]:
+    a = (1 - prob) / 2
+    return {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if v.size > 1 else 0.0,
+            "median": float(np.median(v)), "lower": float(np.quantile(v, a)),
+            "upper": float(np.quantile(v, 1 - a))}
+
+
+def posterior_summary(idata: Any, prob: float = 0.95) -> dict[str, Any]:
+    """Means, sds, medians and central ``prob`` intervals of the simulator parameters.
+
+    Returns ``{"params": {alpha|gamma|delta|sigma: {...}}, "capability": {llm: {...}},
+    "interval": prob, "source": {provenance of the fit}}``.
+    """
+    if not 0 < prob < 1:
+        raise ValueError(f"prob must be in (0, 1), got {prob!r}")
+    params, cap = posterior_params(idata)
+    attrs = dict(idata.posterior.attrs)
+    return {
+        "params": {k: _summ(np.asarray(getattr(params, k)), prob)
+                   for k in ("alpha", "gamma", "delta", "sigma")},
+        "capability": {str(llm): _summ(cap.sel(llm=llm).to_numpy(), prob)
+                       for llm in cap.coords["llm"].values},
+        "interval": prob,
+        "source": {k: attrs.get(k) for k in ("model", "data_hash", "backend", "seed",
+                                             "created_at", "n_rows")},
+    }
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return repr(f) if math.isfinite(f) else ("nan" if f != f else ("inf" if f > 0
+                                                                        else "-inf"))
+    return json.dumps(str(v))
+
+
+def _toml(d: dict[str, Any], prefix: str = "") -> str:
+    scalars = [(k, v) for k, v in d.items() if not isinstance(v, dict) and v is not None]
+    tables = [(k, v) for k, v in d.items() if isinstance(v, dict)]
+    out = [f"{json.dumps(k) if not k.replace('_', '').isalnum() else k} = {_toml_value(v)}"
+           for k, v in scalars]
+    text = "\n".join(out) + ("\n" if out else "")
+    for k, v in tables:
+        key = k if k.replace("_", "").isalnum() else json.dumps(k)
+        name = f"{prefix}.{key}" if prefix else key
+        text += f"\n[{name}]\n" + _toml(v, name)
+    return text
+
+
+def write_params(idata: Any, path: str | os.PathLike[str], *, prob: float = 0.95,
+                 fmt: str | None = None) -> Path:
+    """Write :func:`posterior_summary` as TOML or JSON (by suffix, or ``fmt``), atomically."""
+    p = ensure_writable_file(path, field="--out")
+    fmt = fmt or ("toml" if p.suffix.lower() == ".toml" else "json")
+    if fmt not in ("toml", "json"):
+        raise ValueError(f"format must be 'toml' or 'json', got {fmt!r}")
+    summary = posterior_summary(idata, prob)
+    text = (_toml(summary) if fmt == "toml"
+            else json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(p, text)
+    return p

@@ -1,0 +1,569 @@
+"""Data for the GLMMs: standard columns, validation, and the numeric design of a spec.
+
+Standard columns (rename yours with ``columns={"correct": "is_correct", ...}``):
+
+==================  ========================================================================
+``correct``         0/1 outcome of one question (Bernoulli)
+``successes``       number correct out of ``trials`` (binomial)
+``trials``          number of tries of the row (binomial)
+``model``           the language model (LLM) that answered
+``item``            the item (question/story) id; ``item_id`` is accepted for it
+``tom_order``       ToM order (0 = world-model / factual control, 1, 2, ...)
+``context_words``   context length in words
+``log_context``     added: :math:`\\ln(\\text{context\\_words})`
+==================  ========================================================================
+
+:func:`build_design` turns a spec and a validated data frame into :class:`ModelData`, the
+plain NumPy arrays both backends read. Identical rows can be summed into binomial cells
+(``aggregate``): rows with equal covariates and equal group memberships share one success
+probability, so the binomial likelihood of the sums equals the Bernoulli likelihood of
+the rows up to a constant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tomstats.glmm.spec import FormulaSpec, StructuralSpec
+
+__all__ = [
+    "STANDARD_COLUMNS",
+    "ModelData",
+    "prepare_data",
+    "read_table",
+    "build_design",
+    "formula_matrices",
+    "group_codes",
+    "formula_variables",
+    "response_arrays",
+]
+
+STANDARD_COLUMNS = ("correct", "successes", "trials", "model", "item", "tom_order",
+                    "context_words")
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read an evaluation log: the runner's JSON Lines, CSV or parquet (by suffix).
+
+    JSON Lines go through ``tomstats.evaluate.read_log`` when the runner is installed
+    (one row per question), else ``pandas.read_json(lines=True)``.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"log file {str(p)!r} does not exist")
+    suffix = "".join(p.suffixes[-2:]).lower() if p.suffix == ".gz" else p.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".json", ".jsonl.gz", ".ndjson"):
+            try:
+                from tomstats.evaluate import read_log  # type: ignore[attr-defined]
+            except ImportError:
+                return pd.read_json(p, lines=True)
+            return read_log(p)
+        if suffix in (".csv", ".csv.gz"):
+            return pd.read_csv(p)
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(p)
+        if suffix in (".tsv", ".tsv.gz"):
+            return pd.read_csv(p, sep="\t")
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"cannot read log {str(p)!r} as {suffix[1:]}: {exc}") from exc
+    raise ValueError(f"log {str(p)!r}: unknown format {suffix!r}; expected .jsonl, .csv or "
+                     f".parquet")
+
+
+def prepare_data(
+    data: pd.DataFrame,
+    columns: Mapping[str, str] | None = None,
+    *,
+    successes: str | None = None,
+    trials: str | None = None,
+) -> pd.DataFrame:
+    """Return a copy of ``data`` with the standard column names (see module docstring).
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        One row per question (or per item with binomial counts).
+    columns : mapping, optional
+        ``{standard_name: your_column}``, e.g. ``{"correct": "is_correct",
+        "model": "run_dir"}``.
+    successes, trials : str, optional
+        Columns holding binomial counts (copied to ``successes`` / ``trials``).
+    """
+    if not isinstance(data, pd.DataFrame):
+        raise ValueError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+    df = data.copy()
+    mapping = dict(columns or {})
+    if successes is not None:
+        mapping["successes"] = successes
+    if trials is not None:
+        mapping["trials"] = trials
+    for std, src in mapping.items():
+        if src not in df.columns:
+            raise ValueError(f"column mapping {std}={src}: column {src!r} is not in the data "
+                             f"(columns: {list(map(str, df.columns))})")
+    for std, src in mapping.items():
+        if std != src:
+            df[std] = data[src]
+    if "item" not in df.columns and "item_id" in df.columns:
+        df["item"] = df["item_id"]
+    if "context_words" in df.columns and "log_context" not in df.columns:
+        c = pd.to_numeric(df["context_words"], errors="coerce")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df["log_context"] = np.where(c > 0, np.log(c.where(c > 0, 1.0)), np.nan)
+    return df
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _first_rows(mask: np.ndarray, k: int = 3) -> list[int]:
+    return [int(i) for i in np.flatnonzero(mask)[:k]]
+
+
+def _require(df: pd.DataFrame, cols: Sequence[str], why: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{why}: column(s) {missing} not in the data (columns: "
+                         f"{list(map(str, df.columns))}); rename with columns={{...}} / --map")
+
+
+def _no_nan(df: pd.DataFrame, cols: Sequence[str]) -> None:
+    for c in cols:
+        na = df[c].isna().to_numpy()
+        if na.any():
+            raise ValueError(f"column {c!r} has {int(na.sum())} missing value(s) (NaN), e.g. "
+                             f"rows {_first_rows(na)}; drop or fill them before fitting")
+
+
+def _numeric(df: pd.DataFrame, col: str) -> np.ndarray:
+    try:
+        return pd.to_numeric(df[col], errors="raise").to_numpy(dtype=float)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"column {col!r} must be numeric: {exc}") from exc
+
+
+def response_arrays(
+    df: pd.DataFrame, response: str, trials: str | None, family: str
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Validated outcome (and trials) as int arrays; errors name the column and rows."""
+    cols = [response] + ([trials] if trials else [])
+    _require(df, cols, f"{family} outcome")
+    _no_nan(df, cols)
+    if family == "bernoulli":
+        col = df[response]
+        if col.dtype == bool:
+            return col.to_numpy(dtype=np.int64), None
+        y = _numeric(df, response)
+        bad = ~np.isin(y, (0.0, 1.0))
+        if bad.any():
+            vals = sorted(set(np.unique(y[bad]).tolist()))[:5]
+            raise ValueError(f"column {response!r} must be 0/1 for family='bernoulli'; found "
+                             f"{vals} in rows {_first_rows(bad)}; for counts use "
+                             f"family='binomial' with a trials column")
+        return y.astype(np.int64), None
+    assert trials is not None
+    y = _numeric(df, response)
+    n = _numeric(df, trials)
+    for name, v in ((response, y), (trials, n)):
+        bad = (v != np.round(v)) | (v < 0)
+        if bad.any():
+            raise ValueError(f"column {name!r} must hold non-negative integers; found "
+                             f"{v[bad][:3].tolist()} in rows {_first_rows(bad)}")
+    bad = n < 1
+    if bad.any():
+        raise ValueError(f"column {trials!r} (trials) must be >= 1; found {n[bad][:3].tolist()} "
+                         f"in rows {_first_rows(bad)}")
+    bad = y > n
+    if bad.any():
+        i = _first_rows(bad)
+        raise ValueError(f"successes > trials: column {response!r} exceeds {trials!r} in "
+                         f"{int(bad.sum())} row(s), e.g. rows {i} ({y[i[0]]:g} > {n[i[0]]:g})")
+    return y.astype(np.int64), n.astype(np.int64)
+
+
+def group_codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Integer codes and sorted string levels of a grouping column."""
+    s = values.astype(str).to_numpy(dtype=object)
+    levels = sorted(set(s.tolist()))
+    lookup = {v: i for i, v in enumerate(levels)}
+    return np.array([lookup[v] for v in s], dtype=np.int64), levels
+
+
+def _group_series(df: pd.DataFrame, group: str) -> pd.Series:
+    parts = group.split(":")
+    if len(parts) == 1:
+        return df[parts[0]].astype(str)
+    out = df[parts[0]].astype(str)
+    for p in parts[1:]:
+        out = out + ":" + df[p].astype(str)
+    return out
+
+
+# --------------------------------------------------------------------------- model data
+
+
+@dataclass(frozen=True)
+class ModelData:
+    """The numeric design of one model, shared by both backends.
+
+    Attributes
+    ----------
+    y : ndarray of int, shape (n_obs,)
+        Successes per observation (0/1 for Bernoulli rows).
+    trials : ndarray of int or None
+        Trials per observation; ``None`` means Bernoulli observations.
+    arrays : dict of str to ndarray
+        Structural: ``context``, ``tom``, ``llm`` (int), ``item`` (int, if item effects).
+        Formula: ``X`` (n_obs, p) centred design, ``X_mean`` (p,), for each random term
+        ``Z_<key>`` (n_obs, d) and ``g_<key>`` (n_obs,) group codes.
+    coords : dict of str to list
+        Levels: ``llm``, ``item``; ``coef``; per term its group ``dim`` and ``<key>_effect``.
+    row_obs : ndarray of int, shape (n_rows,)
+        Observation index of each data row (identity unless aggregated).
+    intercept : int or None
+        Index of the intercept column of ``X`` (formula models).
+    """
+
+    y: np.ndarray
+    trials: np.ndarray | None
+    arrays: dict[str, np.ndarray]
+    coords: dict[str, list[str]]
+    row_obs: np.ndarray
+    intercept: int | None = None
+
+    @property
+    def n_obs(self) -> int:
+        """Number of observations the likelihood sees."""
+        return int(self.y.shape[0])
+
+    @property
+    def likelihood(self) -> str:
+        """``"bernoulli"`` or ``"binomial"`` (of the observations, after aggregation)."""
+        return "bernoulli" if self.trials is None else "binomial"
+
+
+def _aggregate(
+    keys: np.ndarray, y: np.ndarray, trials: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Sum rows with identical ``keys`` rows: (first_row_index, inverse, y_sum, n_sum)."""
+    _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    n = np.ones_like(y) if trials is None else trials
+    ys = np.bincount(inv, weights=y, minlength=first.size).round().astype(np.int64)
+    ns = np.bincount(inv, weights=n, minlength=first.size).round().astype(np.int64)
+    return first, inv, ys, ns
+
+
+def _resolve_aggregate(aggregate: bool | str, keys: np.ndarray) -> bool:
+    if aggregate == "auto":
+        n_unique = np.unique(keys, axis=0).shape[0]
+        return n_unique * 2 <= keys.shape[0]
+    if not isinstance(aggregate, bool):
+        raise ValueError(f"aggregate must be True, False or 'auto', got {aggregate!r}")
+    return aggregate
+
+
+def structural_columns(df: pd.DataFrame) -> dict[str, Any]:
+    """Validated structural covariates: context, tom (float arrays)."""
+    _require(df, ["tom_order", "context_words"], "structural model")
+    _no_nan(df, ["tom_order", "context_words"])
+    tom = _numeric(df, "tom_order")
+    ctx = _numeric(df, "context_words")
+    bad = tom < 0
+    if bad.any():
+        raise ValueError(f"column 'tom_order' must be >= 0; found {tom[bad][:3].tolist()} in "
+                         f"rows {_first_rows(bad)}")
+    bad = ctx <= 0
+    if bad.any():
+        raise ValueError(f"column 'context_words' must be > 0 words; found "
+                         f"{ctx[bad][:3].tolist()} in rows {_first_rows(bad)}")
+    return {"context": ctx, "tom": tom}
+
+
+def build_structural(
+    spec_options: Mapping[str, Any], df: pd.DataFrame, family: str | None
+) -> tuple[StructuralSpec, ModelData]:
+    """Validate ``df`` for the structural model and build its spec and design."""
+    opts = dict(spec_options)
+    family = _family(df, family, "correct", "successes", "trials")
+    response, trials = ("correct", None) if family == "bernoulli" else ("successes", "trials")
+    y, n = response_arrays(df, response, trials, family)
+    cov = structural_columns(df)
+    fixed = dict(opts.get("fixed", {}) or {})
+    if np.unique(cov["tom"]).size < 2 and "gamma" not in fixed:
+        raise ValueError(
+            f"the structural model needs several ToM orders, but column 'tom_order' has the "
+            f"single value {cov['tom'][0]:g}: gamma and delta are not identified. Use a "
+            f"formula model, or pass fixed={{'gamma': ..., 'delta': ...}}")
+    if np.unique(cov["context"]).size < 2 and not {"alpha", "delta"} <= set(fixed):
+        raise ValueError(
+            f"the structural model needs several context lengths, but column 'context_words' "
+            f"has the single value {cov['context'][0]:g}: alpha and delta are not identified "
+            f"(they merge into the capability and gamma). Pass fixed={{'alpha': 0.0, "
+            f"'delta': 0.0}} to fit the ToM effect alone")
+    if "model" in df.columns:
+        _no_nan(df, ["model"])
+        llm, llm_levels = group_codes(df["model"])
+    else:
+        llm, llm_levels = np.zeros(len(df), dtype=np.int64), ["model"]
+    item_opt = opts.pop("item_effects", "auto")
+    has_item = "item" in df.columns
+    if item_opt == "auto":
+        if has_item:
+            _no_nan(df, ["item"])
+            item_opt = bool(df["item"].astype(str).duplicated().any())
+        else:
+            item_opt = False
+    elif item_opt and not has_item:
+        raise ValueError("item_effects=True needs an 'item' column (or item_id); map yours "
+                         "with columns={'item': ...}")
+    item_opt = bool(item_opt)
+    if item_opt:
+        _no_nan(df, ["item"])
+        item, item_levels = group_codes(df["item"])
+        if len(item_levels) < 2:
+            raise ValueError("grouping factor 'item' has a single level; item effects need "
+                             "at least two items (pass item_effects=False)")
+    slopes = tuple(opts.get("random_slopes", ()) or ())
+    if slopes and len(llm_levels) < 2:
+        raise ValueError(f"random_slopes={list(slopes)} need several LLMs, but column 'model' "
+                         f"has the single level {llm_levels[0]!r}")
+    arrays: dict[str, np.ndarray] = {"context": cov["context"], "tom": cov["tom"], "llm": llm}
+    keys = [cov["context"], cov["tom"], llm.astype(float)]
+    if item_opt:
+        arrays["item"] = item
+        keys.append(item.astype(float))
+    key_mat = np.column_stack(keys)
+    agg = _resolve_aggregate(opts.pop("aggregate", "auto"), key_mat)
+    spec = StructuralSpec(family=family, item_effects=item_opt, aggregate=agg, **opts)
+    coords: dict[str, list[str]] = {"llm": llm_levels}
+    if item_opt:
+        coords["item"] = item_levels
+    md = _finish(arrays, coords, y, n, key_mat, agg, None)
+    return spec, md
+
+
+def _finish(
+    arrays: dict[str, np.ndarray],
+    coords: dict[str, list[str]],
+    y: np.ndarray,
+    n: np.ndarray | None,
+    key_mat: np.ndarray,
+    agg: bool,
+    intercept: int | None,
+) -> ModelData:
+    if agg:
+        first, inv, ys, ns = _aggregate(key_mat, y, n)
+        arrays = {k: v[first] for k, v in arrays.items() if k != "X_mean"} | (
+            {"X_mean": arrays["X_mean"]} if "X_mean" in arrays else {})
+        return ModelData(ys, ns, arrays, coords, inv.astype(np.int64), intercept)
+    return ModelData(y, n, arrays, coords, np.arange(y.shape[0], dtype=np.int64), intercept)
+
+
+def _family(df: pd.DataFrame, family: str | None, response: str, succ: str, trials: str) -> str:
+    if family is None:
+        if response in df.columns:
+            return "bernoulli"
+        if succ in df.columns and trials in df.columns:
+            return "binomial"
+        raise ValueError(f"no outcome: the data need a {response!r} column (0/1) or "
+                         f"{succ!r} and {trials!r} columns (binomial counts); map yours with "
+                         f"columns={{...}} / --map, or --successes/--trials")
+    if family not in ("bernoulli", "binomial"):
+        raise ValueError(f"family must be 'bernoulli' or 'binomial', got {family!r}")
+    return family
+
+
+def _required_variables(expr: str, what: str) -> set[str]:
+    import formulaic
+
+    try:
+        req = set(map(str, formulaic.Formula(expr).required_variables))
+    except Exception as exc:  # formulaic raises its own parser errors
+        raise ValueError(f"{what}: cannot parse {expr!r}: {exc}") from exc
+    return {v for v in req if v not in ("np", "numpy", "pd", "scipy")}
+
+
+def formula_matrices(
+    expr: str, train: pd.DataFrame, new: pd.DataFrame | None = None, what: str = "formula"
+) -> tuple[np.ndarray, list[str]]:
+    """Design matrix of ``expr`` (formulaic) on ``train``, or on ``new`` with ``train``'s spec.
+
+    Categorical levels and stateful transforms (``center(x)``, ``scale(x)``) are learned
+    from ``train``, so predictions use the same coding as the fit.
+    """
+    import formulaic
+
+    missing = sorted(_required_variables(expr, what) - set(map(str, train.columns)))
+    if missing:
+        raise ValueError(f"{what} {expr!r} names column(s) {missing} that are not in the data "
+                         f"(columns: {list(map(str, train.columns))})")
+    try:
+        mm = formulaic.model_matrix(expr, train, na_action="raise")
+        if new is not None:
+            mm = mm.model_spec.get_model_matrix(new, na_action="raise")
+    except Exception as exc:
+        raise ValueError(f"{what} {expr!r}: {exc}") from exc
+    X = np.asarray(mm, dtype=float)
+    return X, [str(c) for c in mm.columns]
+
+
+def formula_variables(spec: FormulaSpec) -> list[str]:
+    """Data columns a formula spec reads (response, trials, predictors, groups)."""
+    cols = [spec.response] + ([spec.trials] if spec.trials else [])
+    cols += sorted(_required_variables(spec.fixed, "fixed part"))
+    for t in spec.random:
+        cols += sorted(_required_variables(t.expr, f"random term {t.label}"))
+        cols += t.group.split(":")
+    return list(dict.fromkeys(cols))
+
+
+def build_formula(
+    formula: str, options: Mapping[str, Any], df: pd.DataFrame, family: str | None
+) -> tuple[FormulaSpec, ModelData]:
+    """Validate ``df`` for an lme4-style ``formula`` and build its spec and design."""
+    from tomstats.glmm.spec import parse_formula
+
+    opts = dict(options)
+    response, trials, fixed, random = parse_formula(formula)
+    trials = trials or opts.pop("trials", None)
+    if trials is None and family == "binomial" and "trials" in df.columns:
+        trials = "trials"
+    opts.pop("trials", None)
+    fam = "binomial" if trials else (family or "bernoulli")
+    if family is not None and family != fam:
+        raise ValueError(f"family={family!r} but the formula {formula!r} implies {fam!r}")
+    agg_opt = opts.pop("aggregate", "auto")
+    spec = FormulaSpec(formula=formula, response=response, trials=trials, family=fam,
+                       fixed=fixed, random=random, aggregate=False, **opts)
+    missing = [c for c in formula_variables(spec) if c not in df.columns]
+    if missing:
+        raise ValueError(f"formula {formula!r} names column(s) {missing} that are not in the "
+                         f"data (columns: {list(map(str, df.columns))})")
+    _no_nan(df, formula_variables(spec))
+    y, n = response_arrays(df, response, trials, fam)
+    X, names = formula_matrices(fixed, df, what="fixed part")
+    if not np.all(np.isfinite(X)):
+        bad = ~np.isfinite(X).all(axis=1)
+        raise ValueError(f"fixed part {fixed!r} gives non-finite values (e.g. log of 0) in rows "
+                         f"{_first_rows(bad)}")
+    intercept = names.index("Intercept") if "Intercept" in names else None
+    mean = np.zeros(X.shape[1])
+    if spec.center and intercept is not None:
+        mean = X.mean(axis=0)
+        mean[intercept] = 0.0
+    arrays: dict[str, np.ndarray] = {"X": X - mean, "X_mean": mean}
+    coords: dict[str, list[str]] = {"coef": names}
+    keys = [X]
+    for t in random:
+        g, levels = group_codes(_group_series(df, t.group))
+        if len(levels) < 2:
+            raise ValueError(f"grouping factor {t.group!r} of {t.label} has a single level "
+                             f"({levels[0]!r}); a random effect needs at least two levels")
+        if t.dim in coords and coords[t.dim] != levels:
+            raise ValueError(f"dimension name clash for group {t.group!r}")
+        Z, znames = formula_matrices(t.expr, df, what=f"random term {t.label}")
+        if Z.shape[1] == 0:
+            raise ValueError(f"random term {t.label} has no effects")
+        arrays[f"Z_{t.key}"] = Z
+        arrays[f"g_{t.key}"] = g
+        coords[t.dim] = levels
+        coords[f"{t.key}_effect"] = znames
+        keys += [Z, g[:, None].astype(float)]
+    priors = _formula_priors(spec, X, names, intercept)
+    key_mat = np.column_stack(keys)
+    agg = _resolve_aggregate(agg_opt, key_mat)
+    spec = dataclasses.replace(spec, priors=priors, aggregate=agg)
+    md = _finish(arrays, coords, y, n, key_mat, agg, intercept)
+    return spec, md
+
+
+def _formula_priors(spec: FormulaSpec, X: np.ndarray, names: list[str],
+                    intercept: int | None) -> tuple:
+    from tomstats.glmm.spec import half_normal, lkj, normal
+
+    given = dict(spec.priors)
+    known = {"Intercept", "beta", *names}
+    for t in spec.random:
+        known |= {f"sd_{t.key}", f"lkj_{t.key}"}
+    bad = sorted(set(given) - known)
+    if bad:
+        raise ValueError(f"priors: unknown name(s) {bad}; known: {sorted(known)}")
+    out = {}
+    for i, name in enumerate(names):
+        if i == intercept:
+            out[name] = given.get("Intercept", normal(0.0, 2.5))
+            continue
+        if name in given:
+            out[name] = given[name]
+        elif "beta" in given:
+            out[name] = given["beta"]
+        else:
+            sd = float(np.std(X[:, i]))
+            out[name] = normal(0.0, 2.5 / sd if sd > 0 else 2.5)
+        if out[name].dist != "normal":
+            raise ValueError(f"priors[{name!r}]: fixed-effect priors must be normal, got "
+                             f"{out[name]}")
+    for t in spec.random:
+        sd = given.get(f"sd_{t.key}", half_normal(1.0))
+        if not sd.positive:
+            raise ValueError(f"priors['sd_{t.key}'] must have positive support, got {sd}")
+        out[f"sd_{t.key}"] = sd
+        if t.correlated:
+            lk = given.get(f"lkj_{t.key}", lkj(2.0))
+            if lk.dist != "lkj":
+                raise ValueError(f"priors['lkj_{t.key}'] must be lkj(eta), got {lk}")
+            out[f"lkj_{t.key}"] = lk
+    if intercept is not None:
+        out["Intercept"] = out.pop(names[intercept])
+    return tuple(out.items())
+
+
+def build_design(
+    model: str,
+    df: pd.DataFrame,
+    *,
+    family: str | None = None,
+    **options: Any,
+) -> tuple[StructuralSpec | FormulaSpec, ModelData]:
+    """Validate standardised data and build (spec, design) for ``model``.
+
+    ``model`` is ``"structural"`` or an lme4-style formula; ``options`` are spec options
+    (structural: ``item_effects``, ``random_slopes``, ``noncentered``, ``fixed``,
+    ``priors``, ``alpha_scale``, ``delta_scale``, ``aggregate``; formula: ``priors``,
+    ``noncentered``, ``center``, ``aggregate``, ``trials``).
+    """
+    if len(df) == 0:
+        raise ValueError("data has no rows")
+    if model == "structural":
+        allowed = {"item_effects", "random_slopes", "noncentered", "fixed", "priors",
+                   "alpha_scale", "delta_scale", "aggregate"}
+        bad = sorted(set(options) - allowed)
+        if bad:
+            raise ValueError(f"unknown option(s) {bad} for the structural model; "
+                             f"known: {sorted(allowed)}")
+        if "priors" in options:
+            options = dict(options, priors=tuple(dict(options["priors"]).items()))
+        if "fixed" in options:
+            options = dict(options, fixed=tuple(dict(options["fixed"]).items()))
+        return build_structural(options, df, family)
+    if isinstance(model, str) and "~" in model:
+        allowed = {"priors", "noncentered", "center", "aggregate", "trials"}
+        bad = sorted(set(options) - allowed)
+        if bad:
+            raise ValueError(f"unknown option(s) {bad} for a formula model; "
+                             f"known: {sorted(allowed)}")
+        if "priors" in options:
+            options = dict(options, priors=tuple(dict(options["priors"]).items()))
+        return build_formula(model, options, df, family)
+    raise ValueError(f"model must be 'structural' or an lme4-style formula "
+                     f"'correct ~ ...', got {model!r}")
+

@@ -1,0 +1,548 @@
+"""Fit, save, load and predict: the user-facing half of :mod:`tomstats.glmm`.
+
+``fit`` goes formula/``"structural"`` → spec (:mod:`tomstats.glmm.spec`) → numeric design
+(:mod:`tomstats.glmm.data`) → backend (:mod:`tomstats.glmm.numpyro_backend` or
+:mod:`tomstats.glmm.pymc_backend`) → one ArviZ ``InferenceData`` whose layout does not
+depend on the backend:
+
+=======================  =================================================================
+group                    content
+=======================  =================================================================
+posterior                parameters (see the spec classes for names) with dims ``llm``,
+                         ``item``, ``coef``, group and ``<key>_effect`` dims
+posterior_predictive     ``y`` replicated per observation (dim ``obs``)
+log_likelihood           ``y`` pointwise log-likelihood (dim ``obs``), float32
+sample_stats             ``diverging``, ``energy``, ``lp``, ``n_steps``, ``tree_depth``,
+                         ``reached_max_treedepth``, ``acceptance_rate``, ``step_size``
+observed_data            ``y`` successes per observation
+constant_data            ``obs_trials`` (obs), ``row_obs`` (row → obs) and the data columns
+                         the model read, one value per data row (dim ``row``)
+=======================  =================================================================
+
+Attributes (root and posterior) record the provenance: ``tomstats_glmm_format``,
+``model``, ``spec`` (JSON), ``priors`` (JSON), ``data_hash`` (SHA-256 of the columns
+used), ``backend``, ``sampler`` (JSON), ``seed``, ``versions`` (JSON), ``created_at``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import warnings
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from tomstats._io import atomic_path, ensure_writable_file, sha256_text
+from tomstats.glmm.data import (
+    ModelData,
+    build_design,
+    formula_matrices,
+    formula_variables,
+    prepare_data,
+    structural_columns,
+)
+from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
+from tomstats.glmm.spec import FormulaSpec, StructuralSpec, spec_from_json
+
+__all__ = ["BACKENDS", "FORMAT_VERSION", "fit", "save_fit", "load_fit", "predict", "fit_spec",
+           "training_data"]
+
+BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
+FORMAT_VERSION = "1"
+_FORMAT_KEY = "tomstats_glmm_format"
+
+
+def _versions(backend: str) -> dict[str, str]:
+    pkgs = ["tomstats", "numpy", "pandas", "xarray", "arviz", "jax", "jaxlib", "numpyro",
+            "formulaic"]
+    if backend.startswith("pymc"):
+        pkgs += ["pymc", "pytensor"]
+    out = {"python": platform.python_version()}
+    for p in pkgs:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+def _check_int(name: str, v: Any, lo: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _used_columns(spec: StructuralSpec | FormulaSpec, df: pd.DataFrame) -> list[str]:
+    if isinstance(spec, FormulaSpec):
+        cols = formula_variables(spec)
+    else:
+        cols = (["correct"] if spec.family == "bernoulli" else ["successes", "trials"])
+        cols += ["tom_order", "context_words"]
+        cols += [c for c in ("model",) if c in df.columns]
+        if spec.item_effects:
+            cols.append("item")
+    extra = [c for c in ("model", "item", "tom_order", "context_words") if c in df.columns]
+    return list(dict.fromkeys(cols + extra))
+
+
+def _column_array(s: pd.Series) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(s):
+        return s.to_numpy(dtype=np.int8)
+    if pd.api.types.is_numeric_dtype(s):
+        return s.to_numpy()
+    return np.asarray(s.astype(str).to_numpy(dtype=object), dtype=str)
+
+
+def _data_hash(df: pd.DataFrame, cols: list[str]) -> str:
+    return sha256_text(df[cols].to_csv(index=False, lineterminator="\n"))
+
+
+def _dims(spec: StructuralSpec | FormulaSpec) -> dict[str, list[str]]:
+    if isinstance(spec, StructuralSpec):
+        d = {k: ["llm"] for k in ("capability", "capability_z", "gamma_llm", "gamma_llm_z",
+                                  "alpha_llm", "alpha_llm_z", "alpha_llm_dev")}
+        d.update({"item_z": ["item"], "item_effect": ["item"]})
+        return d
+    d = {"beta": ["coef"], "beta_c": ["coef"]}
+    for t in spec.random:
+        eff = f"{t.key}_effect"
+        d.update({f"sd_{t.key}": [eff], f"z_{t.key}": [t.dim, eff], f"re_{t.key}": [t.dim, eff],
+                  f"L_{t.key}": [eff, eff + "2"], f"corr_{t.key}": [eff, eff + "2"]})
+    return d
+
+
+def _coords(md: ModelData, n_rows: int) -> dict[str, Any]:
+    coords: dict[str, Any] = {k: list(v) for k, v in md.coords.items()}
+    for k in list(md.coords):
+        if k.endswith("_effect"):
+            coords[k + "2"] = list(md.coords[k])
+    coords["obs"] = np.arange(md.n_obs)
+    coords["row"] = np.arange(n_rows)
+    return coords
+
+
+def _assemble(
+    spec: StructuralSpec | FormulaSpec,
+    md: ModelData,
+    df: pd.DataFrame,
+    res: Mapping[str, Any],
+    attrs: dict[str, Any],
+) -> Any:
+    import arviz as az
+
+    coords = _coords(md, len(df))
+    dims = _dims(spec)
+    post = {k: v for k, v in res["posterior"].items()}
+    posterior = az.dict_to_dataset(post, coords=coords, dims=dims, attrs=attrs)
+    groups: dict[str, xr.Dataset] = {
+        "posterior": posterior,
+        "sample_stats": az.dict_to_dataset(res["sample_stats"]),
+    }
+    if res.get("log_likelihood") is not None:
+        groups["log_likelihood"] = az.dict_to_dataset(
+            {"y": np.asarray(res["log_likelihood"], dtype=np.float32)}, coords=coords,
+            dims={"y": ["obs"]})
+    if res.get("y_rep") is not None:
+        big = md.trials is not None and int(md.trials.max()) > 127
+        groups["posterior_predictive"] = az.dict_to_dataset(
+            {"y": np.asarray(res["y_rep"]).astype(np.int32 if big else np.int8)},
+            coords=coords, dims={"y": ["obs"]})
+    groups["observed_data"] = xr.Dataset({"y": ("obs", md.y)}, coords={"obs": coords["obs"]})
+    trials = np.ones(md.n_obs, dtype=np.int64) if md.trials is None else md.trials
+    const: dict[str, Any] = {"obs_trials": ("obs", trials), "row_obs": ("row", md.row_obs)}
+    for c in _used_columns(spec, df):
+        const[f"data_{c}"] = ("row", _column_array(df[c]))
+    groups["constant_data"] = xr.Dataset(const, coords={"obs": coords["obs"],
+                                                        "row": coords["row"]})
+    for g in groups.values():
+        g.attrs.setdefault("created_at", attrs["created_at"])
+    return az.InferenceData(attrs=dict(attrs), **groups)
+
+
+def fit(
+    data: pd.DataFrame,
+    model: str = "structural",
+    backend: str = "numpyro",
+    *,
+    chains: int = 4,
+    draws: int = 1000,
+    tune: int = 1000,
+    seed: int = 0,
+    target_accept: float = 0.9,
+    family: str | None = None,
+    progress: bool = True,
+    columns: Mapping[str, str] | None = None,
+    chain_method: str = "vectorized",
+    max_tree_depth: int = 10,
+    cores: int | None = None,
+    log_likelihood: bool = True,
+    posterior_predictive: bool = True,
+    **spec_options: Any,
+) -> Any:
+    """Fit a Bayesian GLMM to per-question (or binomial) outcomes.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        Long data, one row per question (``correct`` 0/1) or per item with counts
+        (``successes``, ``trials``); other standard columns ``model``, ``item``,
+        ``tom_order``, ``context_words`` (see :mod:`tomstats.glmm.data`).
+    model : str
+        ``"structural"`` (equation (1), :class:`~tomstats.glmm.spec.StructuralSpec`) or an
+        lme4-style formula such as ``"correct ~ tom_order * log_context + (1 | model) +
+        (1 | item)"`` (:class:`~tomstats.glmm.spec.FormulaSpec`); binomial responses are
+        written ``"successes | trials(n) ~ ..."``.
+    backend : {"numpyro", "pymc", "pymc-numpyro"}
+        NumPyro NUTS (default), PyMC's NUTS, or NumPyro's NUTS on the PyMC model.
+    chains, draws, tune : int
+        Chains, kept draws per chain, warm-up iterations per chain.
+    seed : int
+        Seed of the sampler (same seed, same machine → same draws).
+    target_accept : float
+        NUTS target acceptance probability in (0, 1).
+    family : {"bernoulli", "binomial"}, optional
+        Default: binomial when the data have ``successes``/``trials`` (or the formula has
+        ``trials()``), else Bernoulli.
+    progress : bool
+        Show the sampler's progress bar.
+    columns : mapping, optional
+        ``{standard_name: your_column}`` renaming (e.g. ``{"correct": "is_correct"}``).
+    chain_method : {"vectorized", "parallel", "sequential"}
+        How NumPyro runs the chains (``"parallel"`` needs one JAX device per chain).
+    max_tree_depth : int
+        NUTS maximum tree depth (both backends).
+    cores : int, optional
+        Processes for PyMC's own sampler (default 1).
+    log_likelihood, posterior_predictive : bool
+        Store the pointwise log-likelihood / replicated outcomes.
+    **spec_options
+        Options of the spec (structural: ``item_effects`` ("auto": when items repeat),
+        ``random_slopes``, ``noncentered``, ``fixed``, ``priors``, ``alpha_scale``,
+        ``delta_scale``, ``aggregate`` ("auto": when it halves the observations);
+        formula: ``priors``, ``noncentered``, ``center``, ``aggregate``, ``trials``).
+
+    Returns
+    -------
+    arviz.InferenceData
+        See the module docstring for its groups and provenance attributes. A
+        :class:`~tomstats.glmm.diagnostics.DiagnosticsWarning` is issued when any sampler
+        diagnostic fails (:func:`~tomstats.glmm.diagnostics.check_diagnostics`).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    chains = _check_int("chains", chains, 1)
+    draws = _check_int("draws", draws, 1)
+    tune = _check_int("tune", tune, 0)
+    seed = _check_int("seed", seed, 0)
+    max_tree_depth = _check_int("max_tree_depth", max_tree_depth, 1)
+    if not (isinstance(target_accept, (int, float)) and 0.0 < target_accept < 1.0):
+        raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}")
+    if chain_method not in ("vectorized", "parallel", "sequential"):
+        raise ValueError(f"chain_method must be 'vectorized', 'parallel' or 'sequential', "
+                         f"got {chain_method!r}")
+    df = prepare_data(data, columns).reset_index(drop=True)
+    spec, md = build_design(model, df, family=family, **spec_options)
+    kw = dict(chains=chains, draws=draws, tune=tune, seed=seed, target_accept=target_accept,
+              progress=progress, max_tree_depth=max_tree_depth, log_likelihood=log_likelihood,
+              posterior_predictive=posterior_predictive, chain_method=chain_method)
+    if backend == "numpyro":
+        from tomstats.glmm import numpyro_backend
+
+        res = numpyro_backend.sample(spec, md, **kw)
+    else:
+        from tomstats.glmm import pymc_backend
+
+        res = pymc_backend.sample(spec, md, sampler="pymc" if backend == "pymc" else "numpyro",
+                                  cores=cores, **kw)
+    used = _used_columns(spec, df)
+    spec_d = spec.to_dict()
+    attrs = {
+        _FORMAT_KEY: FORMAT_VERSION,
+        "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "model": "structural" if isinstance(spec, StructuralSpec) else spec.formula,
+        "model_kind": spec.kind,
+        "spec": json.dumps(spec_d, sort_keys=True),
+        "priors": json.dumps(spec_d["priors"], sort_keys=True),
+        "family": spec.family,
+        "likelihood": md.likelihood,
+        "aggregated": int(spec.aggregate),
+        "n_rows": len(df),
+        "n_obs": md.n_obs,
+        "data_columns": json.dumps(used),
+        "column_mapping": json.dumps(dict(columns or {}), sort_keys=True),
+        "data_hash": _data_hash(df, used),
+        "backend": backend,
+        "sampler": json.dumps({"chains": chains, "draws": draws, "tune": tune,
+                               "target_accept": target_accept, "chain_method": chain_method,
+                               "max_tree_depth": max_tree_depth}, sort_keys=True),
+        "max_tree_depth": max_tree_depth,
+        "seed": seed,
+        "versions": json.dumps(_versions(backend), sort_keys=True),
+    }
+    idata = _assemble(spec, md, df, res, attrs)
+    report = check_diagnostics(idata)
+    if not report.passed:
+        warnings.warn("tomstats.glmm.fit: " + report.message(), DiagnosticsWarning,
+                      stacklevel=2)
+    return idata
+
+
+def fit_spec(idata: Any) -> StructuralSpec | FormulaSpec:
+    """The spec a fit was made with (from its ``spec`` attribute)."""
+    attrs = dict(idata.posterior.attrs)
+    if _FORMAT_KEY not in attrs:
+        raise ValueError("this InferenceData was not made by tomstats.glmm.fit (no "
+                         f"{_FORMAT_KEY!r} attribute)")
+    return spec_from_json(attrs["spec"])
+
+
+def training_data(idata: Any) -> pd.DataFrame:
+    """The data columns the fit read, one row per data row (from ``constant_data``)."""
+    cd = idata.constant_data
+    cols = {k[5:]: cd[k].to_numpy() for k in cd.data_vars if k.startswith("data_")}
+    return pd.DataFrame(cols)
+
+
+def _netcdf_engine() -> str:
+    """``netcdf4`` when the netCDF4 library is installed, else ``h5netcdf`` (needs h5py)."""
+    import importlib.util
+
+    if importlib.util.find_spec("netCDF4") is not None:
+        return "netcdf4"
+    if importlib.util.find_spec("h5py") is not None:
+        return "h5netcdf"
+    raise ValueError("writing/reading netCDF needs the netCDF4 package (or h5py for "
+                     "h5netcdf); install one of them")
+
+
+def save_fit(idata: Any, path: str | os.PathLike[str]) -> Path:
+    """Write a fit to netCDF atomically (temporary file, then rename); return the path."""
+    p = ensure_writable_file(path, field="path")
+    if _FORMAT_KEY not in getattr(idata, "posterior", xr.Dataset()).attrs:
+        raise ValueError("save_fit expects an InferenceData made by tomstats.glmm.fit")
+    with atomic_path(p) as tmp:
+        idata.to_netcdf(str(tmp), engine=_netcdf_engine())
+    return p
+
+
+def load_fit(path: str | os.PathLike[str]) -> Any:
+    """Read a fit written by :func:`save_fit`.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        The file is not readable netCDF, or is not a tomstats GLMM fit (foreign file,
+        missing posterior, unknown format version).
+    """
+    import arviz as az
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"fit file {str(p)!r} does not exist")
+    try:
+        with az.rc_context({"data.load": "eager"}):
+            idata = az.from_netcdf(str(p), engine=_netcdf_engine())
+    except Exception as exc:  # h5py/netCDF/xarray raise many types
+        raise ValueError(f"{str(p)!r} is not a readable netCDF/InferenceData file: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    if "posterior" not in idata.groups():
+        raise ValueError(f"{str(p)!r} has no posterior group: not a tomstats GLMM fit")
+    fmt = idata.posterior.attrs.get(_FORMAT_KEY)
+    if fmt is None:
+        raise ValueError(f"{str(p)!r} is not a tomstats GLMM fit (no {_FORMAT_KEY!r} "
+                         f"attribute); refusing to read a foreign InferenceData")
+    if str(fmt) != FORMAT_VERSION:
+        raise ValueError(f"{str(p)!r} has fit format {fmt!r}; this tomstats reads "
+                         f"{FORMAT_VERSION!r}")
+    for g in ("constant_data", "sample_stats"):
+        if g not in idata.groups():
+            raise ValueError(f"{str(p)!r} lacks the {g!r} group; the file is damaged")
+    return idata
+
+
+# --------------------------------------------------------------------------- predict
+
+
+def _flat(post: xr.Dataset, name: str, idx: np.ndarray) -> np.ndarray:
+    v = post[name].to_numpy()
+    return v.reshape((-1,) + v.shape[2:])[idx]
+
+
+def _codes(values: np.ndarray, levels: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes of ``values`` in ``levels``; unknown values get codes after the known ones."""
+    lookup = {v: i for i, v in enumerate(levels)}
+    new: list[str] = []
+    codes = np.empty(len(values), dtype=np.int64)
+    for i, v in enumerate(values.astype(str)):
+        if v not in lookup:
+            lookup[v] = len(levels) + len(new)
+            new.append(v)
+        codes[i] = lookup[v]
+    return codes, new
+
+
+def _new_effects(
+    rng: np.random.Generator, sd: np.ndarray, n_new: int, how: str, chol: np.ndarray | None
+) -> np.ndarray:
+    """(S, n_new, d) effects for unseen levels: N(0, Σ) draws or zeros."""
+    S, d = sd.shape
+    if n_new == 0 or how == "zero":
+        return np.zeros((S, n_new, d))
+    z = rng.standard_normal((S, n_new, d))
+    if chol is None:
+        return z * sd[:, None, :]
+    return np.einsum("snd,sed->sne", z, chol)
+
+
+def predict(
+    idata: Any,
+    new_data: pd.DataFrame | None = None,
+    *,
+    new_levels: str = "sample",
+    seed: int = 0,
+    columns: Mapping[str, str] | None = None,
+    max_draws: int | None = None,
+) -> xr.DataArray:
+    r"""Posterior draws of the success probability :math:`p = \operatorname{logit}^{-1}\eta`.
+
+    Parameters
+    ----------
+    idata : InferenceData
+        A fit from :func:`fit` or :func:`load_fit`.
+    new_data : DataFrame, optional
+        Rows to predict (standard or mapped columns; the outcome is not needed). Default:
+        the fit's own data rows.
+    new_levels : {"sample", "zero"}
+        LLMs, items or groups not seen in the fit: ``"sample"`` draws their effects from
+        the fitted population (:math:`m_{new}\sim N(\mu_m, \tau_m)`, :math:`u_{new}\sim
+        N(0,\sigma_{item})`, :math:`b_{new}\sim N(0, \Sigma)`), one per draw, which gives
+        the predictive probability for a new LLM/item; ``"zero"`` uses the population mean
+        (:math:`\mu_m`, :math:`u=0`, :math:`b=0`), which gives the typical item.
+    seed : int
+        Seed of the new-level draws.
+    columns : mapping, optional
+        Column renaming for ``new_data`` as in :func:`fit`.
+    max_draws : int, optional
+        Thin the posterior to at most this many draws (evenly spaced).
+
+    Returns
+    -------
+    xarray.DataArray
+        Dims ``(sample, row)``: posterior draw (chains concatenated) × data row.
+    """
+    if new_levels not in ("sample", "zero"):
+        raise ValueError(f"new_levels must be 'sample' or 'zero', got {new_levels!r}")
+    spec = fit_spec(idata)
+    train = training_data(idata)
+    df = train if new_data is None else prepare_data(new_data, columns).reset_index(drop=True)
+    post = idata.posterior
+    S_all = post.sizes["chain"] * post.sizes["draw"]
+    idx = np.arange(S_all)
+    if max_draws is not None and max_draws < S_all:
+        idx = np.unique(np.linspace(0, S_all - 1, int(max_draws)).round().astype(int))
+    rng = np.random.default_rng(seed)
+    if isinstance(spec, StructuralSpec):
+        eta = _structural_eta_draws(spec, post, idx, df, new_levels, rng)
+    else:
+        eta = _formula_eta_draws(spec, post, idx, train, df, new_levels, rng)
+    p = 1.0 / (1.0 + np.exp(-eta))
+    return xr.DataArray(p, dims=("sample", "row"),
+                        coords={"sample": idx, "row": np.arange(len(df))}, name="p")
+
+
+def _structural_eta_draws(
+    spec: StructuralSpec, post: xr.Dataset, idx: np.ndarray, df: pd.DataFrame, how: str,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    from tomstats.glmm._predictor import structural_eta
+
+    cov = structural_columns(df)
+    llm_levels = list(map(str, post["capability"].coords["llm"].values))
+    if "model" in df.columns:
+        llm, new_llm = _codes(df["model"].to_numpy(), llm_levels)
+    elif len(llm_levels) == 1:
+        llm, new_llm = np.zeros(len(df), dtype=np.int64), []
+    else:
+        raise ValueError(f"new data need a 'model' column: the fit has {len(llm_levels)} LLMs")
+    if new_llm and len(llm_levels) == 1:
+        raise ValueError(f"the fit has one LLM ({llm_levels[0]!r}); it cannot predict for new "
+                         f"LLM(s) {new_llm[:3]}")
+    S = idx.size
+    col = (lambda name: _flat(post, name, idx)[:, None])  # noqa: E731
+    p: dict[str, Any] = {"alpha": col("alpha"), "gamma": col("gamma"), "delta": col("delta")}
+    cap = _flat(post, "capability", idx)
+    if new_llm:
+        mu, sd = _flat(post, "capability_mu", idx), _flat(post, "capability_sd", idx)
+        extra = mu[:, None] + _new_effects(rng, sd[:, None], len(new_llm), how, None)[..., 0]
+        cap = np.concatenate([cap, extra], axis=1)
+    p["capability"] = cap
+    if "gamma_llm" in post:
+        g = _flat(post, "gamma_llm", idx)
+        if new_llm:
+            sd = _flat(post, "sd_gamma_llm", idx)[:, None]
+            g = np.concatenate([g, p["gamma"] + _new_effects(rng, sd, len(new_llm), how,
+                                                             None)[..., 0]], axis=1)
+        p["gamma_llm"] = g
+    if "alpha_llm" in post:
+        a = _flat(post, "alpha_llm", idx)
+        if new_llm:
+            sd = spec.alpha_scale * _flat(post, "sd_alpha_llm_scaled", idx)[:, None]
+            a = np.concatenate([a, p["alpha"] + _new_effects(rng, sd, len(new_llm), how,
+                                                             None)[..., 0]], axis=1)
+        p["alpha_llm"] = a
+    data: dict[str, Any] = {"context": cov["context"], "tom": cov["tom"], "llm": llm}
+    if spec.item_effects:
+        levels = list(map(str, post["item_effect"].coords["item"].values))
+        if "item" in df.columns:
+            item, new_items = _codes(df["item"].to_numpy(), levels)
+        else:
+            item = np.arange(len(df)) + len(levels)
+            new_items = [f"new_{i}" for i in range(len(df))]
+        eff = _flat(post, "item_effect", idx)
+        sd = _flat(post, "sigma_item", idx)[:, None]
+        eff = np.concatenate([eff, _new_effects(rng, sd, len(new_items), how, None)[..., 0]],
+                             axis=1)
+        p["item_effect"] = eff
+        data["item"] = item
+    assert S == cap.shape[0]
+    return np.asarray(structural_eta(p, data), dtype=float)
+
+
+def _formula_eta_draws(
+    spec: FormulaSpec, post: xr.Dataset, idx: np.ndarray, train: pd.DataFrame,
+    df: pd.DataFrame, how: str, rng: np.random.Generator,
+) -> np.ndarray:
+    X, _ = formula_matrices(spec.fixed, train, df, what="fixed part")
+    beta = _flat(post, "beta", idx)
+    eta = beta @ X.T
+    for t in spec.random:
+        Z, _ = formula_matrices(t.expr, train, df, what=f"random term {t.label}")
+        levels = list(map(str, post[f"re_{t.key}"].coords[t.dim].values))
+        parts = t.group.split(":")
+        missing = [c for c in parts if c not in df.columns]
+        if missing:
+            raise ValueError(f"new data lack the grouping column(s) {missing} of {t.label}")
+        gs = df[parts[0]].astype(str)
+        for c in parts[1:]:
+            gs = gs + ":" + df[c].astype(str)
+        g, new = _codes(gs.to_numpy(), levels)
+        b = _flat(post, f"re_{t.key}", idx)
+        if new:
+            sd = _flat(post, f"sd_{t.key}", idx)
+            chol = None
+            if f"corr_{t.key}" in post:
+                corr = _flat(post, f"corr_{t.key}", idx)
+                chol = sd[:, :, None] * np.linalg.cholesky(corr)
+            b = np.concatenate([b, _new_effects(rng, sd, len(new), how, chol)], axis=1)
+        eta = eta + np.einsum("nd,snd->sn", Z, b[:, g, :])
+    return eta

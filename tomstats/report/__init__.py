@@ -1,0 +1,25 @@
+"""Reports: one self-contained HTML file (or Markdown + PNGs) per fit or simulation folder.
+
+- :func:`write_fit_report` — a GLMM fit (ArviZ InferenceData netCDF): diagnostics verdict,
+  provenance, summary table, trace/rank/energy plots, prior vs posterior, binary posterior
+  predictive checks, PSIS-LOO with Pareto k;
+- :func:`write_simulation_report` — a ``tomstats reproduce`` folder: Table 1 beside the
+  paper's, the five figures, parameters and seed.
+
+The command line is ``tomstats report FIT.nc --out report.html`` and
+``tomstats report --simulation DIR --out report.html`` (``--format md`` for Markdown).
+"""
+
+from __future__ import annotations
+
+from tomstats.report.fit import diagnostics_verdict, fit_document, load_fit, write_fit_report
+from tomstats.report.simulation import simulation_document, write_simulation_report
+
+__all__ = [
+    "diagnostics_verdict",
+    "fit_document",
+    "load_fit",
+    "simulation_document",
+    "write_fit_report",
+    "write_simulation_report",
+]

@@ -1,0 +1,201 @@
+"""Report on a ``tomstats reproduce`` / ``simulate`` output folder.
+
+Shows, in order: the match to the paper (a pass/fail verdict against the bands the paper
+states — ToM 22.4 % ± 0.6, context 4.1 % ± 0.5, interaction 0.5 % ± 0.2 of total variance,
+39 ± 2 of 49 ToM-dominant grid points), Table 1 beside the paper's values, the share of
+systematic variance, parameters, design and seed, and Figures 1–5.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tomstats.calibration import PAPER_BANDS, PAPER_TABLE1
+from tomstats.figures import (
+    FACTOR_LABELS,
+    paper_figures,
+    read_simulation_dir,
+)
+from tomstats.report._document import (
+    Check,
+    Document,
+    Image,
+    Section,
+    Table,
+    Text,
+    Verdict,
+    figure_png,
+    write_document,
+)
+
+__all__ = [
+    "PAPER_DOMINANT",
+    "PAPER_SYSTEMATIC_SHARE",
+    "simulation_document",
+    "write_simulation_report",
+]
+
+#: ToM-dominant grid points in the paper's 7×7 sensitivity grid: 39 of 49, band ± 2.
+PAPER_DOMINANT: tuple[int, int, int] = (int(PAPER_BANDS["n_dominant"][0]), 49,
+                                        int(PAPER_BANDS["n_dominant"][1]))
+#: Shares (%) of systematic (between-cell) variance the paper reports (Section 3.1).
+PAPER_SYSTEMATIC_SHARE: dict[str, float] = {"tom_order": 82.9, "context_length": 15.2,
+                                            "interaction": 1.9}
+
+CAPTIONS = {
+    "fig1": "Figure 1. Variance decomposition with error bars (sd) across the capability "
+            "levels. ToM order is the dominant systematic source of difficulty; the large "
+            "residual is the Bernoulli variance of binary outcomes.",
+    "fig2": "Figure 2. Accuracy by context length and ToM order with 95 % confidence "
+            "intervals (reference model); dashed: expected accuracy from equation (1).",
+    "fig3": "Figure 3. Main effects of context length (left) and ToM order (right) on "
+            "accuracy for the reference model.",
+    "fig4": "Figure 4. Variance decomposition across model capability levels (95 % Monte "
+            "Carlo intervals) and each source's share of systematic variance.",
+    "fig5": "Figure 5. ToM's share of systematic variance across the γ × α grid. Dashed: the "
+            "50 % dominance boundary; star: the default parameters.",
+}
+
+
+def _band_checks(table1: pd.DataFrame, summary: Mapping[str, Any]) -> tuple[Check, ...]:
+    t = table1.set_index("factor")
+    checks = []
+    for f in ("tom_order", "context_length", "interaction"):
+        centre, band = PAPER_BANDS[f]
+        ref = {"pct_total": centre, "sd_pct": band}
+        lo, hi = centre - band, centre + band
+        if f not in t.index:
+            checks.append(Check(f"{FACTOR_LABELS[f]} % of total variance", None, "—",
+                                f"{lo:.1f}–{hi:.1f} %", "row missing from table1.csv"))
+            continue
+        v = float(t.loc[f, "pct_total"])
+        checks.append(Check(f"{FACTOR_LABELS[f]} % of total variance", lo <= v <= hi,
+                            f"{v:.2f} %", f"{ref['pct_total']} ± {ref['sd_pct']} %",
+                            f"{v - ref['pct_total']:+.2f} points from the paper"))
+    target, cells, tol = PAPER_DOMINANT
+    sens = summary.get("sensitivity")
+    if isinstance(sens, Mapping) and "n_dominant" in sens:
+        n = int(sens["n_dominant"])
+        n_cells = int(sens.get("n_cells", cells))
+        checks.append(Check("ToM-dominant grid points", abs(n - target) <= tol and
+                            n_cells == cells, f"{n} of {n_cells}",
+                            f"{target} ± {tol} of {cells}", f"{n - target:+d} from the paper"))
+    else:
+        checks.append(Check("ToM-dominant grid points", None, "—", f"{target} ± {tol} of {cells}",
+                            "summary.json has no sensitivity.n_dominant"))
+    return tuple(checks)
+
+
+def _table1_vs_paper(table1: pd.DataFrame) -> pd.DataFrame:
+    t = table1.set_index("factor")
+    rows = []
+    for f, label in FACTOR_LABELS.items():
+        if f not in t.index:
+            continue
+        r, p = t.loc[f], PAPER_TABLE1[f]
+        rows.append({
+            "factor": label,
+            "% total": float(r["pct_total"]), "% total (paper)": p["pct_total"],
+            "sd": float(r["sd_pct"]), "sd (paper)": p["sd_pct"],
+            "η²": float(r["eta2"]), "η² (paper)": p["eta2"],
+            "partial η²": float(r["partial_eta2"]), "partial η² (paper)": p["partial_eta2"],
+            "F": float(r["F"]), "F (paper)": p["F"],
+        })
+    return pd.DataFrame(rows)
+
+
+def _systematic(table1: pd.DataFrame) -> pd.DataFrame:
+    t = table1.set_index("factor")
+    facs = [f for f in PAPER_SYSTEMATIC_SHARE if f in t.index]
+    between = float(t.loc[facs, "pct_total"].sum())
+    rows = [{"factor": FACTOR_LABELS[f],
+             "% of systematic": 100 * float(t.loc[f, "pct_total"]) / between,
+             "% of systematic (paper)": PAPER_SYSTEMATIC_SHARE[f]} for f in facs]
+    return pd.DataFrame(rows)
+
+
+def _kv(mapping: Mapping[str, Any], key: str = "name") -> pd.DataFrame:
+    def show(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(v, default=str)
+
+    return pd.DataFrame({key: list(mapping), "value": [show(v) for v in mapping.values()]})
+
+
+def simulation_document(sim_dir: str | os.PathLike[str]) -> Document:
+    """Build the report :class:`~tomstats.report._document.Document` for a simulation folder.
+
+    Raises
+    ------
+    ValueError
+        If the folder is missing, empty or not a ``reproduce`` output (see
+        :func:`tomstats.figures.read_simulation_dir`).
+    """
+    data = read_simulation_dir(sim_dir)
+    summary: Mapping[str, Any] = data["summary"]
+    table1 = data["table1"]
+    figs = paper_figures(data)
+    images = tuple(Image(figure_png(fig), name, CAPTIONS[name]) for name, fig in figs.items())
+    subtitle = (f"tomstats {summary.get('package_version', '?')} · seed {summary.get('seed', '?')}"
+                f" · {summary.get('replicates', '?')} replicates · "
+                f"{summary.get('path', '?')} path · folder {Path(sim_dir).name}")
+    verdict = Verdict("Match to the paper's stated bands", _band_checks(table1, summary))
+    run = {k: summary[k] for k in ("package_version", "seed", "replicates", "path")
+           if k in summary}
+    sections = [
+        Section("", (verdict,)),
+        Section("Table 1: variance decomposition", (
+            Table(_table1_vs_paper(table1),
+                  caption="Mean over capability levels (sd across them) beside the paper's "
+                          "Table 1"),
+            Table(_systematic(table1), caption="Share of systematic (between-cell) variance",
+                  float_format="{:.1f}"),
+        )),
+        Section("Parameters, design and seed", tuple(
+            b for b in (
+                Table(_kv(run), caption="Run") if run else None,
+                Table(_kv(summary["params"], "parameter"), caption="Parameters of equation (1)",
+                      float_format="{:.6g}")
+                if isinstance(summary.get("params"), Mapping) else
+                Text("summary.json has no 'params' entry.", "missing"),
+                Table(_kv(summary["design"], "factor"), caption="Design")
+                if isinstance(summary.get("design"), Mapping) else None,
+                Table(_kv(summary["paper_bands"], "quantity"),
+                      caption="Paper bands recorded by reproduce")
+                if isinstance(summary.get("paper_bands"), Mapping) else None,
+            ) if b is not None
+        )),
+        Section("Figures", images),
+    ]
+    return Document("tomstats simulation report", subtitle, tuple(sections))
+
+
+def write_simulation_report(
+    sim_dir: str | os.PathLike[str], out: str | os.PathLike[str], fmt: str = "html"
+) -> Path:
+    """Write the report for a ``reproduce`` folder as HTML (one file) or Markdown + PNGs.
+
+    Parameters
+    ----------
+    sim_dir : path
+        The ``tomstats reproduce --out`` folder.
+    out : path
+        The HTML file (``fmt="html"``) or the folder for ``report.md`` and its PNGs
+        (``fmt="md"``).
+    fmt : {"html", "md"}
+        Output format.
+
+    Returns
+    -------
+    pathlib.Path
+        The HTML file or ``out/report.md``.
+    """
+    from tomstats.report._document import check_output
+
+    check_output(out, fmt)  # fail on a bad --out before any work
+    return write_document(simulation_document(sim_dir), out, fmt)

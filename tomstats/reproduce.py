@@ -1,0 +1,416 @@
+"""The simulation paper in one command, and simulation TOML files in general.
+
+``tomstats reproduce --out DIR`` runs the paper's study (``simulations/paper.toml`` ships
+the same settings): the 5×3 design at five capability levels, the 7×7 γ × α sensitivity
+grid, and writes ``table1.csv``, ``decomposition.csv``, ``cells.csv``, ``sensitivity.csv``,
+``summary.json`` and ``fig1.png`` … ``fig5.png``. ``tomstats simulate FILE.toml`` does the
+same for any simulation file, optionally once per posterior draw of a structural GLMM fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from tomstats._io import ensure_writable_dir
+from tomstats.calibration import PAPER_BANDS, PAPER_PARAMS, PAPER_TABLE1
+from tomstats.design import Design, load_toml, paper_design
+from tomstats.model import Params
+from tomstats.sensitivity import PAPER_ALPHA, PAPER_GAMMA, grid_values, sensitivity, \
+    sensitivity_table
+from tomstats.simulate import PATHS, SOURCES, simulate
+
+__all__ = [
+    "StudyConfig",
+    "load_study",
+    "run_study",
+    "table1",
+    "write_study",
+    "add_reproduce_arguments",
+    "run_reproduce",
+    "add_simulate_arguments",
+    "run_simulate",
+]
+
+_PARAM_NAMES = ("alpha", "gamma", "delta", "sigma")
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """Everything a simulation study needs (the content of a simulation TOML).
+
+    Attributes
+    ----------
+    design : Design
+    params : Params
+    replicates : int
+        Monte Carlo replicates of the main design.
+    seed : int
+    path : {"exact", "bernoulli"}
+    gamma, alpha : tuple of float
+        Sensitivity grid values.
+    sensitivity_capability : float
+        Capability level at which the grid is simulated.
+    sensitivity_replicates : int
+    """
+
+    design: Design = field(default_factory=paper_design)
+    params: Params = PAPER_PARAMS
+    replicates: int = 1000
+    seed: int = 0
+    path: str = "exact"
+    gamma: tuple[float, ...] = PAPER_GAMMA
+    alpha: tuple[float, ...] = PAPER_ALPHA
+    sensitivity_capability: float = 1.0
+    sensitivity_replicates: int = 1000
+
+    def __post_init__(self) -> None:
+        for name in ("replicates", "sensitivity_replicates", "seed"):
+            v = getattr(self, name)
+            low = 0 if name == "seed" else 1
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        if self.path not in PATHS:
+            raise ValueError(f"path must be one of {PATHS}, got {self.path!r}")
+        self.params.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description."""
+        return {
+            "design": self.design.to_dict(),
+            "params": self.params.to_dict(),
+            "replicates": int(self.replicates),
+            "seed": int(self.seed),
+            "path": self.path,
+            "sensitivity": {"gamma": list(self.gamma), "alpha": list(self.alpha),
+                            "capability": self.sensitivity_capability,
+                            "replicates": int(self.sensitivity_replicates)},
+        }
+
+
+def load_study(path: str | os.PathLike[str], **overrides: Any) -> StudyConfig:
+    """Read a simulation TOML (``[design]``, ``[parameters]``, ``[simulation]``,
+    ``[sensitivity]``); keyword ``overrides`` (not None) replace simulation settings."""
+    data = load_toml(path)
+    unknown = sorted(set(data) - {"design", "parameters", "simulation", "sensitivity", "meta"})
+    if unknown:
+        raise ValueError(f"{path}: unknown tables {unknown}")
+    try:
+        return _study_from_dict(data, overrides)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+
+
+def _study_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> StudyConfig:
+    design = Design.from_dict(data["design"]) if "design" in data else paper_design()
+    praw = dict(data.get("parameters", {}))
+    bad = sorted(set(praw) - set(_PARAM_NAMES))
+    if bad:
+        raise ValueError(f"[parameters]: unknown names {bad} (known: {list(_PARAM_NAMES)})")
+    for k, v in praw.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"[parameters].{k} must be a number, got {v!r}")
+    params = PAPER_PARAMS.replace(**{k: float(v) for k, v in praw.items()})
+    sim = dict(data.get("simulation", {}))
+    bad = sorted(set(sim) - {"replicates", "seed", "path"})
+    if bad:
+        raise ValueError(f"[simulation]: unknown keys {bad}")
+    sens = dict(data.get("sensitivity", {}))
+    bad = sorted(set(sens) - {"gamma", "alpha", "capability", "replicates"})
+    if bad:
+        raise ValueError(f"[sensitivity]: unknown keys {bad}")
+    kw: dict[str, Any] = {
+        "design": design,
+        "params": params,
+        "replicates": sim.get("replicates", 1000),
+        "seed": sim.get("seed", 0),
+        "path": sim.get("path", "exact"),
+        "gamma": tuple(grid_values(sens.get("gamma", list(PAPER_GAMMA)), "gamma")),
+        "alpha": tuple(grid_values(sens.get("alpha", list(PAPER_ALPHA)), "alpha")),
+        "sensitivity_capability": float(sens.get("capability", 1.0)),
+        "sensitivity_replicates": sens.get("replicates", sim.get("replicates", 1000)),
+    }
+    for k, v in overrides.items():
+        if v is not None:
+            kw[k] = v
+            if k == "replicates" and "replicates" not in sens:
+                kw["sensitivity_replicates"] = v
+    return StudyConfig(**kw)
+
+
+# ---------------------------------------------------------------------------------------
+# running and summarising
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    """Outputs of :func:`run_study` (DataFrames as written to CSV, plus raw datasets)."""
+
+    config: StudyConfig
+    table1: pd.DataFrame
+    decomposition: pd.DataFrame
+    cells: pd.DataFrame
+    sensitivity: pd.DataFrame
+    summary: dict[str, Any]
+    main: xr.Dataset
+    grid: xr.Dataset
+
+
+def _decomposition(ds: xr.Dataset) -> pd.DataFrame:
+    """Per capability level: MC means of % total, η², partial η², F, share (+95 % MC)."""
+    rows = []
+    for cap in ds["capability"].values:
+        sub = ds.sel(capability=cap)
+        for src in SOURCES:
+            eta = sub["eta2"].sel(source=src)
+            row = {
+                "capability": float(cap),
+                "factor": src,
+                "pct_total": 100 * float(eta.mean()),
+                "pct_total_low": 100 * float(eta.quantile(0.025)),
+                "pct_total_high": 100 * float(eta.quantile(0.975)),
+                "eta2": float(eta.mean()),
+                "partial_eta2": float(sub["partial_eta2"].sel(source=src).mean()),
+                "F": float(sub["F"].sel(source=src).mean()),
+                "share_systematic": float(sub["share"].sel(systematic=src).mean())
+                if src != "residual" else float("nan"),
+            }
+            if src == "residual":
+                row.update(partial_eta2=float("nan"), F=float("nan"))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table1(decomposition: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 1: means over capability levels, sd of % total across them.
+
+    Columns ``factor, pct_total, sd_pct, eta2, partial_eta2, F``; rows ``tom_order,
+    context_length, interaction, residual``.
+    """
+    g = decomposition.groupby("factor", sort=False)
+    out = pd.DataFrame({
+        "pct_total": g["pct_total"].mean(),
+        "sd_pct": g["pct_total"].std(ddof=1),
+        "eta2": g["eta2"].mean(),
+        "partial_eta2": g["partial_eta2"].mean(),
+        "F": g["F"].mean(),
+    }).reindex(list(SOURCES))
+    out.loc["residual", ["eta2", "partial_eta2", "F", "sd_pct"]] = np.nan
+    return out.rename_axis("factor").reset_index()
+
+
+def _cells(ds: xr.Dataset) -> pd.DataFrame:
+    """Cell accuracy (MC mean) with a 95 % interval for one study's cell accuracy.
+
+    With ≥ 40 replicates the interval is the 2.5 %/97.5 % quantile of the simulated cell
+    accuracies; with fewer, the normal interval :math:`\\bar p \\pm 1.96\\sqrt{\\bar p(1-\\bar
+    p)/n}` of the within-cell Bernoulli variance.
+    """
+    acc = ds["accuracy"]
+    mean = acc.mean("replicate")
+    if ds.sizes["replicate"] >= 40:
+        low = acc.quantile(0.025, dim="replicate").drop_vars("quantile")
+        high = acc.quantile(0.975, dim="replicate").drop_vars("quantile")
+    else:
+        half = 1.96 * np.sqrt(mean * (1 - mean) / ds["trials"])
+        low, high = (mean - half).clip(0, 1), (mean + half).clip(0, 1)
+    df = xr.Dataset({"accuracy": mean, "ci_low": low, "ci_high": high,
+                     "expected": ds["p_expected"]}).to_dataframe().reset_index()
+    return df[["capability", "context_length", "tom_order", "accuracy", "ci_low", "ci_high",
+               "expected"]]
+
+
+def _bands(t1: pd.DataFrame, n_dominant: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    pct = dict(zip(t1["factor"], t1["pct_total"], strict=True))
+    for name, (value, band) in PAPER_BANDS.items():
+        got = float(n_dominant) if name == "n_dominant" else float(pct[name])
+        out[name] = {"paper": value, "band": band, "measured": got,
+                     "inside": bool(abs(got - value) <= band)}
+    return out
+
+
+def run_study(config: StudyConfig, *, progress: bool | None = None) -> StudyResult:
+    """Run the main design and the sensitivity grid of ``config``; summarise both."""
+    t0 = time.perf_counter()
+    main = simulate(config.design, config.params, replicates=config.replicates,
+                    seed=config.seed, path=config.path, progress=progress)
+    t1 = time.perf_counter()
+    grid = sensitivity(config.params, design=config.design, gamma=config.gamma,
+                       alpha=config.alpha, capability=config.sensitivity_capability,
+                       replicates=config.sensitivity_replicates, seed=config.seed + 1,
+                       path=config.path, progress=progress)
+    t2 = time.perf_counter()
+    decomposition = _decomposition(main)
+    tab = table1(decomposition)
+    cells = _cells(main)
+    sens = sensitivity_table(grid)
+    n_dom = int(sens["dominant"].sum())
+    per_rep = (grid["tom_share"] > 0.5).sum(("gamma", "alpha"))
+    from tomstats import __version__
+
+    summary = {
+        "package_version": __version__,
+        "seed": config.seed,
+        "replicates": config.replicates,
+        "path": config.path,
+        "params": config.params.to_dict(),
+        "config": config.to_dict(),
+        "design": config.design.to_dict(),
+        "table1": tab.replace({np.nan: None}).to_dict(orient="records"),
+        "paper_table1": {k: {kk: (None if np.isnan(vv) else vv) for kk, vv in v.items()}
+                         for k, v in PAPER_TABLE1.items()},
+        "systematic_share": {
+            src: float(main["share"].sel(systematic=src).mean()) for src in SOURCES[:3]
+        },
+        "sensitivity": {
+            "n_dominant": n_dom,
+            "n_cells": int(sens.shape[0]),
+            "n_dominant_low": int(per_rep.quantile(0.025)),
+            "n_dominant_high": int(per_rep.quantile(0.975)),
+            "capability": config.sensitivity_capability,
+            "replicates": config.sensitivity_replicates,
+        },
+        "paper_bands": _bands(tab, n_dom),
+        "seconds": {"main": t1 - t0, "sensitivity": t2 - t1},
+    }
+    return StudyResult(config, tab, decomposition, cells, sens, summary, main, grid)
+
+
+def write_study(result: StudyResult, out: str | os.PathLike[str],
+                figures: bool = True) -> list[Path]:
+    """Write the CSVs, ``summary.json`` and figures into ``out``.
+
+    Everything is first written to a temporary folder beside ``out`` and then moved in file
+    by file with ``os.replace``, so ``out`` never holds a half-written file.
+    """
+    out = ensure_writable_dir(out)
+    stage = Path(tempfile.mkdtemp(prefix=".tomstats-", dir=out))
+    try:
+        result.table1.to_csv(stage / "table1.csv", index=False)
+        result.decomposition.to_csv(stage / "decomposition.csv", index=False)
+        result.cells.to_csv(stage / "cells.csv", index=False)
+        result.sensitivity.to_csv(stage / "sensitivity.csv", index=False)
+        (stage / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
+        if figures:
+            from tomstats.figures import write_paper_figures
+
+            write_paper_figures(stage)
+        written = []
+        for f in sorted(stage.iterdir()):
+            os.chmod(f, 0o644)
+            os.replace(f, out / f.name)
+            written.append(out / f.name)
+        return written
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def format_table1(t1: pd.DataFrame) -> str:
+    """Table 1 as aligned text, next to the paper's values."""
+    lines = [f"{'factor':<16}{'% total':>9}{'sd':>7}{'eta2':>8}{'eta2_p':>8}{'F':>9}"
+             f"   {'paper % (sd)':>14}"]
+    for _, r in t1.iterrows():
+        paper = PAPER_TABLE1[r["factor"]]
+        psd = "" if np.isnan(paper["sd_pct"]) else f" ({paper['sd_pct']:.1f})"
+
+        def fmt(v: float, spec: str) -> str:
+            return "—" if pd.isna(v) else format(v, spec)
+
+        lines.append(
+            f"{r['factor']:<16}{r['pct_total']:>9.2f}{fmt(r['sd_pct'], '.2f'):>7}"
+            f"{fmt(r['eta2'], '.3f'):>8}{fmt(r['partial_eta2'], '.3f'):>8}"
+            f"{fmt(r['F'], '.1f'):>9}   {paper['pct_total']:>8.1f}{psd:<6}"
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------------
+
+
+def _common_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="output folder (created if needed)")
+    p.add_argument("--replicates", type=int, default=None,
+                   help="Monte Carlo replicates (default 1000)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+    p.add_argument("--path", default=None,
+                   help="'exact' (binomial cell counts, default) or 'bernoulli' (per question)")
+    p.add_argument("--no-figures", action="store_true", help="skip fig1.png … fig5.png")
+    p.add_argument("--quiet", action="store_true", help="no progress bars or table")
+
+
+def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``tomstats reproduce``."""
+    _common_arguments(p)
+
+
+def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``tomstats simulate``."""
+    p.add_argument("config", help="simulation TOML (e.g. simulations/paper.toml)")
+    _common_arguments(p)
+    p.add_argument("--posterior", default=None,
+                   help="structural GLMM fit (netCDF): run once per posterior draw")
+    p.add_argument("--draws", type=int, default=200,
+                   help="posterior draws to use with --posterior (thinned evenly; default 200)")
+
+
+def _validate_cli(args: argparse.Namespace) -> None:
+    if args.path is not None and args.path not in PATHS:
+        raise ValueError(f"--path must be one of {PATHS}, got {args.path!r}")
+    if args.replicates is not None and args.replicates < 1:
+        raise ValueError(f"--replicates must be >= 1, got {args.replicates}")
+    if args.seed is not None and args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    ensure_writable_dir(args.out)
+
+
+def _finish(result: StudyResult, args: argparse.Namespace) -> int:
+    files = write_study(result, args.out, figures=not args.no_figures)
+    if not args.quiet:
+        print(format_table1(result.table1))
+        s = result.summary["sensitivity"]
+        print(f"\nToM-dominant grid cells: {s['n_dominant']}/{s['n_cells']} "
+              f"(95% MC range {s['n_dominant_low']}–{s['n_dominant_high']}; paper: 39/49)")
+        print(f"wrote {len(files)} files to {args.out}")
+    return 0
+
+
+def run_reproduce(args: argparse.Namespace) -> int:
+    """``tomstats reproduce``: the paper's study with the package defaults."""
+    _validate_cli(args)
+    config = _study_from_dict({}, {"replicates": args.replicates, "seed": args.seed,
+                                   "path": args.path})
+    result = run_study(config, progress=False if args.quiet else None)
+    return _finish(result, args)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """``tomstats simulate``: a simulation TOML, optionally per posterior draw."""
+    _validate_cli(args)
+    config = load_study(args.config, replicates=args.replicates, seed=args.seed,
+                        path=args.path)
+    if args.posterior is None:
+        return _finish(run_study(config, progress=False if args.quiet else None), args)
+    from tomstats.posterior_sweep import run_posterior_study
+
+    out = run_posterior_study(config, args.posterior, draws=args.draws, out=args.out,
+                              progress=False if args.quiet else None)
+    if not args.quiet:
+        print(out)
+    return 0
+

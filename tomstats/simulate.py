@@ -1,0 +1,522 @@
+"""JAX simulator of equation (1) over a factorial design.
+
+Two paths that agree in distribution:
+
+``"exact"``
+    Draw only per-cell counts. With independent per-question noise
+    :math:`\\varepsilon\\sim N(0,\\sigma^2)`, every answer in a cell is marginally
+    Bernoulli(:math:`\\bar p`), :math:`\\bar p = E[\\operatorname{expit}(\\eta+\\varepsilon)]`
+    (Gauss–Hermite, :func:`tomstats.model.expected_accuracy`), and the answers are
+    independent, so the cell count is exactly :math:`\\text{Binomial}(n, \\bar p)`.
+``"bernoulli"``
+    Draw every question: :math:`y = 1\\{U < \\bar p\\}` with 24-bit uniforms :math:`U`
+    cut four at a time from three 32-bit words of a counter-based generator (the
+    resolution of a float32 uniform, at three quarters of the bits). ``latent=True`` in
+    :func:`simulate_questions` instead draws :math:`\\varepsilon` explicitly and
+    :math:`y \\sim \\text{Bernoulli}(\\operatorname{expit}(\\eta + \\varepsilon))` — the
+    definition itself, used to check the other two.
+
+Replicate ``r`` always uses the ``r``-th key of ``jax.random.split(key, R)``, so results
+do not depend on chunk size or on the number of devices; the replicate axis is sharded over
+all JAX devices (``jax.sharding``) when there are several.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache, partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import scipy.stats
+import xarray as xr
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from tqdm.auto import tqdm
+
+from tomstats.anova import anova_from_counts, systematic_share
+from tomstats.design import CONTEXT, TOM, Design
+from tomstats.model import Params, cell_probabilities, linear_predictor
+
+__all__ = [
+    "PATHS",
+    "SOURCES",
+    "expected_cells",
+    "simulate",
+    "simulate_questions",
+    "make_key",
+    "bernoulli_counts",
+]
+
+#: Simulation paths.
+PATHS = ("exact", "bernoulli")
+#: ANOVA sources in the output, in order.
+SOURCES = ("tom_order", "context_length", "interaction", "residual")
+#: Systematic (between-cell) sources, in order.
+SYSTEMATIC = SOURCES[:3]
+_MAX_DRAWS_PER_CHUNK = 2**25  # per-question draws held in memory at once (bernoulli path)
+
+
+def make_key(seed: int | jax.Array) -> jax.Array:
+    """A typed PRNG key (default threefry implementation) from a non-negative integer seed.
+
+    Passing a typed key returns it unchanged.
+    """
+    if isinstance(seed, jax.Array) and jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return jax.random.key(int(seed))
+
+
+def _rbg(key: jax.Array) -> jax.Array:
+    """An ``rbg`` key (XLA's bulk bit generator) derived from any typed key.
+
+    Bulk bits for the per-question path come from ``rbg``, which is several times faster than
+    threefry on CPU; everything else (and the binomial sampler, whose rejection loop does not
+    terminate under ``vmap`` with ``rbg`` keys in JAX 0.10) uses the key as given.
+    """
+    if jax.random.key_impl(key) == jax.random.key_impl(jax.random.key(0, impl="rbg")):
+        return key
+    return jax.random.wrap_key_data(jax.random.bits(key, (4,), jnp.uint32), impl="rbg")
+
+
+# ---------------------------------------------------------------------------------------
+# parameters and grids
+# ---------------------------------------------------------------------------------------
+
+
+def _param_batch(
+    params: Params, grid: Mapping[str, Sequence[float]] | None, param_dims: Sequence[str]
+) -> tuple[Params, tuple[str, ...], dict[str, np.ndarray]]:
+    """Broadcast ``params`` (and an outer-product ``grid``) to one batch shape.
+
+    Returns the broadcast params, the batch dimension names and their coordinates.
+    """
+    params.validate()
+    fields = ("alpha", "gamma", "delta", "sigma")
+    arrays = {f: np.asarray(getattr(params, f), dtype=float) for f in fields}
+    batch_shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+    if len(param_dims) != len(batch_shape):
+        raise ValueError(
+            f"param_dims {tuple(param_dims)} do not match the parameter batch shape "
+            f"{batch_shape} (one name per axis)"
+        )
+    dims = tuple(param_dims)
+    coords: dict[str, np.ndarray] = {d: np.arange(n) for d, n in zip(dims, batch_shape, strict=True)}
+    grid = dict(grid or {})
+    for name, values in grid.items():
+        if name not in fields:
+            raise ValueError(f"grid: unknown parameter {name!r} (known: {list(fields)})")
+        v = np.asarray(values, dtype=float)
+        if v.ndim != 1 or v.size == 0:
+            raise ValueError(f"grid: {name!r} must be a non-empty 1-D list, got shape {v.shape}")
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"grid: {name!r} has non-finite values {v.tolist()}")
+        if name == "sigma" and np.any(v < 0):
+            raise ValueError(f"grid: 'sigma' must be >= 0, got {v.tolist()}")
+        if name in dims:
+            raise ValueError(f"grid: {name!r} is also a parameter batch dimension")
+    n_grid = len(grid)
+    out = {}
+    for f, a in arrays.items():
+        a = a.reshape(batch_shape + (1,) * n_grid) if a.shape == batch_shape else np.broadcast_to(
+            a, batch_shape).reshape(batch_shape + (1,) * n_grid)
+        out[f] = a
+    for i, (name, values) in enumerate(grid.items()):
+        shape = [1] * (len(batch_shape) + n_grid)
+        shape[len(batch_shape) + i] = len(values)
+        out[name] = np.broadcast_to(
+            np.asarray(values, dtype=float).reshape(shape),
+            np.broadcast_shapes(out[name].shape, tuple(shape)),
+        )
+        coords[name] = np.asarray(values, dtype=float)
+    full = np.broadcast_shapes(*(a.shape for a in out.values()))
+    bp = Params(**{f: np.broadcast_to(a, full) for f, a in out.items()})
+    return bp, dims + tuple(grid), coords
+
+
+def _cell_p(params: Params, design: Design, capability: np.ndarray) -> np.ndarray:
+    """Expected cell accuracy, shape ``(*batch, n_capability, n_context, n_tom)``."""
+    expand = Params(*(jnp.asarray(getattr(params, f))[..., None, None, None]
+                      for f in ("alpha", "gamma", "delta", "sigma")))
+    cap = jnp.asarray(capability)[..., :, None, None]
+    c = jnp.asarray(design.context, dtype=jnp.float32)[:, None]
+    t = jnp.asarray(design.tom, dtype=jnp.float32)[None, :]
+    return np.asarray(cell_probabilities(expand, c, t, cap), dtype=np.float64)
+
+
+def expected_cells(
+    design: Design,
+    params: Params,
+    *,
+    grid: Mapping[str, Sequence[float]] | None = None,
+    param_dims: Sequence[str] = (),
+) -> xr.DataArray:
+    """Analytic expected accuracy of every design cell (no sampling).
+
+    .. math:: \\bar p_{ct}(m) = E_\\varepsilon[\\operatorname{expit}(\\eta(m, c, t) + \\varepsilon)]
+
+    Returns a DataArray with dims ``(*param_dims, *grid, capability, context_length,
+    tom_order)``.
+    """
+    bp, dims, coords = _param_batch(params, grid, param_dims)
+    p = _cell_p(bp, design, np.asarray(design.capability))
+    return xr.DataArray(
+        p,
+        dims=dims + ("capability", CONTEXT, TOM),
+        coords={**coords, "capability": list(design.capability), CONTEXT: design.context,
+                TOM: design.tom},
+        name="p_expected",
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# the two paths
+# ---------------------------------------------------------------------------------------
+
+
+def _uniform24(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Uniform integers in ``[0, 2**24)``: four per three 32-bit words."""
+    n = shape[-1]
+    m = -(-n // 4)
+    w = jax.random.bits(key, shape[:-1] + (3, m), jnp.uint32)
+    a, b, c = w[..., 0, :], w[..., 1, :], w[..., 2, :]
+    fourth = ((a & 0xFF) << 16) | ((b & 0xFF) << 8) | (c & 0xFF)
+    return jnp.concatenate([a >> 8, b >> 8, c >> 8, fourth], axis=-1)[..., :n]
+
+
+def _threshold24(p: jax.Array) -> jax.Array:
+    """``round(p * 2**24)`` as uint32: ``P(U < t) = t / 2**24`` for 24-bit uniforms U."""
+    return jnp.round(jnp.clip(p, 0.0, 1.0) * 2.0**24).astype(jnp.uint32)
+
+
+def bernoulli_counts(key: jax.Array, p: jax.Array, n: np.ndarray) -> jax.Array:
+    """Per-question Bernoulli draws summed per cell.
+
+    ``p`` has shape ``(..., C, T)``, ``n`` shape ``(C, T)``; draws ``max(n)`` questions per
+    cell and masks the surplus in unbalanced designs. Returns int32 counts of shape of ``p``.
+    """
+    n_max = int(np.max(n))
+    u = _uniform24(_rbg(key), p.shape + (n_max,))
+    y = u < _threshold24(p)[..., None]
+    if np.all(n == n_max):
+        return y.sum(-1, dtype=jnp.int32)
+    mask = jnp.arange(n_max) < jnp.asarray(n)[..., None]
+    return (y & mask).sum(-1, dtype=jnp.int32)
+
+
+def binomial_cdf_table(p: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """CDF of Binomial(n, p) at k = 0 … max(n) for every cell, in float64 (SciPy).
+
+    ``p`` has shape ``(..., C, T)`` and ``n`` shape ``(C, T)``; the result has shape
+    ``(..., C, T, max(n) + 1)`` and is 1 for k ≥ n.
+    """
+    k = np.arange(int(np.max(n)) + 1)
+    return scipy.stats.binom.cdf(k, np.asarray(n)[..., None], np.asarray(p)[..., None])
+
+
+def _exact_counts(key: jax.Array, cdf: jax.Array) -> jax.Array:
+    """Cell counts drawn as Binomial(n, p) by inversion of the tabulated CDF.
+
+    :math:`k = \#\{j : F(j) < u\}` with :math:`u` uniform (24 bits), so
+    :math:`P(k = j) = F(j) - F(j-1)` up to the 2^-24 resolution of :math:`u`.
+    """
+    u = (_uniform24(_rbg(key), cdf.shape[:-1] + (1,))[..., 0].astype(jnp.float32) + 0.5) \
+        * jnp.float32(2.0**-24)
+    return jax.vmap(jnp.searchsorted, in_axes=(0, 0))(
+        cdf.reshape(-1, cdf.shape[-1]), u.reshape(-1)
+    ).reshape(u.shape).astype(jnp.int32)
+
+
+def _one_replicate(
+    key: jax.Array, p: jax.Array, *, n: np.ndarray, path: str, ss_type: int
+) -> dict[str, jax.Array]:
+    """Draw one study (every capability/grid point) and decompose its variance.
+
+    ``p`` is the cell probability table (bernoulli path) or the binomial CDF table with a
+    trailing ``k`` axis (exact path).
+    """
+    counts = _exact_counts(key, p) if path == "exact" else bernoulli_counts(key, p, n)
+    # ANOVA tables are indexed (context, ToM) → the first factor is context; reorder to
+    # SOURCES = (tom, context, interaction, residual).
+    # p-values are computed afterwards on the host (scipy), outside the hot loop.
+    balanced = bool(np.all(n == n.flat[0]))
+    tab = anova_from_counts(counts.astype(jnp.float32), np.asarray(n, dtype=np.float32),
+                            ss_type=ss_type, balanced=balanced, p_values=False, check=False)
+    order = jnp.asarray([1, 0, 2, 3])
+    share = systematic_share(tab)[..., jnp.asarray([1, 0, 2])]
+    return {
+        "successes": counts,
+        "SS": tab.SS[..., order],
+        "DF": jnp.broadcast_to(tab.DF[..., order], tab.SS.shape),
+        "F": tab.F[..., order],
+        "eta2": tab.eta2[..., order],
+        "partial_eta2": tab.partial_eta2[..., order],
+        "share": share,
+    }
+
+
+def _devices_mesh() -> Mesh | None:
+    devs = jax.devices()
+    return Mesh(np.array(devs), ("replicate",)) if len(devs) > 1 else None
+
+
+@lru_cache(maxsize=64)
+def _compiled(path: str, ss_type: int, n_bytes: bytes, n_shape: tuple[int, ...]) -> Callable:
+    """``jit(vmap(one replicate))`` for a path, SS type and trials table (cached)."""
+    n = np.frombuffer(n_bytes, dtype=np.int64).reshape(n_shape)
+    fn = partial(_one_replicate, n=n, path=path, ss_type=ss_type)
+    return jax.jit(jax.vmap(fn, in_axes=(0, None)))
+
+
+def _run_replicates(
+    vfn: Callable[[jax.Array, jax.Array], dict[str, jax.Array]],
+    keys: jax.Array,
+    p: jax.Array,
+    chunk: int,
+    progress: bool | None,
+    desc: str,
+) -> dict[str, np.ndarray]:
+    """Apply ``vfn(keys, p)`` chunk by chunk of keys, sharding each chunk over devices."""
+    mesh = _devices_mesh()
+    n_dev = 1 if mesh is None else mesh.size
+    chunk = max(n_dev, (chunk // n_dev) * n_dev)
+    n = keys.shape[0]
+    parts: list[dict[str, np.ndarray]] = []
+    disable = None if progress is None else not progress
+    with tqdm(total=n, desc=desc, unit="rep", disable=disable, leave=False) as bar:
+        for start in range(0, n, chunk):
+            k = keys[start:start + chunk]
+            size = k.shape[0]
+            pad = (-size) % n_dev
+            if pad:
+                k = jnp.concatenate([k, keys[:pad]])
+            if mesh is not None:
+                k = jax.device_put(k, NamedSharding(mesh, PartitionSpec("replicate")))
+            out = jax.device_get(vfn(k, p))
+            parts.append({name: np.asarray(v)[:size] for name, v in out.items()})
+            bar.update(size)
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+
+def _check_common(replicates: int, path: str, ss_type: int) -> None:
+    if isinstance(replicates, bool) or not isinstance(replicates, int | np.integer) \
+            or replicates < 1:
+        raise ValueError(f"replicates must be a positive integer, got {replicates!r}")
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    if ss_type not in (1, 2, 3):
+        raise ValueError(f"ss_type must be 1, 2 or 3, got {ss_type!r}")
+
+
+def simulate(
+    design: Design,
+    params: Params,
+    *,
+    replicates: int = 100,
+    seed: int | jax.Array = 0,
+    path: str = "exact",
+    grid: Mapping[str, Sequence[float]] | None = None,
+    param_dims: Sequence[str] = (),
+    capability: Any = None,
+    ss_type: int = 2,
+    progress: bool | None = None,
+    chunk: int | None = None,
+) -> xr.Dataset:
+    """Simulate the design and decompose the variance of every simulated study.
+
+    For each replicate, parameter point and capability level, one study of
+    ``design.n_per_cell`` questions per cell is drawn from equation (1) and analysed with
+    a two-way ANOVA (:func:`tomstats.anova.anova_from_counts`, type ``ss_type``).
+
+    Parameters
+    ----------
+    design : Design
+        Context × ToM design, questions per cell and capability levels.
+    params : Params
+        Parameters of equation (1). Fields may be arrays with a common batch shape (e.g.
+        posterior draws); name their axes with ``param_dims``.
+    replicates : int
+        Monte Carlo replicates (independent simulated studies).
+    seed : int or PRNG key
+        Replicate ``r`` uses ``jax.random.split(key, replicates)[r]``.
+    path : {"exact", "bernoulli"}
+        Binomial cell counts, or per-question Bernoulli draws summed per cell.
+    grid : mapping, optional
+        Outer-product grid over parameters, e.g. ``{"gamma": [...], "alpha": [...]}``; each
+        becomes a dimension.
+    param_dims : sequence of str
+        Names of the batch axes of ``params``.
+    capability : array, optional
+        Capability levels, shape ``(*param batch, K)`` or ``(K,)``; default
+        ``design.capability``. A ``(*batch, K)`` array gives per-draw capabilities.
+    ss_type : {1, 2, 3}
+        Sums of squares type (2, the default, equals 1 and 3 for balanced designs).
+    progress : bool, optional
+        Show a progress bar (default: only on a terminal).
+    chunk : int, optional
+        Replicates per compiled call (default: as many as fit ~32 M draws).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``successes`` (replicate, *batch, capability, context_length, tom_order), ``trials``,
+        ``p_expected``, ``accuracy`` = successes / trials, and per study ``SS``, ``F``,
+        ``p_value``, ``eta2``, ``partial_eta2`` over ``source`` = (tom_order, context_length,
+        interaction, residual) and ``share`` (ToM / context / interaction share of the
+        between-cell SS) over ``systematic``.
+    """
+    _check_common(replicates, path, ss_type)
+    key = make_key(seed)
+    bp, dims, coords = _param_batch(params, grid, param_dims)
+    cap = np.asarray(design.capability if capability is None else capability, dtype=float)
+    if not np.all(np.isfinite(cap)):
+        raise ValueError(f"capability must be finite, got {cap.tolist()}")
+    p = _cell_p(bp, design, cap)
+    n = np.asarray(design.n_per_cell)
+    cells_per_rep = int(np.prod(p.shape)) * (int(n.max()) if path == "bernoulli" else 1)
+    if chunk is None:
+        chunk = max(1, min(replicates, _MAX_DRAWS_PER_CHUNK // max(cells_per_rep, 1)))
+    vfn = _compiled(path, int(ss_type), n.astype(np.int64).tobytes(), n.shape)
+    keys = jax.random.split(key, replicates)
+    table = binomial_cdf_table(p, n) if path == "exact" else p
+    out = _run_replicates(vfn, keys, jnp.asarray(table, dtype=jnp.float32), chunk, progress,
+                          desc=f"simulate ({path})")
+    df = out.pop("DF")
+    with np.errstate(invalid="ignore"):
+        out["p_value"] = scipy.stats.f.sf(out["F"], df, df[..., -1:])
+
+    cap_dims = ("capability",)
+    cap_coord = cap if cap.ndim == 1 else np.arange(cap.shape[-1])
+    cell_dims = ("replicate",) + dims + cap_dims + (CONTEXT, TOM)
+    stat_dims = ("replicate",) + dims + cap_dims
+    ds = xr.Dataset(
+        {
+            "successes": (cell_dims, out["successes"]),
+            "trials": ((CONTEXT, TOM), n),
+            "p_expected": (dims + cap_dims + (CONTEXT, TOM), p),
+            "SS": (stat_dims + ("source",), out["SS"]),
+            "F": (stat_dims + ("source",), out["F"]),
+            "p_value": (stat_dims + ("source",), out["p_value"]),
+            "eta2": (stat_dims + ("source",), out["eta2"]),
+            "partial_eta2": (stat_dims + ("source",), out["partial_eta2"]),
+            "share": (stat_dims + ("systematic",), out["share"]),
+        },
+        coords={
+            "replicate": np.arange(replicates),
+            **coords,
+            "capability": cap_coord,
+            CONTEXT: design.context,
+            TOM: design.tom,
+            "source": list(SOURCES),
+            "systematic": list(SYSTEMATIC),
+        },
+    )
+    if cap.ndim > 1:
+        ds = ds.assign_coords(capability_value=(dims + cap_dims, np.broadcast_to(
+            cap, tuple(len(coords[d]) for d in dims) + cap.shape[-1:])))
+    ds["accuracy"] = ds["successes"] / ds["trials"]
+    from tomstats import __version__
+
+    ds.attrs.update(
+        tomstats_version=__version__,
+        path=path,
+        replicates=int(replicates),
+        seed=int(seed) if isinstance(seed, int | np.integer) else -1,
+        ss_type=int(ss_type),
+        equation="logit p = beta0*m - alpha*c*ln(1+c/500) - gamma*t - delta*c*t + eps",
+    )
+    return ds
+
+
+def simulate_questions(
+    design: Design,
+    params: Params,
+    *,
+    seed: int | jax.Array = 0,
+    replicates: int = 1,
+    latent: bool = False,
+    shared_items: bool = False,
+) -> pd.DataFrame:
+    """One row per simulated question: the long data a GLMM or :func:`tomstats.anova` needs.
+
+    Parameters
+    ----------
+    design, params
+        As in :func:`simulate` (scalar parameters).
+    seed : int or PRNG key
+    replicates : int
+        Independent datasets (column ``replicate``).
+    latent : bool
+        Draw the per-question noise explicitly, :math:`\\varepsilon\\sim N(0,\\sigma^2)` and
+        :math:`y\\sim\\text{Bernoulli}(\\operatorname{expit}(\\eta+\\varepsilon))`, and return
+        it in column ``eps``. Otherwise draw :math:`y\\sim\\text{Bernoulli}(\\bar p)`, which has
+        the same distribution when :math:`\\varepsilon` is independent per question.
+    shared_items : bool
+        With ``latent=True``: one :math:`\\varepsilon` per item (question slot) shared by
+        every capability level, so capability levels act as LLMs answering the same items
+        (crossed model × item data).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``replicate, capability, context_length, tom_order, item, correct``
+        (+ ``eps``), with ``item`` a string id unique within a replicate.
+    """
+    _check_common(replicates, "exact", 2)
+    if shared_items and not latent:
+        raise ValueError("shared_items=True needs latent=True (shared noise must be drawn)")
+    params.validate()
+    for f in ("alpha", "gamma", "delta", "sigma"):
+        if np.ndim(getattr(params, f)) != 0:
+            raise ValueError(f"simulate_questions needs scalar parameters; {f!r} has shape "
+                             f"{np.shape(getattr(params, f))}")
+    key = make_key(seed)
+    n = np.asarray(design.n_per_cell)
+    n_max = int(n.max())
+    cap = np.asarray(design.capability)
+    K, C, T = cap.size, *design.shape
+    c = jnp.asarray(design.context, dtype=jnp.float32)[None, :, None, None]
+    t = jnp.asarray(design.tom, dtype=jnp.float32)[None, None, :, None]
+    m = jnp.asarray(cap, dtype=jnp.float32)[:, None, None, None]
+
+    def one(k: jax.Array) -> tuple[jax.Array, jax.Array]:
+        if latent:
+            k_eps, k_u = jax.random.split(k)
+            eps_shape = (1, C, T, n_max) if shared_items else (K, C, T, n_max)
+            eps = jnp.float32(params.sigma) * jax.random.normal(k_eps, eps_shape)
+            eta = linear_predictor(params, c, t, m, eps)
+            u = jax.random.uniform(k_u, (K, C, T, n_max))
+            y = u < jax.nn.sigmoid(eta)
+            return y, jnp.broadcast_to(eps, (K, C, T, n_max))
+        p = jnp.asarray(_cell_p(params, design, cap), dtype=jnp.float32)
+        u = _uniform24(_rbg(k), (K, C, T, n_max))
+        return u < _threshold24(p)[..., None], jnp.zeros((K, C, T, n_max), jnp.float32)
+
+    keys = jax.random.split(key, replicates)
+    y, eps = jax.device_get(jax.jit(jax.vmap(one))(keys))
+    R = replicates
+    idx = np.indices((R, K, C, T, n_max)).reshape(5, -1)
+    keep = (idx[4] < n[idx[2], idx[3]])
+    idx = idx[:, keep]
+    item = np.char.add(
+        np.char.add(np.char.add("c", idx[2].astype(str)), np.char.add("t", idx[3].astype(str))),
+        np.char.add("q", idx[4].astype(str)),
+    )
+    if not shared_items:
+        item = np.char.add(np.char.add(item, "m"), idx[1].astype(str))
+    df = pd.DataFrame({
+        "replicate": idx[0],
+        "capability": cap[idx[1]],
+        CONTEXT: design.context[idx[2]],
+        TOM: design.tom[idx[3]].astype(int),
+        "item": item,
+        "correct": np.asarray(y).reshape(-1)[keep].astype(np.int8),
+    })
+    if latent:
+        df["eps"] = np.asarray(eps).reshape(-1)[keep]
+    return df
+

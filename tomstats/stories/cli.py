@@ -1,0 +1,189 @@
+"""``tomstats stories``: write story items as JSON Lines (atomically).
+
+Three sources:
+
+- ``--design paper`` (default): the context-length × ToM-order item set
+  (:func:`~tomstats.stories.items_design.build_design_items`);
+- ``--design anatom``: AnaToM items (:func:`~tomstats.stories.anatom.anatom_items`);
+- ``--storyboard FILE.toml``: stories from your own storyboard (format in
+  ``docs/stories.md``), one item per question and story.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from tomstats._io import ensure_writable_file
+from tomstats.stories.anatom import Composition, anatom_items
+from tomstats.stories.beliefs import belief, well_defined
+from tomstats.stories.items import Item, write_items
+from tomstats.stories.items_design import (
+    DEFAULT_CONTEXTS,
+    DEFAULT_ORDERS,
+    QUESTION_TYPES,
+    build_design_items,
+    derive_seed,
+)
+from tomstats.stories.questions import first_common_location, tom_question
+from tomstats.stories.render import render, word_count
+from tomstats.stories.settings import SETTINGS, get_setting
+from tomstats.stories.storyboard import KINDS, Scripted, Storyboard, generate_story
+
+__all__ = ["add_stories_arguments", "load_storyboard", "run_stories", "storyboard_items"]
+
+
+def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``stories`` subcommand's arguments to ``parser``."""
+    parser.add_argument("--out", required=True, help="output JSON Lines file")
+    parser.add_argument("--design", choices=("paper", "anatom"), default="paper",
+                        help="item set to build (ignored with --storyboard)")
+    parser.add_argument("--storyboard", metavar="FILE.toml",
+                        help="build items from this storyboard instead of a design")
+    parser.add_argument("--n-per-cell", "--n", dest="n", type=int, default=20,
+                        help="stories per context length (paper), stories (anatom, "
+                             "storyboard); default 20")
+    parser.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
+    parser.add_argument("--contexts", type=int, nargs="+", default=list(DEFAULT_CONTEXTS),
+                        metavar="WORDS", help="target story lengths in words")
+    parser.add_argument("--orders", type=int, nargs="+", default=list(DEFAULT_ORDERS),
+                        help="ToM orders (0 reality, 1, 2)")
+    parser.add_argument("--setting", choices=sorted(SETTINGS), default="rooms")
+    parser.add_argument("--n-characters", type=int, default=8)
+    parser.add_argument("--mislead-distance", type=int, default=10)
+    parser.add_argument("--critical-position", type=float, default=0.5,
+                        help="0 = critical events at the start, 1 = at the end")
+    parser.add_argument("--question-types", nargs="+", default=["tom"],
+                        choices=QUESTION_TYPES, help="add wm_human / wm_object controls")
+    parser.add_argument("--composition", type=int, nargs=4, default=[3, 3, 3, 3],
+                        metavar=("N_A", "N_O", "N_C", "N_L"), help="AnaToM entity counts")
+    parser.add_argument("--timeline", default="E->M->E->M", help="AnaToM timeline")
+    parser.add_argument("--all-types", action="store_true",
+                        help="AnaToM: keep only stories with all six question types")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bar (default: when stderr is a terminal)")
+
+
+def run_stories(args: argparse.Namespace) -> int:
+    """Validate the arguments, build the items, write them atomically; return 0."""
+    out = ensure_writable_file(args.out, "--out")
+    if args.n < 1:
+        raise ValueError(f"--n-per-cell must be a positive integer, got {args.n}")
+    if args.storyboard:
+        sb, questions = load_storyboard(args.storyboard)
+        items = storyboard_items(sb, questions, n_stories=args.n, seed=args.seed)
+    elif args.design == "anatom":
+        items = anatom_items(args.n, args.seed, Composition(*args.composition), args.timeline,
+                             require_all=args.all_types)
+    else:
+        items = build_design_items(
+            args.n, args.seed, tuple(args.contexts), tuple(args.orders), args.setting,
+            n_characters=args.n_characters, mislead_distance=args.mislead_distance,
+            critical_position=args.critical_position,
+            question_types=tuple(args.question_types), progress=args.progress)
+    write_items(out, items)
+    print(f"wrote {len(items)} items to {out}", file=sys.stderr)
+    return 0
+
+
+def _need(d: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in d:
+        raise ValueError(f"{where}: missing field {key!r}")
+    if not isinstance(d[key], kind) or isinstance(d[key], bool):
+        raise ValueError(f"{where}: field {key!r} has the wrong type ({d[key]!r})")
+    return d[key]
+
+
+def _after(events: list[Scripted]) -> int:
+    """The step right after the last scripted event (0 if none)."""
+    if not events:
+        return 0
+    last = events[-1]
+    return int(last.stop) if last.stop is not None else last.t + 1
+
+
+def load_storyboard(path: str | Path) -> tuple[Storyboard, list[tuple[tuple[str, ...], str]]]:
+    """Read a storyboard TOML file; return the storyboard and its questions.
+
+    Fields: ``setting`` (default ``"rooms"``), ``n``, ``characters``, optional
+    ``locations``/``edges``/``start`` (default: the setting's), ``[[events]]`` with
+    ``name`` (move, cross_paths, exclusive_random), ``actors``, ``t``, ``location``,
+    ``stop`` (``t`` of an exclusive_random may be left out: right after the event before),
+    and ``[[questions]]`` with ``chain`` (list of characters, empty for reality) and
+    ``target``. Errors name the file, the event and the field.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"storyboard file {str(p)!r} does not exist")
+    try:
+        d = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{p}: not valid TOML: {exc}") from exc
+    st = get_setting(d.get("setting", "rooms"))
+    chars = tuple(_need(d, "characters", list, str(p)))
+    events: list[Scripted] = []
+    for i, e in enumerate(d.get("events", [])):
+        where = f"{p}: event {i}"
+        name = _need(e, "name", str, where)
+        if name not in KINDS:
+            raise ValueError(f"{where}: unknown name {name!r} (expected one of {KINDS})")
+        actors = e.get("actors", [e["actor"]] if "actor" in e else None)
+        if not isinstance(actors, list) or not actors:
+            raise ValueError(f"{where}: field 'actors' must be a non-empty list")
+        t = e.get("t")
+        if t is None and name == "exclusive_random":
+            t = _after(events)
+        if not isinstance(t, int):
+            raise ValueError(f"{where}: field 't' must be an integer, got {t!r}")
+        events.append(Scripted(name, tuple(actors), t, e.get("location"), e.get("stop")))
+    sb = Storyboard(chars, tuple(d.get("locations", st.locations)),
+                    tuple(tuple(x) for x in d.get("edges", st.edges)), tuple(events),
+                    _need(d, "n", int, str(p)), d.get("start", st.hub), setting=st.name,
+                    name=d.get("name", p.stem), roles=d.get("roles", {}))
+    questions = []
+    for i, q in enumerate(d.get("questions", [])):
+        where = f"{p}: question {i}"
+        questions.append((tuple(q.get("chain", [])), _need(q, "target", str, where)))
+    if not questions:
+        raise ValueError(f"{p}: no [[questions]] (each needs 'chain' and 'target')")
+    return sb, questions
+
+
+def storyboard_items(sb: Storyboard, questions: list[tuple[tuple[str, ...], str]], *,
+                     n_stories: int, seed: int) -> list[Item]:
+    """One item per question for each of ``n_stories`` stories of ``sb``.
+
+    Texts use the plain templates (the length is the storyboard's ``n`` events);
+    ``metadata["well_defined"]`` flags questions a reader could dispute (see
+    :func:`~tomstats.stories.beliefs.well_defined`).
+    """
+    st = get_setting(sb.setting)
+    world = sb.world()
+    for chain, target in questions:
+        belief(world, [], chain, target)  # checks the names before any work
+    items = []
+    for r in range(n_stories):
+        story = generate_story(sb, derive_seed(seed, sb.name, r))
+        text, _ = render(story.events, st, sb.characters)
+        for k, (chain, target) in enumerate(questions):
+            gold = belief(world, story.events, chain, target)
+            items.append(Item(
+                item_id=f"{sb.name}-s{seed}-r{r:04d}-q{k}", story=text,
+                question=tom_question(chain, target), answer=str(gold),
+                question_type="reality" if not chain else "tom", tom_order=len(chain),
+                context_words=word_count(text), n_words=word_count(text),
+                candidates=sb.locations, agents=chain, target=target,
+                first_common_location=first_common_location(world, story.events,
+                                                            (*chain, target)),
+                last_location=belief(world, story.events, (), target),
+                n_characters=len(sb.characters), setting=sb.setting, generator="storysim",
+                seed=story.seed,
+                metadata={"storyboard": sb.to_dict(),
+                          "events": [[e.time, e.actor, e.location, e.source]
+                                     for e in story.events],
+                          "well_defined": well_defined(world, story.events, chain, target),
+                          "instructions": st.instructions}))
+    return items

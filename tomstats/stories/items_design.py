@@ -1,0 +1,358 @@
+"""The real 5×3 design: context length in words × ToM order, ``n`` items per cell.
+
+One *story* per (context length, replicate) is built from the second-order StorySim
+storyboard, with the ToM-relevant events held fixed and every other event drawn from
+characters outside the question (``exclusive_random``)::
+
+    S1, S2, T enter L1 (in random order)      -- the three cross paths in L1
+    T enters L2                               -- seen by S1 and S2
+    S2 enters L2                              -- seen by S1: S2 and T cross paths again
+    (mislead_distance - 1 random events)      -- S1, S2, T do not act
+    T enters L3                               -- seen by S2 only
+
+and then asked at every requested order, so that order and length are crossed within
+stories: order 0 "Where is T?" (gold L3), order 1 "Where does S1 think T is?" (L2, a false
+belief), order 2 "Where does S1 think S2 thinks T is?" (L2). Gold answers always come from
+the belief tracker (:func:`tomstats.stories.beliefs.belief`) and are cross-checked against
+the storyboard. The story is rendered to the target length ±2 % by varying the templates
+of the filler sentences; ``critical_position`` (0 = start, 1 = end) places the critical
+block within the filler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tomstats.stories.beliefs import belief, last_perceived
+from tomstats.stories.items import Item
+from tomstats.stories.questions import first_common_location, tom_question, wm_answer, wm_question
+from tomstats.stories.render import (
+    fit_templates,
+    intro_sentence,
+    length_window,
+    sentence_options,
+    word_count,
+)
+from tomstats.stories.settings import CHARACTERS, OBJECT_NAMES, Setting, get_setting
+from tomstats.stories.storyboard import (
+    Story,
+    Storyboard,
+    cross_paths,
+    exclusive_random,
+    generate_story,
+    move,
+)
+from tomstats.stories.world import Event
+
+__all__ = ["DEFAULT_CONTEXTS", "DEFAULT_ORDERS", "QUESTION_TYPES", "RenderedStory",
+           "build_design_items", "derive_seed", "design_storyboard", "render_story",
+           "story_items"]
+
+#: The paper's context lengths (words) and ToM orders.
+DEFAULT_CONTEXTS = (200, 500, 1000, 2000, 5000)
+DEFAULT_ORDERS = (0, 1, 2)
+#: Extra question types a story can also be asked (world-model controls, order 0).
+QUESTION_TYPES = ("tom", "wm_human", "wm_object")
+
+
+def derive_seed(*parts: object) -> int:
+    """A stable 63-bit seed from any parts (same parts → same seed, on any machine)."""
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def design_storyboard(setting: Setting, characters: Sequence[str], n: int, *,
+                      mislead_distance: int, critical_start: int,
+                      rng: random.Random) -> Storyboard:
+    """The second-order storyboard with filler from non-key characters only.
+
+    ``critical_start`` is the step at which the first key character enters ``L1``; the
+    critical block lasts ``mislead_distance + 5`` steps.
+    """
+    s1, s2, t = rng.sample(list(characters), 3)
+    l1 = rng.choice([p for p in setting.places if (setting.hub, p) in setting.edges])
+    nb = {a: [b for x, b in setting.edges if x == a] for a in setting.locations}
+    l2 = rng.choice(sorted(x for x in nb[l1] if x != l1))
+    l3 = rng.choice(sorted(x for x in nb[l2] if x not in (l1, l2)))
+    arrivals = rng.sample([s1, s2, t], 3)
+    c, m, key = critical_start, mislead_distance, (s1, s2, t)
+    events = (exclusive_random(key, 0, c), move(arrivals[0], l1, c),
+              move(arrivals[1], l1, c + 1), cross_paths(arrivals, l1, c + 2),
+              move(t, l2, c + 3), cross_paths((t, s2), l2, c + 4),
+              exclusive_random(key, c + 5, c + 4 + m), move(t, l3, c + 4 + m),
+              exclusive_random(key, c + 5 + m, n))
+    return Storyboard(tuple(characters), setting.locations, setting.edges, events, n,
+                      setting.hub, setting=setting.name, name="second_order_design",
+                      roles={"S1": s1, "S2": s2, "T": t, "L1": l1, "L2": l2, "L3": l3})
+
+
+@dataclass(frozen=True)
+class RenderedStory:
+    """A story rendered to a target length, with its critical span."""
+
+    story: Story
+    text: str
+    n_words: int
+    target_words: int
+    critical_span: tuple[int, int]  # first and last step of the critical block
+    critical_position: float  # realised: share of the filler words before the block
+
+
+def _names(characters: Sequence[str], inanimate: bool) -> dict[str, str] | None:
+    return dict(zip(characters, OBJECT_NAMES, strict=False)) if inanimate else None
+
+
+def _plain_mean(setting: Setting, names: dict[str, str] | None) -> float:
+    who = next(iter(names)) if names else "X"
+    lens = [word_count(sentence_options(Event(0, "enter", who, loc, loc), setting, names)[0])
+            for loc in setting.locations]
+    return sum(lens) / len(lens)
+
+
+def _min_words(setting: Setting, characters: Sequence[str], n_events: int,
+               inanimate: bool) -> int:
+    """Shortest possible text: the opening sentence and ``n_events`` shortest sentences."""
+    names = _names(characters, inanimate)
+    who = next(iter(names)) if names else "X"
+    shortest = min(word_count(s) for loc in setting.locations
+                   for s in sentence_options(Event(0, "enter", who, loc, loc), setting, names))
+    return word_count(intro_sentence(setting, characters, names)) + n_events * shortest
+
+
+def render_story(story: Story, setting: Setting, target_words: int,
+                 critical_span: tuple[int, int], *, tolerance: float = 0.02,
+                 names: dict[str, str] | None = None,
+                 rng: random.Random | None = None) -> RenderedStory:
+    """Render ``story`` to ``target_words`` ±``tolerance``, key sentences held plain."""
+    rng = rng or random.Random(story.seed)
+    intro = intro_sentence(setting, story.storyboard.characters, names)
+    options = [sentence_options(e, setting, names) for e in story.events]
+    key = set(story.storyboard.roles.get(r) for r in ("S1", "S2", "T"))
+    fixed = {e.time for e in story.events if e.actor in key}
+    choice = fit_templates(options, target_words, fixed=fixed, extra_words=word_count(intro),
+                           tolerance=tolerance, rng=rng)
+    sentences = [opts[k] for opts, k in zip(options, choice, strict=True)]
+    text = " ".join([intro, *sentences])
+    a, b = critical_span
+    before = sum(word_count(s) for s in sentences[:a])
+    inside = sum(word_count(s) for s in sentences[a:b + 1])
+    n_words = word_count(text)
+    outside = n_words - word_count(intro) - inside
+    pos = before / outside if outside else 0.0
+    return RenderedStory(story, text, n_words, target_words, critical_span, round(pos, 4))
+
+
+def _build_story(setting: Setting, characters: Sequence[str], target: int, *,
+                 mislead_distance: int, critical_position: float, seed: int,
+                 tolerance: float, inanimate: bool = False) -> RenderedStory:
+    """Draw a design story whose rendering hits ``target`` words (retrying the size).
+
+    With ``inanimate`` the characters are told as objects (StorySim's WM-Inanimate
+    stories), whose longer sentences need fewer events for the same length.
+    """
+    names = _names(characters, inanimate)
+    intro_words = word_count(intro_sentence(setting, characters, names))
+    k = mislead_distance + 5
+    n = max(k, math.floor((target - intro_words) / _plain_mean(setting, names) * 0.97))
+    _lo, hi = length_window(target, tolerance)
+    last_error: ValueError | None = None
+    for attempt in range(8):
+        rng = random.Random(derive_seed(seed, "story", attempt))
+        start = round(critical_position * (n - k))
+        sb = design_storyboard(setting, characters, n, mislead_distance=mislead_distance,
+                               critical_start=start, rng=rng)
+        story = generate_story(sb, rng.randrange(2**63))
+        try:
+            return render_story(story, setting, target, (start, start + k - 1),
+                                tolerance=tolerance, names=names, rng=rng)
+        except ValueError as exc:
+            last_error = exc
+            plain = intro_words + sum(word_count(sentence_options(e, setting, names)[0])
+                                      for e in story.events)
+            n = max(k, n - max(1, math.ceil((plain - hi) / 3))) if plain > hi else n + 2
+    raise ValueError(f"could not fit a story to {target} words: {last_error}")
+
+
+def story_items(rs: RenderedStory, setting: Setting, orders: Iterable[int], *,
+                item_prefix: str, extra: Sequence[str] = (),
+                metadata: dict[str, object] | None = None) -> list[Item]:
+    """The questions about one rendered design story, with tracker-verified answers.
+
+    ``orders`` gives the ToM questions; ``extra`` the world-model questions
+    (``"wm_human"``, or ``"wm_object"`` when ``rs`` is told with objects).
+    """
+    story, roles = rs.story, rs.story.storyboard.roles
+    world, events = story.world, story.events
+    s1, s2, t = roles["S1"], roles["S2"], roles["T"]
+    chains = {0: (), 1: (s1,), 2: (s1, s2)}
+    expected = {0: roles["L3"], 1: roles["L2"], 2: roles["L2"]}
+    last = belief(world, events, (), t)
+    final_move = max(e.time for e in events if e.actor == t)
+    seen = last_perceived(world, events, (s1,), t)
+    mislead = final_move - int(seen if seen is not None else -1) - 1
+    meta = {**(metadata or {}), "story_id": item_prefix, "roles": dict(roles),
+            "storyboard": story.storyboard.to_dict(),
+            "events": [[e.time, e.actor, e.location, e.source] for e in events],
+            "critical_span": list(rs.critical_span), "instructions": setting.instructions}
+    common = dict(context_words=rs.target_words, n_words=rs.n_words,
+                  candidates=setting.locations, target=t, last_location=last,
+                  mislead_distance=mislead, n_characters=len(world.agents),
+                  setting=setting.name, generator="storysim", seed=story.seed,
+                  critical_position=rs.critical_position)
+    items = []
+    for order in orders:
+        chain = chains[order]
+        gold = belief(world, events, chain, t)
+        if gold != expected[order]:  # the tracker and the storyboard must agree
+            raise RuntimeError(f"{item_prefix}: order {order} tracker answer {gold!r} != "
+                               f"storyboard answer {expected[order]!r}")
+        group = chain + (t,) if chain else (s1, s2, t)
+        items.append(Item(
+            item_id=f"{item_prefix}-o{order}", story=rs.text, question=tom_question(chain, t),
+            answer=gold, question_type="reality" if order == 0 else "tom", tom_order=order,
+            agents=chain, first_common_location=first_common_location(world, events, group),
+            metadata={**meta, "question_chain": list(chain)}, **common))
+    items.extend(_wm_items(rs, setting, extra, item_prefix, meta, common))
+    return items
+
+
+def _wm_items(rs: RenderedStory, setting: Setting, extra: Sequence[str], prefix: str,
+              meta: dict[str, object], common: dict[str, object]) -> list[Item]:
+    """World-model questions about ``rs`` (``wm_object``: ``rs`` told with objects)."""
+    story, roles = rs.story, rs.story.storyboard.roles
+    s1, s2, t = roles["S1"], roles["S2"], roles["T"]
+    gold = wm_answer(story.world, story.events, s1, s2, t)
+    fcl = first_common_location(story.world, story.events, (s1, s2, t))
+    out = []
+    for qtype in extra:
+        if qtype == "wm_object":
+            names = _names(story.storyboard.characters, True) or {}
+            q = wm_question(setting, names[s1], names[s2], names[t], inanimate=True)
+            q = q[:1].upper() + q[1:]
+        else:
+            q = wm_question(setting, s1, s2, t)
+        out.append(Item(
+            item_id=f"{prefix}-{qtype}", story=rs.text, question=q, answer=str(gold),
+            question_type=qtype, tom_order=0, agents=(s1, s2),
+            first_common_location=fcl, metadata={**meta, "question_chain": []}, **common))
+    return out
+
+
+def _check_design_args(n_per_cell: int, seed: int, contexts: Sequence[int],
+                       orders: Sequence[int], n_characters: int, mislead_distance: int,
+                       critical_position: float, question_types: Sequence[str]) -> None:
+    def bad_int(x: object, lo: int) -> bool:
+        return not isinstance(x, int) or isinstance(x, bool) or x < lo
+
+    if bad_int(n_per_cell, 1):
+        raise ValueError(f"n_per_cell must be a positive integer, got {n_per_cell!r}")
+    if bad_int(seed, 0):
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if not contexts or any(bad_int(c, 1) for c in contexts) or len(set(contexts)) != len(
+            contexts):
+        raise ValueError(f"contexts must be distinct positive integers (words), got "
+                         f"{list(contexts)!r}")
+    if not orders or any(o not in DEFAULT_ORDERS for o in orders) or len(set(orders)) != len(
+            orders):
+        raise ValueError(f"orders must be distinct values among {DEFAULT_ORDERS} (the design "
+                         f"story supports ToM orders 0–2), got {list(orders)!r}")
+    if bad_int(n_characters, 4) or n_characters > len(CHARACTERS):
+        raise ValueError(f"n_characters must be an integer in [4, {len(CHARACTERS)}] (three "
+                         f"key characters and at least one for the filler), got "
+                         f"{n_characters!r}")
+    if bad_int(mislead_distance, 1):
+        raise ValueError(f"mislead_distance must be an integer ≥ 1, got {mislead_distance!r}")
+    if not isinstance(critical_position, (int, float)) or not 0 <= critical_position <= 1:
+        raise ValueError(f"critical_position must be in [0, 1], got {critical_position!r}")
+    for q in question_types:
+        if q not in QUESTION_TYPES:
+            raise ValueError(f"question_types: {q!r} is not one of {QUESTION_TYPES}")
+
+
+def build_design_items(n_per_cell: int, seed: int,
+                       contexts: Sequence[int] = DEFAULT_CONTEXTS,
+                       orders: Sequence[int] = DEFAULT_ORDERS, setting: str = "rooms", *,
+                       n_characters: int = 8, mislead_distance: int = 10,
+                       critical_position: float = 0.5,
+                       question_types: Sequence[str] = ("tom",),
+                       tolerance: float = 0.02, progress: bool | None = None) -> list[Item]:
+    """Build the context-length × ToM-order item set (the paper's 5×3 design, for real).
+
+    Parameters
+    ----------
+    n_per_cell : int
+        Stories per context length; each story is asked at every order, so every
+        (context, order) cell gets ``n_per_cell`` items.
+    seed : int
+        Master seed: same seed and arguments → the same items (ids, texts, answers).
+    contexts : sequence of int
+        Target story lengths in words (achieved within ±``tolerance``).
+    orders : sequence of int
+        ToM orders among 0 (reality), 1, 2.
+    setting : {"rooms", "field", "calls"}
+    n_characters : int
+        Characters per story (three key characters plus filler characters).
+    mislead_distance : int
+        Events between S1's last sight of T and T's final move (≥ 1).
+    critical_position : float
+        Where the critical block sits among the filler: 0 start, 0.5 middle, 1 end.
+    question_types : sequence of str
+        ``"tom"`` (the order questions) and optionally ``"wm_human"``, ``"wm_object"``
+        (StorySim's world-model controls, order 0, one extra item each per story).
+    tolerance : float
+        Relative length tolerance (0.02 = ±2 %).
+    progress : bool or None
+        Show a progress bar (``None``: only when stderr is a terminal).
+
+    Returns
+    -------
+    list of Item
+        Ordered by context, story, order; ``item_id`` is
+        ``"{setting}-s{seed}-w{context}-r{replicate}-o{order}"``.
+
+    Examples
+    --------
+    >>> items = build_design_items(2, seed=1, contexts=(200,), orders=(0, 1, 2))
+    >>> len(items), sorted({it.tom_order for it in items})
+    (6, [0, 1, 2])
+    >>> all(196 <= it.n_words <= 204 for it in items)
+    True
+    """
+    _check_design_args(n_per_cell, seed, contexts, orders, n_characters, mislead_distance,
+                       critical_position, question_types)
+    st = get_setting(setting)
+    for inanimate in (False, True) if "wm_object" in question_types else (False,):
+        need = _min_words(st, CHARACTERS[:n_characters], mislead_distance + 5, inanimate)
+        if min(contexts) < need:
+            told = " told with objects (wm_object)" if inanimate else ""
+            raise ValueError(
+                f"contexts: {min(contexts)} words cannot hold the opening sentence and the "
+                f"{mislead_distance + 5} critical events{told} (at least {need} words with "
+                f"mislead distance {mislead_distance} and {n_characters} characters)")
+    from tqdm.auto import tqdm
+
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    jobs = [(c, r) for c in contexts for r in range(n_per_cell)]
+    extra = [q for q in question_types if q != "tom"]
+    tom_orders = list(orders) if "tom" in question_types else []
+    items: list[Item] = []
+    for context, r in tqdm(jobs, desc="stories", disable=not show, unit="story"):
+        prefix = f"{setting}-s{seed}-w{context}-r{r:04d}"
+        meta = {"design_seed": seed, "critical_position_target": critical_position}
+        kw = dict(mislead_distance=mislead_distance, critical_position=critical_position,
+                  tolerance=tolerance)
+        rs = _build_story(st, CHARACTERS[:n_characters], context,
+                          seed=derive_seed(seed, setting, context, r), **kw)
+        items.extend(story_items(rs, st, tom_orders, item_prefix=prefix, metadata=meta,
+                                 extra=[q for q in extra if q == "wm_human"]))
+        if "wm_object" in extra:  # the same storyboard told with objects: its own story
+            rs_obj = _build_story(st, CHARACTERS[:n_characters], context, inanimate=True,
+                                  seed=derive_seed(seed, setting, context, r, "objects"), **kw)
+            items.extend(story_items(rs_obj, st, (), item_prefix=prefix, metadata=meta,
+                                     extra=["wm_object"]))
+    return items
