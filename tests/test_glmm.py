@@ -439,7 +439,8 @@ def simulate_rows(truth: Params, contexts, toms, caps, n_per_cell: int, seed: in
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("seed", [11, pytest.param(12, marks=pytest.mark.slow),
+                                  pytest.param(13, marks=pytest.mark.slow)])
 def test_structural_recovery(seed):
     """Simulate from known parameters, fit, and find the truth inside the posterior."""
     truth = Params(alpha=1.2e-4, gamma=0.9, delta=3e-5, sigma=0.0)

@@ -87,7 +87,8 @@ class Params:
 
     def to_dict(self) -> dict[str, Any]:
         """Fields as plain Python floats (or nested lists for arrays)."""
-        return {f.name: np.asarray(getattr(self, f.name)).tolist() for f in dataclasses.fields(self)}
+        fields = dataclasses.fields(self)
+        return {f.name: np.asarray(getattr(self, f.name)).tolist() for f in fields}
 
 
 def context_load(context: Any) -> Any:
@@ -117,7 +118,8 @@ def linear_predictor(
 
     .. math::
 
-        \\eta = \\beta_0 m - \\alpha\\, c\\ln(1 + c/500) - \\gamma t - \\delta\\, c\\, t + \\varepsilon
+        \\eta = \\beta_0 m - \\alpha\\, c\\ln(1 + c/500) - \\gamma t
+            - \\delta\\, c\\, t + \\varepsilon
 
     Parameters
     ----------

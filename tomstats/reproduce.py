@@ -28,8 +28,13 @@ from tomstats._io import ensure_writable_dir
 from tomstats.calibration import PAPER_BANDS, PAPER_PARAMS, PAPER_TABLE1
 from tomstats.design import Design, load_toml, paper_design
 from tomstats.model import Params
-from tomstats.sensitivity import PAPER_ALPHA, PAPER_GAMMA, grid_values, sensitivity, \
-    sensitivity_table
+from tomstats.sensitivity import (
+    PAPER_ALPHA,
+    PAPER_GAMMA,
+    grid_values,
+    sensitivity,
+    sensitivity_table,
+)
 from tomstats.simulate import PATHS, SOURCES, simulate
 
 __all__ = [
@@ -100,17 +105,17 @@ class StudyConfig:
         }
 
 
-def load_study(path: str | os.PathLike[str], **overrides: Any) -> StudyConfig:
+def load_study(file: str | os.PathLike[str], /, **overrides: Any) -> StudyConfig:
     """Read a simulation TOML (``[design]``, ``[parameters]``, ``[simulation]``,
     ``[sensitivity]``); keyword ``overrides`` (not None) replace simulation settings."""
-    data = load_toml(path)
+    data = load_toml(file)
     unknown = sorted(set(data) - {"design", "parameters", "simulation", "sensitivity", "meta"})
     if unknown:
-        raise ValueError(f"{path}: unknown tables {unknown}")
+        raise ValueError(f"{file}: unknown tables {unknown}")
     try:
         return _study_from_dict(data, overrides)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{path}: {exc}") from exc
+        raise ValueError(f"{file}: {exc}") from exc
 
 
 def _study_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> StudyConfig:

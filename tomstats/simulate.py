@@ -105,7 +105,9 @@ def _param_batch(
             f"{batch_shape} (one name per axis)"
         )
     dims = tuple(param_dims)
-    coords: dict[str, np.ndarray] = {d: np.arange(n) for d, n in zip(dims, batch_shape, strict=True)}
+    coords: dict[str, np.ndarray] = {
+        d: np.arange(n) for d, n in zip(dims, batch_shape, strict=True)
+    }
     grid = dict(grid or {})
     for name, values in grid.items():
         if name not in fields:
@@ -219,7 +221,7 @@ def binomial_cdf_table(p: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def _exact_counts(key: jax.Array, cdf: jax.Array) -> jax.Array:
-    """Cell counts drawn as Binomial(n, p) by inversion of the tabulated CDF.
+    r"""Cell counts drawn as Binomial(n, p) by inversion of the tabulated CDF.
 
     :math:`k = \#\{j : F(j) < u\}` with :math:`u` uniform (24 bits), so
     :math:`P(k = j) = F(j) - F(j-1)` up to the 2^-24 resolution of :math:`u`.
@@ -259,17 +261,34 @@ def _one_replicate(
     }
 
 
+@lru_cache(maxsize=1)
 def _devices_mesh() -> Mesh | None:
+    """A 1-D mesh over all devices (axis ``replicate``), or None with a single device."""
     devs = jax.devices()
     return Mesh(np.array(devs), ("replicate",)) if len(devs) > 1 else None
 
 
 @lru_cache(maxsize=64)
-def _compiled(path: str, ss_type: int, n_bytes: bytes, n_shape: tuple[int, ...]) -> Callable:
-    """``jit(vmap(one replicate))`` for a path, SS type and trials table (cached)."""
+def _compiled(path: str, ss_type: int, n_bytes: bytes, n_shape: tuple[int, ...],
+              n_dev: int) -> Callable:
+    """Compiled ``keys, table -> per-replicate results`` (cached per path/type/trials/devices).
+
+    Replicates run as a ``lax.map`` (a loop, not ``vmap``): the ``rbg`` generator's bits
+    under ``vmap`` depend on a key's position in the batch, while in a loop every replicate
+    is a function of its own key only — so results do not depend on chunking or devices.
+    With several devices the key axis is split over them with ``shard_map``.
+    """
     n = np.frombuffer(n_bytes, dtype=np.int64).reshape(n_shape)
     fn = partial(_one_replicate, n=n, path=path, ss_type=ss_type)
-    return jax.jit(jax.vmap(fn, in_axes=(0, None)))
+
+    def per_keys(keys: jax.Array, table: jax.Array) -> dict[str, jax.Array]:
+        return jax.lax.map(lambda k: fn(k, table), keys)
+
+    if n_dev > 1:
+        per_keys = jax.shard_map(per_keys, mesh=_devices_mesh(),
+                                 in_specs=(PartitionSpec("replicate"), PartitionSpec()),
+                                 out_specs=PartitionSpec("replicate"))
+    return jax.jit(per_keys)
 
 
 def _run_replicates(
@@ -280,7 +299,7 @@ def _run_replicates(
     progress: bool | None,
     desc: str,
 ) -> dict[str, np.ndarray]:
-    """Apply ``vfn(keys, p)`` chunk by chunk of keys, sharding each chunk over devices."""
+    """Apply ``vfn(keys, p)`` chunk by chunk of keys, the keys sharded over devices."""
     mesh = _devices_mesh()
     n_dev = 1 if mesh is None else mesh.size
     chunk = max(n_dev, (chunk // n_dev) * n_dev)
@@ -363,7 +382,8 @@ def simulate(
     Returns
     -------
     xarray.Dataset
-        ``successes`` (replicate, *batch, capability, context_length, tom_order), ``trials``,
+        ``successes`` (``replicate, *batch, capability, context_length, tom_order``),
+        ``trials``,
         ``p_expected``, ``accuracy`` = successes / trials, and per study ``SS``, ``F``,
         ``p_value``, ``eta2``, ``partial_eta2`` over ``source`` = (tom_order, context_length,
         interaction, residual) and ``share`` (ToM / context / interaction share of the
@@ -380,7 +400,8 @@ def simulate(
     cells_per_rep = int(np.prod(p.shape)) * (int(n.max()) if path == "bernoulli" else 1)
     if chunk is None:
         chunk = max(1, min(replicates, _MAX_DRAWS_PER_CHUNK // max(cells_per_rep, 1)))
-    vfn = _compiled(path, int(ss_type), n.astype(np.int64).tobytes(), n.shape)
+    vfn = _compiled(path, int(ss_type), n.astype(np.int64).tobytes(), n.shape,
+                    jax.device_count())
     keys = jax.random.split(key, replicates)
     table = binomial_cdf_table(p, n) if path == "exact" else p
     out = _run_replicates(vfn, keys, jnp.asarray(table, dtype=jnp.float32), chunk, progress,
@@ -483,6 +504,8 @@ def simulate_questions(
     t = jnp.asarray(design.tom, dtype=jnp.float32)[None, None, :, None]
     m = jnp.asarray(cap, dtype=jnp.float32)[:, None, None, None]
 
+    p = jnp.asarray(_cell_p(params, design, cap), dtype=jnp.float32)
+
     def one(k: jax.Array) -> tuple[jax.Array, jax.Array]:
         if latent:
             k_eps, k_u = jax.random.split(k)
@@ -492,12 +515,11 @@ def simulate_questions(
             u = jax.random.uniform(k_u, (K, C, T, n_max))
             y = u < jax.nn.sigmoid(eta)
             return y, jnp.broadcast_to(eps, (K, C, T, n_max))
-        p = jnp.asarray(_cell_p(params, design, cap), dtype=jnp.float32)
         u = _uniform24(_rbg(k), (K, C, T, n_max))
         return u < _threshold24(p)[..., None], jnp.zeros((K, C, T, n_max), jnp.float32)
 
     keys = jax.random.split(key, replicates)
-    y, eps = jax.device_get(jax.jit(jax.vmap(one))(keys))
+    y, eps = jax.device_get(jax.jit(partial(jax.lax.map, one))(keys))
     R = replicates
     idx = np.indices((R, K, C, T, n_max)).reshape(5, -1)
     keep = (idx[4] < n[idx[2], idx[3]])

@@ -1,10 +1,14 @@
 """Bayesian GLMMs for ToM evaluations: equation (1) as a structural GLMM, lme4-style formula
 GLMMs, two backends (NumPyro, PyMC), diagnostics, posterior predictive checks.
 
->>> idata = fit(df, model="structural", backend="numpyro")            # doctest: +SKIP
->>> idata = fit(df, "correct ~ tom_order * log_context + (1 | model) + (1 | item)")  # +SKIP
->>> save_fit(idata, "fit.nc"); idata = load_fit("fit.nc")             # doctest: +SKIP
->>> p = predict(idata, new_rows)                                      # doctest: +SKIP
+Typical use (``df`` one row per question with ``correct``, ``model``, ``item``,
+``tom_order``, ``context_words``)::
+
+    idata = fit(df, model="structural", backend="numpyro")
+    idata = fit(df, "correct ~ tom_order * log_context + (1 | model) + (1 | item)")
+    save_fit(idata, "fit.nc")
+    idata = load_fit("fit.nc")
+    p = predict(idata, new_rows)          # posterior draws of P(correct)
 
 Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
 :mod:`~tomstats.glmm.data` (columns, validation, design), one file per backend

@@ -112,8 +112,10 @@ def run_fit(args: argparse.Namespace) -> int:
                     family=args.family, progress=not args.no_progress, columns=columns,
                     **options)
     save_fit(idata, out)
-    names = [v for v in ("alpha", "gamma", "delta", "sigma_item", "capability", "beta")
-             if v in idata.posterior] or None
+    names = [v for v in idata.posterior.data_vars
+             if v in ("alpha", "gamma", "delta", "sigma_item", "capability", "capability_mu",
+                      "capability_sd", "gamma_llm", "alpha_llm", "beta")
+             or v.startswith(("sd_", "corr_"))] or None
     with az.rc_context({"plot.max_subplots": 40}):
         print(az.summary(idata, var_names=names, hdi_prob=0.95).to_string())
     report = check_diagnostics(idata)

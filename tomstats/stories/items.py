@@ -108,8 +108,10 @@ class Item:
         if fmt != ITEM_FORMAT:
             raise ValueError(f"item format {fmt!r} is not supported (expected {ITEM_FORMAT!r})")
         names = {f.name for f in dataclasses.fields(cls)}
-        required = {f.name for f in dataclasses.fields(cls)
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        required = {
+            f.name for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
         missing = sorted(required - set(d))
         if missing:
             raise ValueError(f"item {d.get('item_id', '?')!r} is missing fields {missing}")

@@ -23,17 +23,61 @@ earliest deadline first), so a valid storyboard never dead-ends.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import accumulate
 
 from tomstats.stories.world import Event, World, distances, enter
 
 __all__ = ["Scripted", "Story", "Storyboard", "cross_paths", "exclusive_random",
-           "first_order_storyboard", "generate_story", "move", "second_order_storyboard",
-           "validate_storyboard"]
+           "first_order_storyboard", "generate_story", "generate_story_reference", "move",
+           "second_order_storyboard", "validate_storyboard"]
 
 KINDS = ("move", "cross_paths", "exclusive_random")
+
+
+@lru_cache(maxsize=256)
+def _world(characters: tuple[str, ...], locations: tuple[str, ...],
+           edges: tuple[tuple[str, str], ...], start: str) -> World:
+    return World(characters, locations, edges, {c: start for c in characters})
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """A world's location graph as integer codes (indices into ``world.locations``)."""
+
+    index: dict[str, int]
+    nbr: tuple[tuple[int, ...], ...]  # neighbours, in ``world.neighbours`` order
+    nbr_bits: tuple[int, ...]  # len(nbr[i]).bit_length(), for ``random``'s draws
+    nbr_sets: tuple[frozenset[int], ...]
+    dist: dict[str, dict[str, int]]  # as :func:`distances`
+    dmat: tuple[tuple[int, ...], ...]  # shortest steps, ``_FAR`` when unreachable
+    preds: dict[str, frozenset[str]]  # locations with an edge into each location
+    # steps needed from each place to reach one of a set of places (filled on demand)
+    rows: dict[frozenset[str], tuple[int, ...]] = field(default_factory=dict)
+    # (agents, excluded) -> codes of the agents that may act (filled on demand)
+    movers: dict[tuple[tuple[str, ...], frozenset[str]], tuple[int, ...]] = field(
+        default_factory=dict)
+
+
+_FAR = 10**9
+
+
+def _graph(world: World) -> _Graph:
+    """The graph of ``world`` as codes (built once per world and kept on it)."""
+    g = world.__dict__.get("_graph")
+    if g is None:
+        locs = world.locations
+        ix = {loc: i for i, loc in enumerate(locs)}
+        nbr = tuple(tuple(ix[b] for b in world.neighbours(a)) for a in locs)
+        dist = distances(world)
+        preds = {loc: frozenset(a for a in locs if world.has_edge(a, loc)) for loc in locs}
+        g = _Graph(ix, nbr, tuple(len(x).bit_length() for x in nbr),
+                   tuple(frozenset(x) for x in nbr), dist,
+                   tuple(tuple(dist[a].get(b, _FAR) for b in locs) for a in locs), preds)
+        object.__setattr__(world, "_graph", g)
+    return g
 
 
 @dataclass(frozen=True)
@@ -115,9 +159,16 @@ class Storyboard:
     roles: Mapping[str, str] = field(default_factory=dict)
 
     def world(self) -> World:
-        """The world the storyboard's story happens in (everyone starts in ``start``)."""
-        return World(tuple(self.characters), tuple(self.locations), tuple(self.edges),
-                     {c: self.start for c in self.characters})
+        """The world the storyboard's story happens in (everyone starts in ``start``).
+
+        Storyboards with the same cast, graph and start share one (immutable) world.
+        """
+        key = (tuple(self.characters), tuple(self.locations),
+               tuple(tuple(e) for e in self.edges), self.start)
+        try:
+            return _world(*key)
+        except TypeError:  # unhashable names: build it without the cache
+            return World(key[0], key[1], key[2], {c: self.start for c in key[0]})
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict (stored in item metadata)."""
@@ -127,14 +178,77 @@ class Storyboard:
                 "events": [e.to_dict() for e in self.events], "roles": dict(self.roles)}
 
 
-@dataclass(frozen=True)
 class Story:
-    """A generated story: its storyboard, world, events and seed."""
+    """A generated story: its storyboard, world, events and seed.
 
-    storyboard: Storyboard
-    world: World
-    events: tuple[Event, ...]
-    seed: int
+    Parameters
+    ----------
+    storyboard : Storyboard
+    world : World
+    events : tuple of Event or None
+        The events; ``None`` when ``codes`` is given (they are then built on first access).
+    seed : int
+    codes : (actors, locations, sources) or None
+        The events as integer codes (indices into ``world.agents`` and
+        ``world.locations``), as :func:`generate_story` produces them; the fast ground
+        truth (:func:`tomstats.stories.fast.encode_story`) reads these directly.
+    """
+
+    __slots__ = ("_codes", "_events", "_seed", "_storyboard", "_world")
+
+    def __init__(self, storyboard: Storyboard, world: World, events: Sequence[Event] | None,
+                 seed: int, *, codes: tuple[list[int], list[int], list[int]] | None = None
+                 ) -> None:
+        if events is None and codes is None:
+            raise ValueError("a Story needs its events or their codes")
+        self._storyboard = storyboard
+        self._world = world
+        self._events = None if events is None else tuple(events)
+        self._seed = seed
+        self._codes = codes
+
+    @property
+    def storyboard(self) -> Storyboard:
+        """The storyboard the story was generated from."""
+        return self._storyboard
+
+    @property
+    def world(self) -> World:
+        """The world the story happens in."""
+        return self._world
+
+    @property
+    def seed(self) -> int:
+        """Seed of the random fill."""
+        return self._seed
+
+    @property
+    def codes(self) -> tuple[list[int], list[int], list[int]] | None:
+        """The events as integer codes ``(actors, locations, sources)``, if known."""
+        return self._codes
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """The events, in order (built from the codes on first access)."""
+        if self._events is None:
+            agents, locs = self._world.agents, self._world.locations
+            actors, dests, sources = self._codes  # type: ignore[misc]
+            self._events = tuple(
+                Event(t, "enter", agents[a], locs[d], locs[r])
+                for t, (a, d, r) in enumerate(zip(actors, dests, sources, strict=True)))
+        return self._events
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Story):
+            return NotImplemented
+        return (self.storyboard, self.world, self.seed, self.events) == \
+            (other.storyboard, other.world, other.seed, other.events)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"Story(storyboard={self.storyboard!r}, world={self.world!r}, "
+                f"events={self.events!r}, seed={self.seed!r})")
 
 
 @dataclass
@@ -145,9 +259,12 @@ class _Plan:
     excluded: list[frozenset[str]]
     # character -> [(step after which it must be in targets, targets, event index)]
     needs: dict[str, list[tuple[int, frozenset[str], int]]]
-    may_act: dict[str, list[int]]  # prefix sums of steps the character may use
+    # prefix sums of the steps a character may use (characters with requirements)
+    may_act: dict[str, list[int]]
     free: list[int]  # prefix sums of free (unscripted) steps
     dist: dict[str, dict[str, int]]
+    # (lo, hi, excluded): steps lo … hi-1 share one excluded set
+    stretches: list[tuple[int, int, frozenset[str]]] = field(default_factory=list)
 
 
 def _err(i: int, ev: Scripted, why: str) -> ValueError:
@@ -196,34 +313,40 @@ def _check_event(sb: Storyboard, world: World, i: int, ev: Scripted) -> None:
         raise _err(i, ev, f"location {ev.location!r} is not in the location graph")
 
 
-def _schedule(sb: Storyboard) -> tuple[dict[int, tuple[str, str, int]], list[frozenset[str]]]:
+def _schedule(sb: Storyboard) -> tuple[dict[int, tuple[str, str, int]], list[frozenset[str]],
+                                       list[tuple[int, int, frozenset[str]]]]:
     scripted: dict[int, tuple[str, str, int]] = {}
-    excluded: list[set[str]] = [set() for _ in range(sb.n)]
+    windows: list[tuple[int, int, tuple[str, ...]]] = []
     for i, ev in enumerate(sb.events):
         if ev.kind == "exclusive_random":
-            for s in range(ev.t, int(ev.stop)):
-                excluded[s].update(ev.actors)
+            windows.append((ev.t, int(ev.stop), ev.actors))
             continue
         if ev.t in scripted:
             j = scripted[ev.t][2]
             raise _err(i, ev, f"step t={ev.t} is already taken by event {j} "
                               f"({sb.events[j].describe()}); one event per step")
         scripted[ev.t] = (ev.actors[-1], str(ev.location), i)
+    # the excluded set is constant between window boundaries: one frozenset per stretch
+    cuts = sorted({0, sb.n, *(w[0] for w in windows), *(w[1] for w in windows)})
+    excluded: list[frozenset[str]] = []
+    stretches: list[tuple[int, int, frozenset[str]]] = []
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        here = frozenset(a for t, stop, actors in windows if t <= lo < stop for a in actors)
+        excluded.extend([here] * (hi - lo))
+        stretches.append((lo, hi, here))
     for s, (actor, _loc, i) in scripted.items():
         if actor in excluded[s]:
             j = next(k for k, e in enumerate(sb.events) if e.kind == "exclusive_random"
                      and actor in e.actors and e.t <= s < int(e.stop))
             raise _err(i, sb.events[i], f"{actor} acts at t={s}, inside event {j} "
                                         f"({sb.events[j].describe()}) which excludes {actor}")
-    return scripted, [frozenset(x) for x in excluded]
+    return scripted, excluded, stretches
 
 
 def _requirements(sb: Storyboard, world: World) -> dict[str, list[tuple[int, frozenset[str],
                                                                          int, str | None]]]:
     """Per character: (deadline step, allowed places, event index, place after the event)."""
-    preds: dict[str, frozenset[str]] = {
-        loc: frozenset(a for a in world.locations if world.has_edge(a, loc))
-        for loc in world.locations}
+    preds = _graph(world).preds
     needs: dict[str, list[tuple[int, frozenset[str], int, str | None]]] = {
         c: [] for c in sb.characters}
     for i, ev in enumerate(sb.events):
@@ -242,6 +365,31 @@ def _prefix(flags: Sequence[bool]) -> list[int]:
     return list(accumulate(map(int, flags), initial=0))
 
 
+def _free_prefix(n: int, scripted: Mapping[int, object]) -> list[int]:
+    """``out[s]`` = number of free (unscripted) steps among ``0 … s-1``; ``s = 0 … n``."""
+    out = [0]
+    done = 0
+    for t in sorted(scripted):  # free steps between scripted ones count up by one
+        out.extend(range(out[-1] + 1, out[-1] + 1 + t - done))
+        out.append(out[-1])
+        done = t + 1
+    out.extend(range(out[-1] + 1, out[-1] + 1 + n - done))
+    return out
+
+
+def _may_act(c: str, free: list[int], stretches: Sequence[tuple[int, int, frozenset[str]]]
+             ) -> list[int]:
+    """Prefix sums of the free steps in which ``c`` may act (not in an excluding window)."""
+    out = [0]
+    for lo, hi, excluded in stretches:
+        if c in excluded:
+            out.extend([out[-1]] * (hi - lo))
+        else:
+            base = out[-1] - free[lo]
+            out.extend([x + base for x in free[lo + 1:hi + 1]])
+    return out
+
+
 def validate_storyboard(sb: Storyboard) -> _Plan:
     """Check ``sb`` and return its schedule; ``ValueError`` says which event and why.
 
@@ -255,12 +403,12 @@ def validate_storyboard(sb: Storyboard) -> _Plan:
     world = _check_fields(sb)
     for i, ev in enumerate(sb.events):
         _check_event(sb, world, i, ev)
-    scripted, excluded = _schedule(sb)
-    free = [s not in scripted for s in range(sb.n)]
-    may_act = {c: _prefix([free[s] and c not in excluded[s] for s in range(sb.n)])
-               for c in sb.characters}
-    dist = distances(world)
+    scripted, excluded, stretches = _schedule(sb)
+    free = _free_prefix(sb.n, scripted)
     reqs = _requirements(sb, world)
+    # only characters with scripted requirements are ever asked how many steps they have
+    may_act = {c: _may_act(c, free, stretches) for c, lst in reqs.items() if lst}
+    dist = _graph(world).dist
     for c, lst in reqs.items():
         pos, since = sb.start, -1
         for deadline, targets, i, after in lst:
@@ -284,9 +432,9 @@ def validate_storyboard(sb: Storyboard) -> _Plan:
                        "free step(s) in which it may act")
                 raise _err(i, ev, f"{where}; {why}")
             pos, since = str(after), sb.events[i].t
-    return _Plan(scripted, list(excluded),
+    return _Plan(scripted, excluded,
                  {c: [(d, tg, i) for d, tg, i, _ in lst] for c, lst in reqs.items()},
-                 may_act, _prefix(free), dist)
+                 may_act, free, dist, stretches)
 
 
 def _feasible(plan: _Plan, state: Mapping[str, str], s: int, actor: str, dst: str,
@@ -323,6 +471,10 @@ def _pending(plan: _Plan, s: int) -> dict[str, tuple[int, frozenset[str], int]]:
 def generate_story(sb: Storyboard, seed: int) -> Story:
     """Generate the ``n`` events of a storyboard (same seed, same story).
 
+    The fill runs on integer codes and draws exactly the random numbers that the readable
+    reference fill (:func:`generate_story_reference`) draws, so both give the same story
+    for the same seed (tested); the story's events are built on first access.
+
     Parameters
     ----------
     sb : Storyboard
@@ -336,6 +488,19 @@ def generate_story(sb: Storyboard, seed: int) -> Story:
     """
     plan = validate_storyboard(sb)
     world = sb.world()
+    codes = _fill(plan, world, sb.start, random.Random(seed))
+    return Story(sb, world, None, seed, codes=codes)
+
+
+def generate_story_reference(sb: Storyboard, seed: int) -> Story:
+    """The readable fill, one :class:`Event` at a time (reference for :func:`generate_story`).
+
+    At each free step ``s``: draw a character allowed to act, then one of its neighbouring
+    places; keep the move if every pending scripted requirement can still be met
+    (:func:`_feasible`), else try every (character, place) in random order.
+    """
+    plan = validate_storyboard(sb)
+    world = sb.world()
     rng = random.Random(seed)
     state = {c: sb.start for c in sb.characters}
     events: list[Event] = []
@@ -346,6 +511,162 @@ def generate_story(sb: Storyboard, seed: int) -> Story:
             continue
         events.append(_random_event(plan, world, state, s, rng))
     return Story(sb, world, tuple(events), seed)
+
+
+# A pending requirement on codes: (character, steps needed from each place, may_act of the
+# character at its deadline, its may_act prefix sums, free steps up to the deadline).
+_Req = tuple[int, tuple[int, ...], int, list[int], int]
+
+
+def _segments(plan: _Plan, world: World, n: int
+              ) -> list[tuple[int, int, tuple[int, ...], tuple[_Req, ...]]]:
+    """Stretches of steps with the same movers and the same pending requirements.
+
+    The pending requirements change only after a deadline, the movers only at a window
+    boundary; within a stretch both are fixed, so they are coded once per stretch. Every
+    scripted step is a stretch of its own.
+    """
+    g = _graph(world)
+    aix = {c: i for i, c in enumerate(world.agents)}
+    cuts = {0, n, *(lo for lo, _hi, _ex in plan.stretches), *plan.scripted,
+            *(t + 1 for t in plan.scripted)}
+    needs = []
+    for c, lst in plan.needs.items():
+        if lst:
+            cuts.update(d + 1 for d, _tg, _i in lst if 0 <= d + 1 <= n)
+            needs.append((aix[c], plan.may_act[c], lst))
+    rows, movers_of = g.rows, g.movers
+    out = []
+    points = sorted(cuts)
+    for lo, hi in zip(points, points[1:], strict=False):
+        ex = plan.excluded[lo]
+        movers = movers_of.get((world.agents, ex))
+        if movers is None:
+            movers = movers_of[world.agents, ex] = tuple(
+                aix[c] for c in world.agents if c not in ex)
+        reqs = []
+        for ci, mac, lst in needs:  # the first requirement still ahead (as _pending)
+            for deadline, targets, _i in lst:
+                if deadline >= lo:
+                    row = rows.get(targets)
+                    if row is None:
+                        cols = [g.index[x] for x in targets]
+                        row = rows[targets] = tuple(min(r[x] for x in cols) for r in g.dmat)
+                    reqs.append((deadline, (ci, row, mac[deadline + 1], mac,
+                                            plan.free[deadline + 1])))
+                    break
+        reqs.sort(key=lambda r: r[0])  # earliest deadline first, as in _feasible
+        out.append((lo, hi, movers, tuple(r for _d, r in reqs)))
+    return out
+
+
+def _ok(reqs: tuple[_Req, ...], state: list[int], s1: int, free_s1: int, actor: int,
+        dst: int) -> bool:
+    """:func:`_feasible` on codes (``s1 = s + 1``); requirements sorted by deadline."""
+    cum = 0
+    for c, row, mac_deadline, mac, free_deadline in reqs:
+        need = row[dst] if c == actor else row[state[c]]
+        if need:
+            if need > mac_deadline - mac[s1]:
+                return False
+            cum += need
+            if cum > free_deadline - free_s1:
+                return False
+    return True
+
+
+def _fill(plan: _Plan, world: World, start: str,
+          rng: random.Random) -> tuple[list[int], list[int], list[int]]:
+    """The reference fill on integer codes; returns (actors, locations, sources).
+
+    ``random.Random.choice(seq)`` is ``seq[_randbelow(len(seq))]`` and ``_randbelow(m)``
+    draws ``getrandbits(m.bit_length())`` until the draw is below ``m``; that loop is
+    inlined here, so the stream of random numbers (and the story) is the reference's.
+    """
+    g = _graph(world)
+    nbr, nbits, nsets, free = g.nbr, g.nbr_bits, g.nbr_sets, plan.free
+    aix = {c: i for i, c in enumerate(world.agents)}
+    scripted = {s: (aix[a], g.index[loc]) for s, (a, loc, _i) in plan.scripted.items()}
+    state = [g.index[start]] * len(world.agents)
+    actors: list[int] = []
+    dests: list[int] = []
+    sources: list[int] = []
+    gb = rng.getrandbits
+    add_actor, add_dest, add_source = actors.append, dests.append, sources.append
+    for lo, hi, movers, reqs in _segments(plan, world, len(plan.excluded)):
+        sc = scripted.get(lo)
+        if sc is not None:  # a scripted step (a stretch of its own)
+            c, dst = sc
+            here = state[c]
+            if dst not in nsets[here]:  # cannot happen after validation; say why anyway
+                names = {a: world.locations[state[i]] for a, i in aix.items()}
+                enter(world, names, lo, world.agents[c], world.locations[dst])
+            state[c] = dst
+            add_actor(c)
+            add_dest(dst)
+            add_source(here)
+            continue
+        n_movers = len(movers)
+        mbits = n_movers.bit_length()
+        if reqs:  # a frozen character already in place needs nothing in this stretch
+            reqs = tuple(q for q in reqs if q[0] in movers or q[1][state[q[0]]])
+        for s in range(lo, hi):
+            if n_movers:  # fast path: one uniform draw (character, then neighbour)
+                r = gb(mbits)
+                while r >= n_movers:
+                    r = gb(mbits)
+                c = movers[r]
+                here = state[c]
+                opts = nbr[here]
+                k = len(opts)
+                if k:
+                    b = nbits[here]
+                    r = gb(b)
+                    while r >= k:
+                        r = gb(b)
+                    dst = opts[r]
+                    if not reqs or _ok(reqs, state, s + 1, free[s + 1], c, dst):
+                        state[c] = dst
+                        add_actor(c)
+                        add_dest(dst)
+                        add_source(here)
+                        continue
+            c, dst = _search(plan, g, reqs, movers, state, s, rng)
+            add_source(state[c])
+            state[c] = dst
+            add_actor(c)
+            add_dest(dst)
+    return actors, dests, sources
+
+
+def _shuffle(x: list[int], gb: Callable[[int], int]) -> list[int]:
+    """``random.Random.shuffle(x)`` (Python 3.11) with ``_randbelow`` inlined; returns ``x``."""
+    for i in range(len(x) - 1, 0, -1):
+        m = i + 1
+        b = m.bit_length()
+        j = gb(b)
+        while j >= m:
+            j = gb(b)
+        x[i], x[j] = x[j], x[i]
+    return x
+
+
+def _search(plan: _Plan, g: _Graph, reqs: tuple[_Req, ...], movers: tuple[int, ...],
+            state: list[int], s: int, rng: random.Random) -> tuple[int, int]:
+    """The reference's slow path: every (character, place) in random order.
+
+    ``_shuffle`` is ``random.Random.shuffle`` with its draws inlined (same stream).
+    """
+    gb = rng.getrandbits
+    order = _shuffle(list(movers), gb)
+    for c in order:
+        for dst in _shuffle(list(g.nbr[state[c]]), gb):
+            if _ok(reqs, state, s + 1, plan.free[s + 1], c, dst):
+                return c, dst
+    blocking = ", ".join(f"event {i}" for _d, _t, i in _pending(plan, s).values()) or "none"
+    raise ValueError(f"storyboard cannot be filled at step t={s}: no character can make a "
+                     f"random move without making a scripted event impossible "
+                     f"(pending: {blocking})")
 
 
 def _random_event(plan: _Plan, world: World, state: dict[str, str], s: int,
@@ -383,15 +704,26 @@ def _pick_roles(rng: random.Random, characters: Sequence[str], k: int,
 def _pick_places(world_edges: Sequence[tuple[str, str]], locations: Sequence[str], start: str,
                  rng: random.Random, first_from_start: bool) -> tuple[str, str, str]:
     """L1, L2, L3 with edges L1→L2→L3, all distinct (L1 a neighbour of ``start`` if asked)."""
-    nb: dict[str, list[str]] = {loc: [] for loc in locations}
-    for a, b in world_edges:
-        nb[a].append(b)
-    triples = [(l1, l2, l3) for l1 in (nb[start] if first_from_start else locations)
-               for l2 in nb[l1] for l3 in nb[l2] if len({l1, l2, l3}) == 3]
+    try:
+        triples = _triples(tuple(map(tuple, world_edges)), tuple(locations), start,
+                           first_from_start)
+    except TypeError:  # unhashable names
+        triples = _triples.__wrapped__(world_edges, locations, start, first_from_start)
     if not triples:
         raise ValueError("the location graph has no path L1 -> L2 -> L3 through three "
                          "distinct locations, which the ToM storyboards need")
-    return rng.choice(sorted(triples))
+    return rng.choice(triples)
+
+
+@lru_cache(maxsize=64)
+def _triples(world_edges: Sequence[tuple[str, str]], locations: Sequence[str], start: str,
+             first_from_start: bool) -> list[tuple[str, str, str]]:
+    """Sorted paths L1 → L2 → L3 through distinct places (read-only: cached)."""
+    nb: dict[str, list[str]] = {loc: [] for loc in locations}
+    for a, b in world_edges:
+        nb[a].append(b)
+    return sorted((l1, l2, l3) for l1 in (nb[start] if first_from_start else locations)
+                  for l2 in nb[l1] for l3 in nb[l2] if len({l1, l2, l3}) == 3)
 
 
 def first_order_storyboard(characters: Sequence[str], locations: Sequence[str],
