@@ -26,7 +26,7 @@ ALPHA = (2e-5, 1e-4, 2e-4)
 
 
 def _idata(*, chains: int = 2, draws: int = 40, sd: float = 1e-3, formula: bool = False,
-           gamma_llm: dict[str, float] | None = None, seed: int = 0):
+           gamma_llm: dict[str, float] | None = None, seed: int = 0, gamma_sd: float | None = None):
     """An InferenceData laid out like tomstats.glmm.fit's structural output."""
     import arviz as az
 
@@ -38,7 +38,7 @@ def _idata(*, chains: int = 2, draws: int = 40, sd: float = 1e-3, formula: bool 
     def draw(v: float, rel: float = sd) -> np.ndarray:
         return v * (1 + rel * rng.standard_normal((chains, draws)))
 
-    post = {"alpha": draw(TRUE.alpha), "gamma": draw(TRUE.gamma), "delta": draw(TRUE.delta),
+    post = {"alpha": draw(TRUE.alpha), "gamma": draw(TRUE.gamma, sd if gamma_sd is None else gamma_sd), "delta": draw(TRUE.delta),
             "sigma_item": draw(TRUE.sigma),
             "capability": np.stack([draw(CAPS[k]) for k in llm], axis=-1)}
     dims = {"capability": ["llm"]}
@@ -93,7 +93,7 @@ def test_posterior_study_matches_simulator_at_truth(tmp_path):
     assert summ["replicates_per_draw"] == 2  # ceil(60 / 30)
     # reference: the plain simulator at the true parameters, many replicates
     ref = simulate(paper_design().with_(capability=tuple(CAPS.values())), TRUE,
-                   replicates=400, seed=11)
+                   replicates=200, seed=11)
     for j, (llm, cap) in enumerate(CAPS.items()):
         sub = dec[dec["llm"] == llm].set_index("source")
         assert sub.loc["tom_order", "capability_mean"] == pytest.approx(cap, rel=1e-2)
@@ -108,7 +108,7 @@ def test_posterior_study_matches_simulator_at_truth(tmp_path):
         shares = sub.loc[["tom_order", "context_length", "interaction"], "share_mean"]
         assert shares.sum() == pytest.approx(1.0, abs=1e-6)
     # the map at the true δ, σ
-    sens = sensitivity(TRUE, gamma=GAMMA, alpha=ALPHA, replicates=200, seed=5)
+    sens = sensitivity(TRUE, gamma=GAMMA, alpha=ALPHA, replicates=100, seed=5)
     ref_share = sens["tom_share_mean"].to_numpy().ravel()
     assert np.allclose(dom["tom_share_mean"], ref_share, atol=0.03)
     assert dom["p_dominant"].between(0, 1).all()
@@ -122,12 +122,13 @@ def test_posterior_study_matches_simulator_at_truth(tmp_path):
 
 def test_posterior_uncertainty_widens_intervals():
     """A wide posterior on γ gives a wider η²_ToM interval than a tight one."""
-    cfg = _config(replicates=40, sensitivity_replicates=20)
+    cfg = _config(replicates=40, sensitivity_replicates=20, gamma=(1.2,), alpha=(1e-4,),
+                  design=paper_design().with_(n_per_cell=200))
     from tomstats.posterior_sweep import posterior_study
 
     widths = []
-    for sd in (1e-3, 0.3):
-        pdr = posterior_draws(_idata(sd=sd), draws=40)
+    for gsd in (1e-3, 0.3):
+        pdr = posterior_draws(_idata(gamma_sd=gsd), draws=30)
         dec, _, _ = posterior_study(cfg, pdr, replicates=1, sensitivity_replicates=1,
                                     progress=False)
         r = dec[(dec["llm"] == "strong") & (dec["source"] == "tom_order")].iloc[0]
