@@ -326,6 +326,50 @@ def test_posterior_params(structural_fit):
     assert set(summ["capability"]) == {"A", "B", "C"}
 
 
+FORMULA = "correct ~ tom_order + log_context + (1 + tom_order | model) + (1 | item)"
+
+
+@pytest.fixture(scope="module")
+def formula_fit(data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", glmm.DiagnosticsWarning)
+        return glmm.fit(data, FORMULA, chains=2, draws=250, tune=250, seed=5, progress=False)
+
+
+def test_formula_fit_predict_and_compare(formula_fit, structural_fit, data):
+    idata = formula_fit
+    post = idata.posterior
+    assert list(post["beta"].coords["coef"].values) == ["Intercept", "tom_order", "log_context"]
+    assert post["re_model"].dims[2:] == ("model", "model_effect")
+    assert post["corr_model"].shape[2:] == (2, 2)
+    np.testing.assert_allclose(post["corr_model"].sel(model_effect="Intercept",
+                                                      model_effect2="Intercept"), 1.0,
+                               rtol=1e-5)
+    # predict() reproduces the sampler's pointwise log-likelihood
+    p = glmm.predict(idata).to_numpy()
+    y = idata.observed_data["y"].to_numpy()
+    ll = idata.log_likelihood["y"].to_numpy().reshape(p.shape)
+    np.testing.assert_allclose(np.where(y == 1, np.log(p), np.log1p(-p)), ll,
+                               atol=2e-4, rtol=1e-4)
+    # a new LLM and a new item: 'zero' = fixed part only; 'sample' spreads more
+    new = pd.DataFrame({"model": ["new"], "item": ["new"], "tom_order": [2],
+                        "context_words": [1000]})
+    p0 = glmm.predict(idata, new, new_levels="zero").to_numpy()[:, 0]
+    beta = post["beta"].to_numpy().reshape(-1, 3)
+    eta = beta @ np.array([1.0, 2.0, np.log(1000.0)])
+    np.testing.assert_allclose(p0, 1 / (1 + np.exp(-eta)), rtol=1e-6)
+    ps = glmm.predict(idata, new, new_levels="sample", seed=2).to_numpy()[:, 0]
+    assert np.log(ps / (1 - ps)).std() > np.log(p0 / (1 - p0)).std()
+    with pytest.raises(ValueError, match="grouping column"):
+        glmm.predict(idata, new.drop(columns="item"))
+    # LOO comparison of the structural and the formula model on the same rows
+    table = glmm.compare_fits({"structural": structural_fit, "formula": idata})
+    assert set(table.index) == {"structural", "formula"} and "elpd_loo" in table
+    with pytest.raises(ValueError, match="different observations"):
+        glmm.compare_fits({"rows": structural_fit,
+                           "fewer": structural_fit.isel(obs=slice(0, 100))})
+
+
 # --------------------------------------------------------------------------- diagnostics
 
 

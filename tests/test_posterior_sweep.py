@@ -38,7 +38,8 @@ def _idata(*, chains: int = 2, draws: int = 40, sd: float = 1e-3, formula: bool 
     def draw(v: float, rel: float = sd) -> np.ndarray:
         return v * (1 + rel * rng.standard_normal((chains, draws)))
 
-    post = {"alpha": draw(TRUE.alpha), "gamma": draw(TRUE.gamma, sd if gamma_sd is None else gamma_sd), "delta": draw(TRUE.delta),
+    gsd = sd if gamma_sd is None else gamma_sd
+    post = {"alpha": draw(TRUE.alpha), "gamma": draw(TRUE.gamma, gsd), "delta": draw(TRUE.delta),
             "sigma_item": draw(TRUE.sigma),
             "capability": np.stack([draw(CAPS[k]) for k in llm], axis=-1)}
     dims = {"capability": ["llm"]}

@@ -31,7 +31,8 @@ from tomstats.evaluate.config import ModelConfig, resolve_model_path
 from tomstats.evaluate.prompts import Request
 from tomstats.stories.items import Item
 
-__all__ = ["Call", "RequestFailed", "backoff_delay", "heuristic_answer", "open_backend"]
+__all__ = ["Call", "RequestFailed", "backoff_delay", "heuristic_answer", "load_llama",
+           "open_backend"]
 
 #: A backend call: one request in, one completion out.
 Call = Callable[[Request], Awaitable[Completion]]

@@ -16,6 +16,7 @@ variable holding it (``api_key_env = "OPENAI_API_KEY"``). A file with a literal 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import math
 import os
@@ -152,9 +153,13 @@ class ModelConfig:
     source: str = ""
 
     def __post_init__(self) -> None:
+        if isinstance(self.stop, list):
+            object.__setattr__(self, "stop", tuple(self.stop))
+        if isinstance(self.extra_body, Mapping):
+            object.__setattr__(self, "extra_body", tuple(sorted(self.extra_body.items())))
         _validate(self)
 
-    @property
+    @functools.cached_property
     def config_hash(self) -> str:
         """SHA-256 of every field that can change an answer (no secrets, no runtime knobs).
 
@@ -281,11 +286,6 @@ def _from_mapping(raw: Mapping[str, Any], source: str) -> ModelConfig:
     if backend in BACKENDS and foreign:
         raise ValueError(f"{where}field(s) {foreign} are not used by backend {backend!r}")
     kw = dict(raw)
-    if isinstance(kw.get("extra_body"), Mapping):
-        kw["extra_body"] = tuple(sorted(kw["extra_body"].items()))
-    if "stop" in kw:
-        stop = kw["stop"]
-        kw["stop"] = tuple(stop) if isinstance(stop, list) else stop
     for k in ("temperature", "timeout", "backoff_base", "backoff_max"):
         if isinstance(kw.get(k), int) and not isinstance(kw.get(k), bool):
             kw[k] = float(kw[k])

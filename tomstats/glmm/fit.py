@@ -58,6 +58,7 @@ __all__ = ["BACKENDS", "FORMAT_VERSION", "fit", "save_fit", "load_fit", "predict
 BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
 FORMAT_VERSION = "1"
 _FORMAT_KEY = "tomstats_glmm_format"
+_PREDICT_CHUNK = 2_000_000  # draws × rows evaluated at once by predict()
 
 
 def _versions(backend: str) -> dict[str, str]:
@@ -451,10 +452,15 @@ def predict(
     if max_draws is not None and max_draws < S_all:
         idx = np.unique(np.linspace(0, S_all - 1, int(max_draws)).round().astype(int))
     rng = np.random.default_rng(seed)
-    if isinstance(spec, StructuralSpec):
-        eta = _structural_eta_draws(spec, post, idx, df, new_levels, rng)
-    else:
-        eta = _formula_eta_draws(spec, post, idx, train, df, new_levels, rng)
+    chunk = max(1, _PREDICT_CHUNK // max(len(df), 1))  # bound memory: draws × rows per block
+    parts = []
+    for start in range(0, idx.size, chunk):
+        sub = idx[start:start + chunk]
+        if isinstance(spec, StructuralSpec):
+            parts.append(_structural_eta_draws(spec, post, sub, df, new_levels, rng))
+        else:
+            parts.append(_formula_eta_draws(spec, post, sub, train, df, new_levels, rng))
+    eta = np.concatenate(parts, axis=0)
     p = 1.0 / (1.0 + np.exp(-eta))
     return xr.DataArray(p, dims=("sample", "row"),
                         coords={"sample": idx, "row": np.arange(len(df))}, name="p")

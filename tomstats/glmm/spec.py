@@ -233,7 +233,7 @@ class StructuralSpec:
             raise ValueError(f"fixed: cannot fix {bad}; only {_FIXABLE} can be fixed")
         object.__setattr__(self, "fixed", tuple(sorted((k, float(v)) for k, v in fixed.items())))
         pri = dict(_priors_tuple(DEFAULT_STRUCTURAL_PRIORS))
-        given = dict(self.priors)
+        given = dict(_priors_tuple(dict(self.priors)))
         bad = [k for k in given if k not in pri]
         if bad:
             raise ValueError(f"priors: unknown structural prior name(s) {bad}; "

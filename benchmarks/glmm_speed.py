@@ -1,0 +1,152 @@
+"""Speed of the structural GLMM: min bulk ESS per second, NumPyro vs PyMC vs PyMC-via-NumPyro.
+
+Two datasets simulated from equation (1) (:data:`tomstats.calibration.PAPER_PARAMS`):
+
+``one-llm``
+    7,500 rows: one LLM, the 5 × 3 design × 500 questions a cell, 150 item intercepts
+    (10 items a cell, each asked 50 times; item effects :math:`u_k\\sim N(0,\\sigma^2)`).
+``crossed``
+    12,000 rows: four LLMs (capability 0.8/0.95/1.1/1.25) answering the same 3,000 items
+    (5 × 3 cells × 200 items; :func:`tomstats.simulate.simulate_questions` with
+    ``latent=True, shared_items=True``): crossed model × item effects.
+
+Each is fitted with the same spec and priors by ``tomstats.glmm.fit`` on each backend
+(``numpyro``: NumPyro NUTS, vectorised chains; ``pymc``: PyMC's own NUTS, ``cores=1``;
+``pymc-numpyro``: the PyMC model sampled by NumPyro's NUTS). Reported per fit: wall time of
+the whole ``fit`` call (compilation, warm-up and sampling; posterior predictive and
+log-likelihood switched off), min bulk ESS over every sampled parameter (ArviZ,
+rank-normalised), ESS/s = min bulk ESS / wall seconds, and the ratio to PyMC default::
+
+    python benchmarks/glmm_speed.py --chains 4 --draws 1000 --tune 1000
+    python benchmarks/glmm_speed.py --draws 300 --tune 300 --datasets one-llm
+
+Rows are aggregated into binomial cells when that halves the observations (the fit's
+default, applied identically to all backends: 7,500 rows → 150 cells; the crossed data
+have one row per LLM × item, so stay Bernoulli); ``--no-aggregate`` fits the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
+
+
+def one_llm_data(seed: int = 0, n_items_per_cell: int = 10, n_per_cell: int = 500
+                 ) -> pd.DataFrame:
+    """7,500 rows, one LLM, 150 items (each asked ``n_per_cell / n_items_per_cell`` times)."""
+    from tomstats.calibration import PAPER_PARAMS
+    from tomstats.design import paper_design
+    from tomstats.model import linear_predictor
+
+    rng = np.random.default_rng(seed)
+    d = paper_design()
+    rows = []
+    u = rng.normal(0.0, PAPER_PARAMS.sigma, size=(d.shape[0], d.shape[1], n_items_per_cell))
+    for i, c in enumerate(d.context):
+        for j, t in enumerate(d.tom):
+            k = np.arange(n_per_cell) % n_items_per_cell
+            eta = np.asarray(linear_predictor(PAPER_PARAMS, float(c), float(t), 1.0,
+                                              u[i, j, k]))
+            y = rng.random(n_per_cell) < 1 / (1 + np.exp(-eta))
+            rows.append(pd.DataFrame({"model": "llm", "context_words": float(c),
+                                      "tom_order": int(t),
+                                      "item": [f"c{i}t{j}i{q}" for q in k],
+                                      "correct": y.astype(int)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def crossed_data(seed: int = 0) -> pd.DataFrame:
+    """12,000 rows: four LLMs × 3,000 shared items."""
+    from tomstats.calibration import PAPER_PARAMS
+    from tomstats.design import paper_design
+    from tomstats.simulate import simulate_questions
+
+    d = paper_design().with_(n_per_cell=200, capability=(0.8, 0.95, 1.1, 1.25))
+    df = simulate_questions(d, PAPER_PARAMS, seed=seed, latent=True, shared_items=True)
+    df = df.rename(columns={"capability": "model", "context_length": "context_words"})
+    df["model"] = [f"m{c:.2f}" for c in df["model"]]
+    return df[["model", "item", "tom_order", "context_words", "correct"]]
+
+
+def run_one(df: pd.DataFrame, backend: str, *, chains: int, draws: int, tune: int,
+            seed: int, aggregate: Any) -> dict[str, Any]:
+    """Fit once; wall seconds, min bulk ESS (and the variable), divergences, max R-hat."""
+    import arviz as az
+
+    from tomstats.glmm import fit
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = fit(df, "structural", backend=backend, chains=chains, draws=draws,
+                    tune=tune, seed=seed, progress=False, log_likelihood=False,
+                    posterior_predictive=False, aggregate=aggregate)
+    wall = time.perf_counter() - t0
+    post = idata.posterior
+    # sampled (non-deterministic) parameters: the raw, non-centred ones
+    names = [v for v in post.data_vars if v not in ("capability", "item_effect", "alpha",
+                                                    "delta", "gamma_llm", "alpha_llm")]
+    names += [v for v in ("alpha", "delta") if f"{v}_scaled" not in post]
+    ess = az.ess(post[names], method="bulk")
+    mins = {v: float(ess[v].min()) for v in names}
+    worst = min(mins, key=mins.get)
+    rhat = az.rhat(post[names])
+    return {"backend": backend, "wall_s": wall, "min_ess_bulk": mins[worst],
+            "min_ess_var": worst, "ess_per_s": mins[worst] / wall,
+            "max_rhat": float(max(float(rhat[v].max()) for v in names)),
+            "divergences": int(idata.sample_stats["diverging"].to_numpy().sum()),
+            "n_obs": int(post.attrs["n_obs"]), "n_rows": int(post.attrs["n_rows"])}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: run the benchmark and print the table."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--tune", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--datasets", nargs="+", default=["one-llm", "crossed"],
+                   choices=["one-llm", "crossed"])
+    p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
+    p.add_argument("--no-aggregate", action="store_true")
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
+    a = p.parse_args(argv)
+    makers = {"one-llm": one_llm_data, "crossed": crossed_data}
+    results = []
+    for name in a.datasets:
+        df = makers[name](a.seed)
+        for backend in a.backends:
+            r = run_one(df, backend, chains=a.chains, draws=a.draws, tune=a.tune,
+                        seed=a.seed, aggregate=False if a.no_aggregate else "auto")
+            r["dataset"] = name
+            results.append(r)
+            print(f"{name:8} {backend:13} {r['wall_s']:8.1f} s  min ESS {r['min_ess_bulk']:7.0f} "
+                  f"({r['min_ess_var']})  {r['ess_per_s']:7.2f} ESS/s", flush=True)
+    tab = pd.DataFrame(results)
+    ref = tab[tab["backend"] == "pymc"].set_index("dataset")["ess_per_s"]
+    tab["ratio_vs_pymc"] = tab["ess_per_s"] / tab["dataset"].map(ref)
+    cols = ["dataset", "backend", "n_rows", "n_obs", "wall_s", "min_ess_bulk", "min_ess_var",
+            "ess_per_s", "ratio_vs_pymc", "max_rhat", "divergences"]
+    print(f"\nchains={a.chains} draws={a.draws} tune={a.tune} seed={a.seed}")
+    with pd.option_context("display.float_format", "{:.3g}".format, "display.width", 160):
+        print(tab[cols].to_string(index=False))
+    if a.json:
+        from tomstats._io import atomic_write_text
+
+        atomic_write_text(a.json, json.dumps({"settings": vars(a), "results": results},
+                                             indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
