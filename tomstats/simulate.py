@@ -180,14 +180,23 @@ def expected_cells(
 # ---------------------------------------------------------------------------------------
 
 
-def _uniform24(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """Uniform integers in ``[0, 2**24)``: four per three 32-bit words."""
-    n = shape[-1]
-    m = -(-n // 4)
+def _uniform24_parts(key: jax.Array, shape: tuple[int, ...]) -> list[jax.Array]:
+    """Uniform integers in ``[0, 2**24)``, four per three 32-bit words, as four blocks.
+
+    For ``shape = (..., n)`` returns four arrays of shape ``(..., m)``, ``m = ceil(n / 4)``;
+    question ``i·m + j`` of the last axis is element ``j`` of block ``i``.
+    """
+    m = -(-shape[-1] // 4)
     w = jax.random.bits(key, shape[:-1] + (3, m), jnp.uint32)
     a, b, c = w[..., 0, :], w[..., 1, :], w[..., 2, :]
     fourth = ((a & 0xFF) << 16) | ((b & 0xFF) << 8) | (c & 0xFF)
-    return jnp.concatenate([a >> 8, b >> 8, c >> 8, fourth], axis=-1)[..., :n]
+    return [a >> 8, b >> 8, c >> 8, fourth]
+
+
+def _uniform24(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Uniform integers in ``[0, 2**24)`` of the given shape (blocks of
+    :func:`_uniform24_parts` laid end to end)."""
+    return jnp.concatenate(_uniform24_parts(key, shape), axis=-1)[..., :shape[-1]]
 
 
 def _threshold24(p: jax.Array) -> jax.Array:
@@ -202,12 +211,16 @@ def bernoulli_counts(key: jax.Array, p: jax.Array, n: np.ndarray) -> jax.Array:
     cell and masks the surplus in unbalanced designs. Returns int32 counts of shape of ``p``.
     """
     n_max = int(np.max(n))
-    u = _uniform24(_rbg(key), p.shape + (n_max,))
-    y = u < _threshold24(p)[..., None]
-    if np.all(n == n_max):
-        return y.sum(-1, dtype=jnp.int32)
-    mask = jnp.arange(n_max) < jnp.asarray(n)[..., None]
-    return (y & mask).sum(-1, dtype=jnp.int32)
+    parts = _uniform24_parts(_rbg(key), p.shape + (n_max,))
+    m = parts[0].shape[-1]
+    thr = _threshold24(p)[..., None]
+    total = jnp.zeros(p.shape, jnp.int32)
+    for i, u in enumerate(parts):  # blockwise: no concatenated copy of the uniforms
+        y = u < thr
+        if (i + 1) * m > int(np.min(n)):  # this block holds questions past some cell's n
+            y = y & (i * m + jnp.arange(m) < jnp.asarray(n)[..., None])
+        total = total + y.sum(-1, dtype=jnp.int32)
+    return total
 
 
 def binomial_cdf_table(p: np.ndarray, n: np.ndarray) -> np.ndarray:
