@@ -77,7 +77,7 @@ def sensitivity(
     Returns
     -------
     xarray.Dataset
-        ``tom_share`` (replicate, *param_dims, gamma, alpha), the MC ``tom_share_mean``,
+        ``tom_share`` (``replicate, *param_dims, gamma, alpha``), the MC ``tom_share_mean``,
         ``tom_share_low``/``tom_share_high`` (2.5 % / 97.5 % quantiles over replicates) and
         ``dominant`` (mean share > 0.5).
     """

@@ -61,7 +61,7 @@ def structural_model(spec: StructuralSpec, data: Mapping[str, Any], y: Any = Non
     """Equation (1) as a GLMM (see :class:`~tomstats.glmm.spec.StructuralSpec` for the
     formulas and priors). ``data`` holds ``context``, ``tom``, ``llm``, ``item``,
     ``trials`` (or None) and the level counts ``n_llm``, ``n_item``."""
-    nc = spec.noncentered
+    nc = "capability" in spec.noncentered
     n_llm = data["n_llm"]
     p: dict[str, Any] = {}
     if n_llm > 1:
@@ -85,6 +85,7 @@ def structural_model(spec: StructuralSpec, data: Mapping[str, Any], y: Any = Non
         else:
             raw = numpyro.sample(f"{name}_scaled", _dist(spec.prior(f"{name}_scaled")))
             p[name] = numpyro.deterministic(name, raw * scale)
+    nc = "slopes" in spec.noncentered
     if "tom_order" in spec.random_slopes:
         sd = numpyro.sample("sd_gamma_llm", _dist(spec.prior("sd_gamma_llm")))
         if nc:
@@ -101,6 +102,7 @@ def structural_model(spec: StructuralSpec, data: Mapping[str, Any], y: Any = Non
         else:
             dev = numpyro.sample("alpha_llm_dev", dist.Normal(0.0, sd).expand([n_llm]).to_event(1))
         p["alpha_llm"] = numpyro.deterministic("alpha_llm", p["alpha"] + spec.alpha_scale * dev)
+    nc = "item" in spec.noncentered
     if spec.item_effects:
         n_item = data["n_item"]
         sigma = numpyro.sample("sigma_item", _dist(spec.prior("sigma_item")))

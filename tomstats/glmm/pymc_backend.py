@@ -77,7 +77,7 @@ def _structural(spec: StructuralSpec, md: ModelData) -> Any:
     import pymc as pm
     import pytensor.tensor as pt
 
-    nc = spec.noncentered
+    nc = "capability" in spec.noncentered
     a = {"context": pt.as_tensor_variable(md.arrays["context"]),
          "tom": pt.as_tensor_variable(md.arrays["tom"]),
          "llm": md.arrays["llm"]}
@@ -106,6 +106,7 @@ def _structural(spec: StructuralSpec, md: ModelData) -> Any:
             else:
                 raw = _rv(f"{name}_scaled", spec.prior(f"{name}_scaled"))
                 p[name] = pm.Deterministic(name, raw * scale)
+        nc = "slopes" in spec.noncentered
         if "tom_order" in spec.random_slopes:
             sd = _rv("sd_gamma_llm", spec.prior("sd_gamma_llm"))
             if nc:
@@ -121,6 +122,7 @@ def _structural(spec: StructuralSpec, md: ModelData) -> Any:
                 dev = pm.Normal("alpha_llm_dev", 0.0, sd, dims="llm")
             p["alpha_llm"] = pm.Deterministic("alpha_llm", p["alpha"] + spec.alpha_scale * dev,
                                               dims="llm")
+        nc = "item" in spec.noncentered
         if spec.item_effects:
             sigma = _rv("sigma_item", spec.prior("sigma_item"))
             if nc:

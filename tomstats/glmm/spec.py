@@ -154,6 +154,23 @@ DEFAULT_STRUCTURAL_PRIORS: dict[str, Prior] = {
     "sd_alpha_llm_scaled": half_normal(1.0),
 }
 _SLOPES = ("tom_order", "context")
+_NC_PARTS = ("capability", "item", "slopes")
+
+
+def _nc_tuple(value: Any, parts: tuple[str, ...]) -> tuple[str, ...]:
+    """``True`` → all parts, ``False`` → none, or a validated subset of ``parts``."""
+    if value is True:
+        return parts
+    if value is False or value is None:
+        return ()
+    if isinstance(value, str):
+        value = (value,)
+    value = tuple(value)
+    bad = [v for v in value if v not in parts]
+    if bad:
+        raise ValueError(f"noncentered: unknown part(s) {bad}; choose from {list(parts)} "
+                         f"(or True / False)")
+    return tuple(p for p in parts if p in value)
 _FIXABLE = ("alpha", "gamma", "delta")
 
 
@@ -211,7 +228,7 @@ class StructuralSpec:
     family: str = "bernoulli"
     item_effects: bool = True
     random_slopes: tuple[str, ...] = ()
-    noncentered: bool = True
+    noncentered: Any = True
     fixed: tuple[tuple[str, float], ...] = ()
     priors: tuple[tuple[str, Prior], ...] = field(
         default_factory=lambda: _priors_tuple(DEFAULT_STRUCTURAL_PRIORS))
@@ -227,6 +244,7 @@ class StructuralSpec:
         if bad:
             raise ValueError(f"random_slopes: unknown slope(s) {bad}; choose from {_SLOPES}")
         object.__setattr__(self, "random_slopes", tuple(dict.fromkeys(self.random_slopes)))
+        object.__setattr__(self, "noncentered", _nc_tuple(self.noncentered, _NC_PARTS))
         fixed = dict(self.fixed)
         bad = [k for k in fixed if k not in _FIXABLE]
         if bad:
@@ -262,7 +280,7 @@ class StructuralSpec:
             "family": self.family,
             "item_effects": self.item_effects,
             "random_slopes": list(self.random_slopes),
-            "noncentered": self.noncentered,
+            "noncentered": list(self.noncentered),
             "fixed": dict(self.fixed),
             "priors": {k: p.to_dict() for k, p in self.priors},
             "alpha_scale": self.alpha_scale,
@@ -400,7 +418,7 @@ def spec_from_json(text: str | Mapping[str, Any]) -> StructuralSpec | FormulaSpe
     if kind == "structural":
         return StructuralSpec(
             family=d["family"], item_effects=bool(d["item_effects"]),
-            random_slopes=tuple(d["random_slopes"]), noncentered=bool(d["noncentered"]),
+            random_slopes=tuple(d["random_slopes"]), noncentered=tuple(d["noncentered"]),
             fixed=tuple(d["fixed"].items()), priors=priors, alpha_scale=float(d["alpha_scale"]),
             delta_scale=float(d["delta_scale"]), aggregate=bool(d["aggregate"]))
     if kind == "formula":

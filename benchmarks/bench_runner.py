@@ -1,0 +1,250 @@
+"""Runner overhead per question, measured beside the raw HTTP round trip, at concurrency 32.
+
+A fast OpenAI-compatible server runs on a loopback port in a child process (its own
+interpreter, so its work never shares the runner's event loop or GIL). It answers every
+chat or completion request at once with a heuristic answer — the last location the prompt
+mentions (StorySim's recency heuristic) — so that the model costs nothing and what is left
+is HTTP and the runner. Over the same questions and the same server, three things are timed:
+
+- **raw HTTP**: plain ``httpx.AsyncClient`` with 32 workers, posting the request body the
+  runner would send (``client.post(url, json=body)``, bodies built before the timer) and
+  decoding the JSON answer; one client, 32 keep-alive connections, as in the runner;
+- **runner**: :func:`tomstats.evaluate.evaluate_async` at concurrency 32, no cache, no
+  progress bar, into a fresh log: building each prompt and its hashes, the HTTP call, answer
+  extraction and scoring, the record, one ``os.write`` per record, the final ``fsync``,
+  plus the run's fixed costs (model check, server reachability check);
+- **runner + bar**: the same with the tqdm progress bar on (drawn to ``/dev/null``).
+
+Per question = wall time / questions (a throughput figure: 32 are in flight at once).
+Overhead = runner − raw HTTP per question. The three are run in turn, ``repeats`` times,
+and the median and the best are printed (a shared machine is noisy; the load average is
+printed too). Every runner log is checked: one ``ok`` record per question.
+
+Run: ``python benchmarks/bench_runner.py [--n-per-cell 20] [--repeats 5]
+[--concurrency 32] [--json out.json]``. The items are the 5 × 3 StorySim design
+(200–5,000 words × ToM order 0/1/2, seed 2024), so request bodies are 1–35 kB. The issue's
+target is a runner overhead under 2 ms per question at concurrency 32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tomstats.evaluate import ModelConfig, build_request, evaluate_async, read_log
+from tomstats.stories import build_design_items
+from tomstats.stories.items import Item
+
+_LOCATION = re.compile(r"\b(room_\d+|hallway)\b")
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def _answer(body: dict[str, Any]) -> str:
+    """The recency heuristic: the last location named in the prompt."""
+    if "messages" in body:
+        text = body["messages"][-1]["content"]
+    else:
+        text = body.get("prompt", "")
+    story = text.split("Question:", 1)[0]
+    found = _LOCATION.findall(story)
+    return found[-1] if found else "hallway"
+
+
+def _response(path: str, body: dict[str, Any] | None) -> bytes:
+    if body is None:  # GET /v1/models (the runner's reachability check)
+        return json.dumps({"object": "list", "data": [{"id": "fast"}]}).encode()
+    text = _answer(body)
+    if path.endswith("/chat/completions"):
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": text}}
+    else:
+        choice = {"index": 0, "finish_reason": "stop", "text": text}
+    return json.dumps({"object": "chat.completion", "model": "fast", "choices": [choice],
+                       "usage": {"prompt_tokens": 0, "completion_tokens": 1}}).encode()
+
+
+async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            length = 0
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            raw = await reader.readexactly(length) if length else b""
+            body = json.loads(raw) if method == "POST" else None
+            data = _response(path, body)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def _serve(port: int) -> None:
+    server = await asyncio.start_server(_handle, "127.0.0.1", port, backlog=256)
+    async with server:
+        await server.serve_forever()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def fast_server() -> Any:
+    """Start the fast server in a child process; yield its base URL; always stop it."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the fast server did not start")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+# --------------------------------------------------------------------------- the timings
+
+
+async def raw_http(url: str, bodies: Sequence[dict[str, Any]], concurrency: int) -> float:
+    """Wall seconds to post every body with plain httpx, ``concurrency`` at a time."""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=60.0, limits=limits, trust_env=False) as client:
+        await client.get(url + "/models")  # as the runner does: connection warm-up
+        pending = iter(bodies)
+        answers: list[str] = []
+
+        async def worker() -> None:
+            for body in pending:
+                resp = await client.post(url + "/chat/completions", json=body)
+                resp.raise_for_status()
+                answers.append(resp.json()["choices"][0]["message"]["content"])
+
+        t0 = time.perf_counter()
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(concurrency):
+                tg.create_task(worker())
+        wall = time.perf_counter() - t0
+    if len(answers) != len(bodies):
+        raise RuntimeError(f"raw HTTP: {len(answers)} answers for {len(bodies)} requests")
+    return wall
+
+
+async def runner(config: ModelConfig, items: Sequence[Item], concurrency: int,
+                 progress: bool) -> float:
+    """Wall seconds of one fresh :func:`evaluate_async` run (checked: all answered)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.jsonl"
+        with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+            t0 = time.perf_counter()
+            s = await evaluate_async(items, config, out, concurrency=concurrency,
+                                     cache_dir=None, progress=progress)
+            wall = time.perf_counter() - t0
+        df = read_log(out)
+    if (s.n_answered, s.n_errors, len(df)) != (len(items), 0, len(items)):
+        raise RuntimeError(f"runner: {s}")
+    return wall
+
+
+def chat_body(config: ModelConfig, item: Item) -> dict[str, Any]:
+    """The chat-completions body the runner's ``openai`` backend sends for ``item``."""
+    req = build_request(item, config)
+    return {"model": config.model, "temperature": req.temperature,
+            "max_tokens": req.max_tokens, "seed": req.seed,
+            "messages": [dict(m) for m in req.messages]}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; print a table; return the numbers."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-per-cell", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    args = ap.parse_args(argv)
+
+    items = build_design_items(args.n_per_cell, args.seed, progress=False)
+    n = len(items)
+    with fast_server() as url:
+        config = ModelConfig(name="fast-server", backend="openai", endpoint=url, model="fast",
+                             temperature=0.0, max_tokens=1, prompt=1, prompt_form="chat",
+                             answer_instruction="Answer with the location only.",
+                             timeout=60.0, max_retries=0, concurrency=args.concurrency)
+        bodies = [chat_body(config, it) for it in items]
+        kb = [len(json.dumps(b)) / 1000 for b in bodies]
+        times: dict[str, list[float]] = {"raw HTTP": [], "runner": [], "runner + bar": []}
+
+        async def one_round() -> None:
+            times["raw HTTP"].append(await raw_http(url, bodies, args.concurrency))
+            times["runner"].append(await runner(config, items, args.concurrency, False))
+            times["runner + bar"].append(await runner(config, items, args.concurrency, True))
+
+        asyncio.run(one_round())  # warm-up (imports, first connections), not counted
+        for v in times.values():
+            v.clear()
+        for _ in range(args.repeats):
+            asyncio.run(one_round())
+
+    per_item = {k: [1000 * t / n for t in v] for k, v in times.items()}
+    med = {k: statistics.median(v) for k, v in per_item.items()}
+    best = {k: min(v) for k, v in per_item.items()}
+    result = {
+        "questions": n, "concurrency": args.concurrency, "repeats": args.repeats,
+        "body_kb_min_median_max": [min(kb), statistics.median(kb), max(kb)],
+        "loadavg_1min": os.getloadavg()[0], "cpus": os.cpu_count(),
+        "ms_per_question_median": med, "ms_per_question_best": best,
+        "overhead_ms_median": med["runner"] - med["raw HTTP"],
+        "overhead_ms_best": best["runner"] - best["raw HTTP"],
+        "overhead_with_bar_ms_median": med["runner + bar"] - med["raw HTTP"],
+    }
+    print(f"{n} questions (bodies {min(kb):.1f}-{max(kb):.1f} kB), concurrency "
+          f"{args.concurrency}, {args.repeats} repeats; load average "
+          f"{result['loadavg_1min']:.1f} on {result['cpus']} CPUs")
+    print(f"{'':14s}{'median ms/q':>12s}{'best ms/q':>11s}")
+    for k in times:
+        print(f"{k:14s}{med[k]:12.3f}{best[k]:11.3f}")
+    print(f"{'overhead':14s}{result['overhead_ms_median']:12.3f}"
+          f"{result['overhead_ms_best']:11.3f}   (runner - raw HTTP; target < 2 ms)")
+    print(f"{'  with bar':14s}{result['overhead_with_bar_ms_median']:12.3f}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        asyncio.run(_serve(int(sys.argv[2])))
+    else:
+        main()
