@@ -137,8 +137,9 @@ def fast_server() -> Any:
 # --------------------------------------------------------------------------- the timings
 
 
-async def raw_http(url: str, bodies: Sequence[dict[str, Any]], concurrency: int) -> float:
-    """Wall seconds to post every body with plain httpx, ``concurrency`` at a time."""
+async def raw_http(url: str, bodies: Sequence[dict[str, Any]],
+                   concurrency: int) -> tuple[float, float]:
+    """Wall and CPU seconds to post every body with plain httpx, ``concurrency`` at a time."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=60.0, limits=limits, trust_env=False) as client:
         await client.get(url + "/models")  # as the runner does: connection warm-up
@@ -151,30 +152,30 @@ async def raw_http(url: str, bodies: Sequence[dict[str, Any]], concurrency: int)
                 resp.raise_for_status()
                 answers.append(resp.json()["choices"][0]["message"]["content"])
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         async with asyncio.TaskGroup() as tg:
             for _ in range(concurrency):
                 tg.create_task(worker())
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     if len(answers) != len(bodies):
         raise RuntimeError(f"raw HTTP: {len(answers)} answers for {len(bodies)} requests")
-    return wall
+    return wall, cpu
 
 
 async def runner(config: ModelConfig, items: Sequence[Item], concurrency: int,
-                 progress: bool) -> float:
-    """Wall seconds of one fresh :func:`evaluate_async` run (checked: all answered)."""
+                 progress: bool) -> tuple[float, float]:
+    """Wall and CPU seconds of one fresh :func:`evaluate_async` run (checked: all answered)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.jsonl"
         with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             s = await evaluate_async(items, config, out, concurrency=concurrency,
                                      cache_dir=None, progress=progress)
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         df = read_log(out)
     if (s.n_answered, s.n_errors, len(df)) != (len(items), 0, len(items)):
         raise RuntimeError(f"runner: {s}")
-    return wall
+    return wall, cpu
 
 
 def chat_body(config: ModelConfig, item: Item) -> dict[str, Any]:
@@ -197,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     items = build_design_items(args.n_per_cell, args.seed, progress=False)
     n = len(items)
+    names = ("raw HTTP", "runner", "runner + bar")
     with fast_server() as url:
         config = ModelConfig(name="fast-server", backend="openai", endpoint=url, model="fast",
                              temperature=0.0, max_tokens=1, prompt=1, prompt_form="chat",
@@ -204,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                              timeout=60.0, max_retries=0, concurrency=args.concurrency)
         bodies = [chat_body(config, it) for it in items]
         kb = [len(json.dumps(b)) / 1000 for b in bodies]
-        times: dict[str, list[float]] = {"raw HTTP": [], "runner": [], "runner + bar": []}
+        times: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
 
         async def one_round() -> None:
             times["raw HTTP"].append(await raw_http(url, bodies, args.concurrency))
@@ -217,27 +219,38 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for _ in range(args.repeats):
             asyncio.run(one_round())
 
-    per_item = {k: [1000 * t / n for t in v] for k, v in times.items()}
-    med = {k: statistics.median(v) for k, v in per_item.items()}
-    best = {k: min(v) for k, v in per_item.items()}
-    result = {
+    def per_q(k: str, i: int, f: Any) -> float:
+        return f(1000 * t[i] / n for t in times[k])
+
+    wall = {k: {"median": per_q(k, 0, statistics.median), "best": per_q(k, 0, min)}
+            for k in names}
+    cpu = {k: {"median": per_q(k, 1, statistics.median), "best": per_q(k, 1, min)}
+           for k in names}
+    result: dict[str, Any] = {
+        "command": "python benchmarks/bench_runner.py " + " ".join(sys.argv[1:]),
         "questions": n, "concurrency": args.concurrency, "repeats": args.repeats,
         "body_kb_min_median_max": [min(kb), statistics.median(kb), max(kb)],
         "loadavg_1min": os.getloadavg()[0], "cpus": os.cpu_count(),
-        "ms_per_question_median": med, "ms_per_question_best": best,
-        "overhead_ms_median": med["runner"] - med["raw HTTP"],
-        "overhead_ms_best": best["runner"] - best["raw HTTP"],
-        "overhead_with_bar_ms_median": med["runner + bar"] - med["raw HTTP"],
+        "wall_ms_per_question": wall, "cpu_ms_per_question": cpu,
+        "overhead_ms_per_question": {
+            "wall_median": wall["runner"]["median"] - wall["raw HTTP"]["median"],
+            "wall_best": wall["runner"]["best"] - wall["raw HTTP"]["best"],
+            "cpu_median": cpu["runner"]["median"] - cpu["raw HTTP"]["median"],
+            "wall_median_with_bar": wall["runner + bar"]["median"] - wall["raw HTTP"]["median"],
+            "cpu_median_with_bar": cpu["runner + bar"]["median"] - cpu["raw HTTP"]["median"],
+        },
     }
-    print(f"{n} questions (bodies {min(kb):.1f}-{max(kb):.1f} kB), concurrency "
+    print(f"{n} questions (request bodies {min(kb):.1f}-{max(kb):.1f} kB), concurrency "
           f"{args.concurrency}, {args.repeats} repeats; load average "
           f"{result['loadavg_1min']:.1f} on {result['cpus']} CPUs")
-    print(f"{'':14s}{'median ms/q':>12s}{'best ms/q':>11s}")
-    for k in times:
-        print(f"{k:14s}{med[k]:12.3f}{best[k]:11.3f}")
-    print(f"{'overhead':14s}{result['overhead_ms_median']:12.3f}"
-          f"{result['overhead_ms_best']:11.3f}   (runner - raw HTTP; target < 2 ms)")
-    print(f"{'  with bar':14s}{result['overhead_with_bar_ms_median']:12.3f}")
+    print(f"{'ms per question':16s}{'wall median':>12s}{'wall best':>11s}{'CPU median':>12s}")
+    for k in names:
+        print(f"{k:16s}{wall[k]['median']:12.3f}{wall[k]['best']:11.3f}{cpu[k]['median']:12.3f}")
+    o = result["overhead_ms_per_question"]
+    print(f"{'overhead':16s}{o['wall_median']:12.3f}{o['wall_best']:11.3f}{o['cpu_median']:12.3f}"
+          "   (runner - raw HTTP; target < 2 ms)")
+    print(f"{'  with the bar':16s}{o['wall_median_with_bar']:12.3f}{'':11s}"
+          f"{o['cpu_median_with_bar']:12.3f}")
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -289,3 +289,9 @@ def test_shipped_smollm2_log_matches_its_items_and_model() -> None:
     assert set(ok["context_words"]) == {200, 500, 1000, 2000}
     assert set(ok["tom_order"]) == {0, 1, 2}
     assert set(ok["correct"]) <= {0, 1}
+    # the 5 × 3 design with 20 questions a cell; the 5,000-word cells are all overflows
+    cells = df.groupby(["context_words", "tom_order"])["status"].agg(list)
+    assert len(cells) == 15
+    for (words, _), status in cells.items():
+        assert len(status) == 20
+        assert set(status) == ({"error"} if words == 5000 else {"ok"})

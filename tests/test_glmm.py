@@ -17,6 +17,7 @@ from tomstats.model import Params, linear_predictor
 
 TRUE = Params(alpha=1e-4, gamma=0.8, delta=2e-5, sigma=0.5)
 CAPS = {"A": 1.2, "B": 0.8, "C": 1.0}
+FORMULA = "correct ~ tom_order + log_context + (1 + tom_order | model) + (1 | item)"
 
 
 def crossed_data(seed: int = 1, n_items: int = 40) -> pd.DataFrame:
@@ -44,7 +45,7 @@ def structural_fit(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", glmm.DiagnosticsWarning)
         return glmm.fit(data, "structural", chains=2, draws=300, tune=300, seed=3,
-                        progress=False)
+                        progress=False, hierarchical=True)
 
 
 # --------------------------------------------------------------------------- specs
@@ -75,6 +76,14 @@ def test_spec_json_roundtrip(data):
         spec, _ = build_design(model, prepare_data(data), **opts)
         again = spec_from_json(json.dumps(spec.to_dict()))
         assert again == spec
+    spec, _ = build_design("structural", prepare_data(data), noncentered=["item"])
+    assert spec.noncentered == ("item",) and spec_from_json(spec.to_dict()) == spec
+    spec, _ = build_design(FORMULA, prepare_data(data), noncentered=False)
+    assert spec.noncentered == ()
+    with pytest.raises(ValueError, match="noncentered"):
+        build_design("structural", prepare_data(data), noncentered=["capabilities"])
+    with pytest.raises(ValueError, match="noncentered"):
+        build_design(FORMULA, prepare_data(data), noncentered=["llm"])
     spec, _ = build_design("structural", prepare_data(data),
                            priors={"gamma": glmm.normal(1, 0.5)})
     assert spec.prior("gamma") == glmm.normal(1, 0.5)
@@ -326,9 +335,6 @@ def test_posterior_params(structural_fit):
     assert set(summ["capability"]) == {"A", "B", "C"}
 
 
-FORMULA = "correct ~ tom_order + log_context + (1 + tom_order | model) + (1 | item)"
-
-
 @pytest.fixture(scope="module")
 def formula_fit(data):
     with warnings.catch_warnings():
@@ -497,6 +503,10 @@ def test_structural_recovery(seed):
                          item_effects=False)
     assert idata.attrs["aggregated"] == 1 and idata.attrs["n_obs"] == 45
     post = idata.posterior
+    assert "capability_mu" not in post  # 3 LLMs: hierarchical="auto" does not pool
+    new = pd.DataFrame({"model": ["other"], "context_words": [500], "tom_order": [1]})
+    with pytest.raises(ValueError, match="no population of LLMs"):
+        glmm.predict(idata, new)
     for name in ("alpha", "gamma", "delta"):
         v = post[name].to_numpy()
         z = (v.mean() - getattr(truth, name)) / v.std()

@@ -62,7 +62,8 @@ def _fit_both(df, model, backend, **opts):
         # the hierarchical sd of 4 capabilities has heavy tails: 2000 draws a chain keep the
         # Monte Carlo error of its mean well below the 0.1 sd tolerance
         ("structural", ["alpha", "gamma", "delta", "capability", "capability_mu",
-                        "capability_sd"], 4, 0.0, {"item_effects": False, "draws": 2000}),
+                        "capability_sd"], 4, 0.0,
+         {"item_effects": False, "hierarchical": True, "draws": 2000}),
         ("correct ~ tom_order + log_context + (1 + tom_order | model)",
          ["beta", "sd_model", "corr_model", "re_model"], 8, 0.8, {}),
     ],

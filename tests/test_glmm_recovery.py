@@ -40,8 +40,8 @@ def test_simulated_dataset_layout(recovery):
 def test_structural_recovery_small(recovery):
     rows = []
     for i in range(3):
-        df, truth = recovery.simulate_dataset(i, n_per_cell=5, seed=777)
-        res = recovery.fit_dataset(df, truth, chains=2, draws=250, tune=250, seed=i)
+        df, truth = recovery.simulate_dataset(i, n_per_cell=4, seed=777)
+        res = recovery.fit_dataset(df, truth, chains=2, draws=200, tune=200, seed=i)
         assert res["max_rhat"] < 1.1
         rows += res["params"]
     assert len(rows) == 21

@@ -129,6 +129,16 @@ def posterior_draws(idata: Any, draws: int = 200, *, name: str = "fit") -> Poste
     from tomstats.glmm.spec import StructuralSpec
 
     draws = _check_draws(draws)
+    attrs0 = dict(getattr(getattr(idata, "posterior", None), "attrs", {}) or {})
+    try:
+        kind = json.loads(attrs0["spec"]).get("kind") if "spec" in attrs0 else None
+    except (TypeError, ValueError):
+        kind = None
+    if kind == "formula" or attrs0.get("model_kind") == "formula":
+        raise ValueError(
+            f"{name}: --posterior needs a structural fit (tomstats fit LOG --model "
+            f"structural), but this fit is the formula model {attrs0.get('model')!r}; a "
+            f"formula model's coefficients are not equation (1)'s parameters")
     try:
         spec = fit_spec(idata)
     except (ValueError, AttributeError, KeyError) as exc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from tomstats._io import json_dumps, sha256_text
@@ -107,7 +108,8 @@ class Request:
     """One request for one (item, sample): what is sent, and the hashes that key it.
 
     ``messages`` is set in chat form, ``prompt`` in completion form. ``item`` rides along for
-    the heuristic backend and is not part of the request hash.
+    the heuristic backend and is not part of the request hash. Each hash is computed once
+    per request and kept (the runner reads the request hash for the cache key and the log).
     """
 
     item: Item
@@ -131,14 +133,14 @@ class Request:
             d["prompt"] = self.prompt
         return d
 
-    @property
+    @cached_property
     def prompt_hash(self) -> str:
         """SHA-256 of the rendered prompt alone (messages or completion string)."""
         if self.form == "chat":
             return sha256_text(json_dumps([dict(m) for m in self.messages]))
         return sha256_text(self.prompt)
 
-    @property
+    @cached_property
     def request_hash(self) -> str:
         """SHA-256 of :meth:`payload` (prompt and decoding settings, seed included)."""
         return sha256_text(json_dumps(self.payload()))

@@ -45,6 +45,9 @@ __all__ = [
     "response_arrays",
 ]
 
+#: ``hierarchical="auto"`` pools the capabilities when the data have at least this many LLMs.
+HIERARCHY_MIN_LLMS = 5
+
 STANDARD_COLUMNS = ("correct", "successes", "trials", "model", "item", "tom_order",
                     "context_words")
 
@@ -332,6 +335,11 @@ def build_structural(
         if len(item_levels) < 2:
             raise ValueError("grouping factor 'item' has a single level; item effects need "
                              "at least two items (pass item_effects=False)")
+    hier = opts.pop("hierarchical", "auto")
+    if hier == "auto":  # a population sd from fewer than 5 LLMs is mostly prior (and a funnel)
+        hier = len(llm_levels) >= HIERARCHY_MIN_LLMS
+    if not isinstance(hier, bool):
+        raise ValueError(f"hierarchical must be True, False or 'auto', got {hier!r}")
     slopes = tuple(opts.get("random_slopes", ()) or ())
     if slopes and len(llm_levels) < 2:
         raise ValueError(f"random_slopes={list(slopes)} need several LLMs, but column 'model' "
@@ -343,7 +351,8 @@ def build_structural(
         keys.append(item.astype(float))
     key_mat = np.column_stack(keys)
     agg = _resolve_aggregate(opts.pop("aggregate", "auto"), key_mat)
-    spec = StructuralSpec(family=family, item_effects=item_opt, aggregate=agg, **opts)
+    spec = StructuralSpec(family=family, item_effects=item_opt, hierarchical=hier,
+                          aggregate=agg, **opts)
     coords: dict[str, list[str]] = {"llm": llm_levels}
     if item_opt:
         coords["item"] = item_levels
@@ -545,7 +554,7 @@ def build_design(
         raise ValueError("data has no rows")
     if model == "structural":
         allowed = {"item_effects", "random_slopes", "noncentered", "fixed", "priors",
-                   "alpha_scale", "delta_scale", "aggregate"}
+                   "alpha_scale", "delta_scale", "aggregate", "hierarchical"}
         bad = sorted(set(options) - allowed)
         if bad:
             raise ValueError(f"unknown option(s) {bad} for the structural model; "

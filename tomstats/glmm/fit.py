@@ -226,6 +226,7 @@ def fit(
         Store the pointwise log-likelihood / replicated outcomes.
     **spec_options
         Options of the spec (structural: ``item_effects`` ("auto": when items repeat),
+        ``hierarchical`` ("auto": pool the capabilities when there are >= 5 LLMs),
         ``random_slopes``, ``noncentered``, ``fixed``, ``priors``, ``alpha_scale``,
         ``delta_scale``, ``aggregate`` ("auto": when it halves the observations);
         formula: ``priors``, ``noncentered``, ``center``, ``aggregate``, ``trials``).
@@ -480,9 +481,9 @@ def _structural_eta_draws(
         llm, new_llm = np.zeros(len(df), dtype=np.int64), []
     else:
         raise ValueError(f"new data need a 'model' column: the fit has {len(llm_levels)} LLMs")
-    if new_llm and len(llm_levels) == 1:
-        raise ValueError(f"the fit has one LLM ({llm_levels[0]!r}); it cannot predict for new "
-                         f"LLM(s) {new_llm[:3]}")
+    if new_llm and "capability_mu" not in post:
+        raise ValueError(f"the fit has no population of LLMs (one LLM, or "
+                         f"hierarchical=False); it cannot predict for new LLM(s) {new_llm[:3]}")
     S = idx.size
     col = (lambda name: _flat(post, name, idx)[:, None])  # noqa: E731
     p: dict[str, Any] = {"alpha": col("alpha"), "gamma": col("gamma"), "delta": col("delta")}

@@ -64,7 +64,7 @@ def structural_model(spec: StructuralSpec, data: Mapping[str, Any], y: Any = Non
     nc = "capability" in spec.noncentered
     n_llm = data["n_llm"]
     p: dict[str, Any] = {}
-    if n_llm > 1:
+    if n_llm > 1 and spec.hierarchical:
         mu = numpyro.sample("capability_mu", _dist(spec.prior("capability_mu")))
         sd = numpyro.sample("capability_sd", _dist(spec.prior("capability_sd")))
         if nc:
@@ -74,7 +74,7 @@ def structural_model(spec: StructuralSpec, data: Mapping[str, Any], y: Any = Non
             p["capability"] = numpyro.sample(
                 "capability", dist.Normal(mu, sd).expand([n_llm]).to_event(1))
     else:
-        p["capability"] = numpyro.sample("capability", _vec(spec.prior("capability_mu"), 1))
+        p["capability"] = numpyro.sample("capability", _vec(spec.prior("capability_mu"), n_llm))
     fixed = dict(spec.fixed)
     for name, scale in (("alpha", spec.alpha_scale), ("gamma", None),
                         ("delta", spec.delta_scale)):
@@ -120,7 +120,6 @@ def formula_model(spec: FormulaSpec, data: Mapping[str, Any], y: Any = None) -> 
     """An lme4-style GLMM (see :class:`~tomstats.glmm.spec.FormulaSpec`). ``data`` holds the
     centred design ``X``, ``X_mean``, prior vectors ``beta_loc``/``beta_scale``, per term
     ``Z_<key>``, ``g_<key>``, ``n_<key>`` (levels), and ``trials`` (or None)."""
-    nc = spec.noncentered
     beta_c = numpyro.sample("beta_c", dist.Normal(data["beta_loc"], data["beta_scale"])
                             .to_event(1))
     i0 = data["intercept"]
@@ -130,6 +129,7 @@ def formula_model(spec: FormulaSpec, data: Mapping[str, Any], y: Any = None) -> 
         numpyro.deterministic("beta", beta_c.at[i0].add(-(data["X_mean"] @ beta_c)))
     terms = []
     for t in spec.random:
+        nc = t.key in spec.noncentered
         Z, g = data[f"Z_{t.key}"], data[f"g_{t.key}"]
         G, d = data[f"n_{t.key}"], Z.shape[1]
         sd = numpyro.sample(f"sd_{t.key}", _vec(spec.prior(f"sd_{t.key}"), d))

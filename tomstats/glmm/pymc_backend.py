@@ -86,7 +86,7 @@ def _structural(spec: StructuralSpec, md: ModelData) -> Any:
     n_llm = len(md.coords["llm"])
     with pm.Model(coords=_coords(md)) as model:
         p: dict[str, Any] = {}
-        if n_llm > 1:
+        if n_llm > 1 and spec.hierarchical:
             mu = _rv("capability_mu", spec.prior("capability_mu"))
             sd = _rv("capability_sd", spec.prior("capability_sd"))
             if nc:
@@ -138,7 +138,6 @@ def _formula(spec: FormulaSpec, md: ModelData) -> Any:
     import pymc as pm
     import pytensor.tensor as pt
 
-    nc = spec.noncentered
     names = md.coords["coef"]
     pri = [spec.prior("Intercept") if i == md.intercept else spec.prior(n)
            for i, n in enumerate(names)]
@@ -154,6 +153,7 @@ def _formula(spec: FormulaSpec, md: ModelData) -> Any:
                              dims="coef")
         terms = []
         for t in spec.random:
+            nc = t.key in spec.noncentered
             Z = pt.as_tensor_variable(md.arrays[f"Z_{t.key}"])
             g = md.arrays[f"g_{t.key}"]
             eff = f"{t.key}_effect"

@@ -192,7 +192,7 @@ class StructuralSpec:
 
     - capabilities, hierarchical and non-centred: :math:`m_j = \mu_m + \tau_m z_j`,
       :math:`z_j\sim N(0,1)`, :math:`\mu_m\sim N(1, 1)`, :math:`\tau_m\sim N^+(1)`
-      (with one LLM: :math:`m\sim N(1,1)` directly);
+      (with ``hierarchical=False`` or one LLM: :math:`m_j\sim N(1,1)` independently);
     - :math:`\alpha = 10^{-4}\,\tilde\alpha`, :math:`\tilde\alpha\sim N(0, 2)` (so
       :math:`\alpha\sim N(0, (2\cdot10^{-4})^2)` per word);
       :math:`\gamma\sim N(0, 2)` (logit per order);
@@ -209,11 +209,17 @@ class StructuralSpec:
         Likelihood of the data rows (aggregated rows are always binomial).
     item_effects : bool
         Include the item random intercepts :math:`u_k`.
+    hierarchical : bool
+        Capabilities drawn from a common population (:math:`\mu_m, \tau_m`) or, when
+        False, independent :math:`m_j\sim N(1, 1)` (the ``capability_mu`` prior), as fixed
+        effects. ``fit``'s default ``"auto"`` pools when there are at least 5 LLMs: the
+        population sd of fewer LLMs is mostly prior, and its funnel makes NUTS diverge.
     random_slopes : tuple of {"tom_order", "context"}
         Per-LLM deviations of :math:`\gamma` and/or :math:`\alpha`.
-    noncentered : bool
-        Non-centred random effects (default); ``False`` samples :math:`m_j`, :math:`u_k`
-        and the slopes directly (a funnel; for diagnostics tests).
+    noncentered : bool or tuple of {"capability", "item", "slopes"}
+        Which random effects are non-centred: ``True`` (default) all, ``False`` none
+        (:math:`m_j`, :math:`u_k` and the slopes sampled directly), or a subset. Stored as
+        the tuple of non-centred parts.
     fixed : tuple of (name, value)
         Parameters among ``alpha, gamma, delta`` held at a value instead of estimated (e.g.
         ``alpha = delta = 0`` when the data have one context length).
@@ -227,6 +233,7 @@ class StructuralSpec:
 
     family: str = "bernoulli"
     item_effects: bool = True
+    hierarchical: bool = True
     random_slopes: tuple[str, ...] = ()
     noncentered: Any = True
     fixed: tuple[tuple[str, float], ...] = ()
@@ -279,6 +286,7 @@ class StructuralSpec:
             "kind": self.kind,
             "family": self.family,
             "item_effects": self.item_effects,
+            "hierarchical": self.hierarchical,
             "random_slopes": list(self.random_slopes),
             "noncentered": list(self.noncentered),
             "fixed": dict(self.fixed),
@@ -362,7 +370,10 @@ class FormulaSpec:
         ``"Intercept"``, ``"beta"`` (default for every slope), a coefficient name (e.g.
         ``"tom_order"``), ``"sd_<key>"``, ``"lkj_<key>"``. Slope priors not given are
         autoscaled from the data (recorded in the fit's attributes).
-    noncentered, aggregate : bool
+    noncentered : bool or tuple of str
+        Non-centred terms: ``True`` (default) all, ``False`` none, or a tuple of term keys
+        (e.g. ``("item",)``). Stored as the tuple of non-centred keys.
+    aggregate : bool
         As in :class:`StructuralSpec`.
     center : bool
         Centre the fixed predictors while sampling (default True).
@@ -375,7 +386,7 @@ class FormulaSpec:
     fixed: str = "1"
     random: tuple[RandomTerm, ...] = ()
     priors: tuple[tuple[str, Prior], ...] = ()
-    noncentered: bool = True
+    noncentered: Any = True
     center: bool = True
     aggregate: bool = False
     kind: ClassVar[str] = "formula"
@@ -387,6 +398,8 @@ class FormulaSpec:
             raise ValueError("family='binomial' needs a trials column: write "
                              "'successes | trials(n) ~ ...' or pass trials='<column>'")
         object.__setattr__(self, "priors", _priors_tuple(dict(self.priors)))
+        object.__setattr__(self, "noncentered",
+                           _nc_tuple(self.noncentered, tuple(t.key for t in self.random)))
 
     def prior(self, name: str, default: Prior | None = None) -> Prior | None:
         """The prior called ``name`` (or ``default``)."""
@@ -404,7 +417,7 @@ class FormulaSpec:
             "random": [{"expr": t.expr, "group": t.group, "correlated": t.correlated,
                         "key": t.key} for t in self.random],
             "priors": {k: p.to_dict() for k, p in self.priors},
-            "noncentered": self.noncentered,
+            "noncentered": list(self.noncentered),
             "center": self.center,
             "aggregate": self.aggregate,
         }
@@ -418,6 +431,7 @@ def spec_from_json(text: str | Mapping[str, Any]) -> StructuralSpec | FormulaSpe
     if kind == "structural":
         return StructuralSpec(
             family=d["family"], item_effects=bool(d["item_effects"]),
+            hierarchical=bool(d.get("hierarchical", True)),
             random_slopes=tuple(d["random_slopes"]), noncentered=tuple(d["noncentered"]),
             fixed=tuple(d["fixed"].items()), priors=priors, alpha_scale=float(d["alpha_scale"]),
             delta_scale=float(d["delta_scale"]), aggregate=bool(d["aggregate"]))
@@ -426,7 +440,7 @@ def spec_from_json(text: str | Mapping[str, Any]) -> StructuralSpec | FormulaSpe
             formula=d["formula"], response=d["response"], trials=d["trials"],
             family=d["family"], fixed=d["fixed"],
             random=tuple(RandomTerm(**t) for t in d["random"]), priors=priors,
-            noncentered=bool(d["noncentered"]), center=bool(d["center"]),
+            noncentered=tuple(d["noncentered"]), center=bool(d["center"]),
             aggregate=bool(d["aggregate"]))
     raise ValueError(f"spec: unknown model kind {kind!r} (expected 'structural' or 'formula')")
 
