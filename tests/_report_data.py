@@ -208,3 +208,21 @@ def save_fit(idata, path: Path) -> Path:
         except ImportError:
             continue
     raise RuntimeError("neither h5py nor netCDF4 is installed")
+
+
+def structural_log(seed: int = 0, items_per_cell: int = 4) -> pd.DataFrame:
+    """Per-question outcomes of equation (1) for two LLMs (capability 0.8 and 1.2) on the
+    paper's 5 × 3 design; each item is answered by both LLMs (item effects sd 0.5)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c in CONTEXTS:
+        for t in ORDERS:
+            for k in range(items_per_cell):
+                u = rng.normal(0, 0.5)
+                for llm, cap in (("llm-a", 0.8), ("llm-b", 1.2)):
+                    eta = (BETA0 * cap - PARAMS["alpha"] * c * np.log1p(c / 500)
+                           - PARAMS["gamma"] * t - PARAMS["delta"] * c * t + u)
+                    rows.append({"model": llm, "item": f"c{c:g}-t{t:g}-{k}",
+                                 "context_words": int(c), "tom_order": int(t),
+                                 "correct": int(rng.random() < 1 / (1 + np.exp(-eta)))})
+    return pd.DataFrame(rows)

@@ -183,3 +183,64 @@ def test_bad_table_leaves_folder_unchanged(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="complete gamma"):
         F.write_paper_figures(d)
     assert not list(d.glob("*.png"))
+
+
+# --------------------------------------------------------------------------- calibrated sweeps
+
+
+def _posterior_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Synthetic ``decomposition_posterior.csv`` / ``dominance_posterior.csv`` tables."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for llm in ("llm-a", "llm-b"):
+        for src in ("tom_order", "context_length", "interaction", "residual"):
+            m = rng.uniform(0.01, 0.3)
+            rows.append({"llm": llm, "source": src, "eta2_mean": m, "eta2_low": m * 0.5,
+                         "eta2_high": m * 1.6})
+    g, a = np.meshgrid(np.linspace(0.3, 2.4, 7), np.linspace(2e-5, 2e-4, 7), indexing="ij")
+    share = 1 / (1 + np.exp(-(3 * g - 2e4 * a)))
+    dom = pd.DataFrame({"gamma": g.ravel(), "alpha": a.ravel(),
+                        "tom_share_mean": share.ravel(), "tom_share_low": share.ravel() - 0.05,
+                        "tom_share_high": share.ravel() + 0.05,
+                        "p_dominant": (share.ravel() > 0.5) * 0.9 + 0.05})
+    return pd.DataFrame(rows), dom
+
+
+def test_eta2_posterior_points_and_bars() -> None:
+    dec, _ = _posterior_tables()
+    ax = F.fig_eta2_posterior(dec).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["llm-a", "llm-b"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "ToM order", "Context length", "Interaction"]
+    points = [ln for ln in ax.lines if ln.get_marker() == "o"]
+    assert len(points) == 3  # one series per systematic source; residual left out
+    for line, src in zip(points, ("tom_order", "context_length", "interaction"), strict=True):
+        np.testing.assert_allclose(line.get_xdata(), dec[dec.source == src].eta2_mean)
+    # the interval bars span eta2_low .. eta2_high
+    bars = ax.collections[0].get_segments()
+    tom = dec[dec.source == "tom_order"]
+    np.testing.assert_allclose([s[:, 0] for s in bars],
+                               tom[["eta2_low", "eta2_high"]].to_numpy())
+
+
+def test_dominance_posterior_mesh_and_probabilities() -> None:
+    _, dom = _posterior_tables()
+    fig = F.fig_dominance_posterior(dom, fitted=(1.0, 1e-4))
+    ax = fig.axes[0]
+    mesh = next(c for c in ax.collections if isinstance(c, QuadMesh))
+    _, _, share = F.sensitivity_grid(dom, "tom_share_mean")
+    np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(7, 7), share)
+    texts = [t.get_text() for t in ax.texts]
+    assert len(texts) == 49
+    first = dom[(dom.gamma == dom.gamma.min()) & (dom.alpha == dom.alpha.min())].iloc[0]
+    assert texts[0] == f"{first.tom_share_mean:.2f}\nP {first.p_dominant:.2f}"
+    assert f"in {int((dom.tom_share_mean > 0.5).sum())} of 49 cells" in ax.get_title()
+    star = [ln for ln in ax.lines if ln.get_marker() == "*"]
+    assert star and star[0].get_xdata()[0] == pytest.approx(1.0)
+    outside = F.fig_dominance_posterior(dom, fitted=(5.0, 1e-4)).axes[0]
+    assert "lies outside the grid" in outside.get_title()
+    assert not [ln for ln in outside.lines if ln.get_marker() == "*"]
+    with pytest.raises(ValueError, match="dominance_posterior: missing column"):
+        F.fig_dominance_posterior(dom.drop(columns="p_dominant"))
+    with pytest.raises(ValueError, match="decomposition_posterior: missing column"):
+        F.fig_eta2_posterior(_posterior_tables()[0].drop(columns="eta2_low"))

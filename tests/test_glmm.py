@@ -90,6 +90,46 @@ def test_spec_json_roundtrip(data):
     assert spec.prior("sigma_item") == glmm.half_normal(1.0)
 
 
+def test_spec_json_back_compat():
+    """Specs saved by earlier versions (boolean ``noncentered``, no ``hierarchical``)."""
+    from tomstats.glmm.spec import StructuralSpec, spec_from_json
+
+    old = StructuralSpec().to_dict()
+    del old["hierarchical"]
+    for flag, parts in ((True, ("capability", "item", "slopes")), (False, ())):
+        spec = spec_from_json(json.dumps({**old, "noncentered": flag}))
+        assert spec.noncentered == parts and spec.hierarchical
+    formula = {"kind": "formula", "formula": "y ~ x + (1 | g)", "response": "y",
+               "trials": None, "family": "bernoulli", "fixed": "x", "priors": {},
+               "random": [{"expr": "1", "group": "g", "correlated": True, "key": "g"}],
+               "noncentered": True, "center": True, "aggregate": False}
+    assert spec_from_json(formula).noncentered == ("g",)
+    assert spec_from_json({**formula, "noncentered": False}).noncentered == ()
+    with pytest.raises(ValueError, match="lacks the field 'family'"):
+        spec_from_json({k: v for k, v in old.items() if k != "family"})
+    with pytest.raises(ValueError, match="noncentered"):
+        spec_from_json({**old, "noncentered": 3})
+    with pytest.raises(ValueError, match="unknown model kind"):
+        spec_from_json({"kind": "other"})
+
+
+def test_default_structural_priors_leave_paper_values_inside():
+    """The default priors put the paper's α, γ, δ (and 10× α, δ) within 1.6 prior sd."""
+    from tomstats.calibration import PAPER_PARAMS
+    from tomstats.glmm.spec import StructuralSpec
+
+    spec = StructuralSpec()
+    for name, value, scale in (("alpha_scaled", PAPER_PARAMS.alpha, spec.alpha_scale),
+                               ("gamma", PAPER_PARAMS.gamma, 1.0),
+                               ("delta_scaled", PAPER_PARAMS.delta, spec.delta_scale)):
+        prior = spec.prior(name)
+        assert prior.dist == "normal" and prior["loc"] == 0.0
+        z = value / scale / prior["scale"]
+        assert 0 < z < 0.6, (name, z)
+        if name != "gamma":
+            assert 10 * z < 1.6, (name, 10 * z)
+
+
 def test_aggregation_keeps_counts(data):
     df = prepare_data(data)
     spec, md = build_design("structural", df, item_effects=False)
@@ -115,6 +155,8 @@ def test_aggregation_keeps_counts(data):
          "tom_order.*missing"),
         ("structural", lambda d: d.assign(tom_order=1), "several ToM orders"),
         ("structural", lambda d: d.assign(context_words=300), "several context lengths"),
+        ("structural", lambda d: d.assign(context_words=182 + d.index % 10),
+         r"from 182 to 191 only \(max/min = 1.05 < 1.5\).*fixed="),
         ("structural", lambda d: d.assign(context_words=-d["context_words"]), "> 0 words"),
         ("structural", lambda d: d.drop(columns="correct"), "no outcome"),
         ("structural", None, "unknown option"),
@@ -152,6 +194,15 @@ def test_one_context_with_fixed_alpha_delta(data):
     spec, _ = build_design("structural", prepare_data(data.assign(context_words=300)),
                            fixed={"alpha": 0.0, "delta": 0.0})
     assert dict(spec.fixed) == {"alpha": 0.0, "delta": 0.0}
+    narrow = data.assign(context_words=182 + data.index % 10)  # StorySim triplets' spread
+    spec, _ = build_design("structural", prepare_data(narrow), fixed={"alpha": 0, "delta": 0})
+    assert dict(spec.fixed) == {"alpha": 0.0, "delta": 0.0}
+    with pytest.raises(ValueError, match="max/min"):  # fixing alpha alone is not enough
+        build_design("structural", prepare_data(narrow), fixed={"alpha": 0})
+    # a range of 1.5x is enough
+    spec, _ = build_design("structural", prepare_data(data.assign(
+        context_words=np.where(data.index % 2 == 0, 1000, 1500))))
+    assert spec.fixed == ()
 
 
 def test_load_fit_refuses_foreign(tmp_path):
@@ -339,7 +390,8 @@ def test_posterior_params(structural_fit):
 def formula_fit(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", glmm.DiagnosticsWarning)
-        return glmm.fit(data, FORMULA, chains=2, draws=250, tune=250, seed=5, progress=False)
+        return glmm.fit(data, FORMULA, chains=2, draws=250, tune=250, seed=5, progress=False,
+                        posterior_predictive=False)  # predict() and LOO need only the ll
 
 
 def test_formula_fit_predict_and_compare(formula_fit, structural_fit, data):
@@ -417,7 +469,8 @@ def test_pathological_model_warns():
     with pytest.warns(glmm.DiagnosticsWarning) as rec:
         idata = glmm.fit(df, "correct ~ 1 + (1 | g)", chains=2, draws=60, tune=15, seed=1,
                          noncentered=False, aggregate=False, progress=False,
-                         priors={"sd_g": glmm.half_normal(3.0)})
+                         priors={"sd_g": glmm.half_normal(3.0)}, log_likelihood=False,
+                         posterior_predictive=False)
     report = glmm.check_diagnostics(idata)
     assert not report.passed
     msg = str(rec[0].message)
@@ -443,20 +496,43 @@ def test_cli_fit_and_calibrate(tmp_path, capsys):
     csv = tmp_path / "log.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
     out = tmp_path / "fit.nc"
-    rc = main(["fit", str(csv), "--model", "structural", "--chains", "2", "--draws", "200",
-               "--tune", "200", "--seed", "2", "--no-progress", "--out", str(out),
-               "--map", "model=run_dir,context_words=words", "--map", "tom_order=order",
-               "--successes", "n_correct", "--trials", "n_tries"])
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        rc = main(["fit", str(csv), "--model", "structural", "--chains", "2", "--draws", "200",
+                   "--tune", "200", "--seed", "2", "--no-progress", "--out", str(out),
+                   "--map", "model=run_dir,context_words=words", "--map", "tom_order=order",
+                   "--successes", "n_correct", "--trials", "n_tries",
+                   "--option", 'fixed={"delta": 0}'])
     assert rc == 0 and out.is_file()
     idata = glmm.load_fit(out)
     assert idata.attrs["family"] == "binomial" and idata.attrs["n_rows"] == 27
     assert json.loads(idata.attrs["column_mapping"])["model"] == "run_dir"
-    assert "gamma" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "gamma" in printed
+    # a fixed parameter is a constant, not a posterior variable: no NaN R-hat anywhere
+    assert "delta" not in idata.posterior and "delta_scaled" not in idata.posterior
+    assert "delta" not in printed and "nan" not in printed.lower()
+    assert not [w for w in rec if "invalid value" in str(w.message)]
+    report = glmm.check_diagnostics(idata)
+    assert all(np.isfinite(c.value) for c in report.checks)
+    # predict() uses the fixed value: it reproduces the binomial pointwise log-likelihood
+    from scipy.stats import binom
+
+    p = glmm.predict(idata).to_numpy()
+    row_obs = idata.constant_data["row_obs"].to_numpy()
+    assert np.array_equal(row_obs, np.arange(27))
+    ll = binom.logpmf(idata.observed_data["y"].to_numpy(),
+                      idata.constant_data["obs_trials"].to_numpy(), p)
+    np.testing.assert_allclose(ll, idata.log_likelihood["y"].to_numpy().reshape(p.shape),
+                               atol=2e-4, rtol=1e-4)
     params = tmp_path / "params.toml"
     assert main(["calibrate", str(out), "--out", str(params)]) == 0
     doc = tomllib.loads(params.read_text())
     assert set(doc["params"]) == {"alpha", "gamma", "delta", "sigma"}
     assert doc["params"]["sigma"]["mean"] == 0.0  # no item effects: sigma = 0
+    assert doc["params"]["delta"] == {"mean": 0.0, "sd": 0.0, "median": 0.0, "lower": 0.0,
+                                      "upper": 0.0}  # fixed
+    assert doc["params"]["alpha"]["sd"] > 0
     assert set(doc["capability"]) == {"m1", "m2", "m3"}
     # bad input: error message and exit code 2, nothing written
     bad = tmp_path / "bad.nc"
@@ -500,7 +576,7 @@ def test_structural_recovery(seed):
         warnings.simplefilter("ignore", glmm.DiagnosticsWarning)
         idata = glmm.fit(df, "structural", chains=2, draws=400, tune=400, seed=seed,
                          progress=False, columns={"context_words": "context_length"},
-                         item_effects=False)
+                         item_effects=False, log_likelihood=False, posterior_predictive=False)
     assert idata.attrs["aggregated"] == 1 and idata.attrs["n_obs"] == 45
     post = idata.posterior
     assert "capability_mu" not in post  # 3 LLMs: hierarchical="auto" does not pool

@@ -19,7 +19,7 @@ from tomstats.model import Params, linear_predictor
 
 TRUE = Params(alpha=1e-4, gamma=0.7, delta=2e-5, sigma=0.0)
 SAMPLER = {"chains": 4, "draws": 1000, "tune": 700, "seed": 4, "progress": False,
-           "target_accept": 0.95}
+           "target_accept": 0.95, "log_likelihood": False, "posterior_predictive": False}
 
 
 def _rows(n_models: int, n: int, seed: int, slope_sd: float = 0.0) -> pd.DataFrame:

@@ -103,12 +103,19 @@ def test_simulation_cli(sim_dir: Path, tmp_path: Path, capsys: pytest.CaptureFix
         (["{sim}"], "is a folder, expected a fit netCDF file"),
         (["{tmp}/file.txt"], "is not a netCDF InferenceData file"),
         (["{tmp}/plain.nc"], "has no 'posterior' group"),
+        (["--simulation", "{tmp}/halfsweep"], "calibrated sweep folder '{tmp}/halfsweep' is "
+         "incomplete: missing ['dominance_posterior.csv', 'summary.json']"),
+        (["{tmp}/plain.nc", "--sweep-draws", "-1"],
+         "--sweep-draws must be a non-negative integer, got -1"),
+        (["--simulation", "{sim}", "--sweep-draws", "5"], "--sweep-draws applies to a fit"),
     ],
 )
 def test_report_bad_input(sim_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
                           argv: list[str], message: str) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "file.txt").write_text("not a netCDF file\n")
+    (tmp_path / "halfsweep").mkdir()
+    (tmp_path / "halfsweep" / "decomposition_posterior.csv").write_text("llm,source\n")
     save_fit(xr.Dataset({"y": ("obs", np.arange(3.0))}), tmp_path / "plain.nc")
     args = [a.format(tmp=tmp_path, sim=sim_dir) for a in argv]
     assert main(["report", *args]) == 2
@@ -145,7 +152,11 @@ def test_fit_html_sections(fit_html: str) -> None:
         assert f"<td>{attr}</td>" in fit_html or f"<td>{attr}</td>" in fit_html
     assert "capability[llama-b]" in fit_html  # per-LLM rows in the summary table
     assert '<td>design cells (context × ToM)</td><td class="num">15</td>' in fit_html
-    assert "Missing" not in fit_html and 'class="missing"' not in fit_html
+    # the only missing part: the synthetic fit was not written by tomstats.glmm.fit, so
+    # the calibrated sweep cannot read its spec, and the report says so
+    missing = re.findall(r'<p class="missing">([^<]*)</p>', fit_html)
+    assert len(missing) == 1 and "No calibrated sweep" in missing[0]
+    assert "not a tomstats GLMM fit" in missing[0]
 
 
 def test_fit_markdown(fit_path: Path, tmp_path: Path) -> None:
@@ -275,3 +286,127 @@ def test_nonbinary_outcome_stated() -> None:
     idata.observed_data["correct"].values[:] = 2
     text = " ".join(b.text for b in R._ppc_blocks(idata))
     assert "is not binary" in text
+
+
+# --------------------------------------------------------------------------- structural fits
+
+
+SWEEP_TITLE = "Calibrated η² decomposition and ToM-dominance map"
+
+
+@pytest.fixture(scope="module")
+def structural_fit():
+    """A small real structural fit (2 LLMs × 60 answers, 2 chains × 150 draws; ~30 s)."""
+    import warnings
+
+    from _report_data import structural_log
+
+    import tomstats.glmm as glmm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", glmm.DiagnosticsWarning)
+        return glmm.fit(structural_log(seed=0), "structural", chains=2, draws=150, tune=150,
+                        seed=1, progress=False)
+
+
+@pytest.fixture(scope="module")
+def sweep(structural_fit):
+    from tomstats.report.calibrated import calibrated_sweep
+
+    # the report's default budget per draw, fewer draws
+    return calibrated_sweep(structural_fit, draws=20)
+
+
+def _section(doc, title: str):
+    return next(s for s in doc.sections if s.title == title)
+
+
+def test_structural_fit_report_has_calibrated_section(structural_fit, sweep, tmp_path):
+    from tomstats.report._document import Image, Table, render_html
+    from tomstats.report.calibrated import eta2_table
+
+    doc = R.fit_document(structural_fit, "small.nc", sweep_draws=20)
+    assert doc.sections[-1].title == SWEEP_TITLE
+    blocks = _section(doc, SWEEP_TITLE).blocks
+    assert [b.name for b in blocks if isinstance(b, Image)] == ["calibrated_eta2",
+                                                                 "calibrated_dominance"]
+    eta, per_llm = (b.frame for b in blocks if isinstance(b, Table))
+    # 2 LLMs × (ToM, context, interaction), numbers finite and intervals ordered
+    assert list(eta["LLM"]) == ["llm-a"] * 3 + ["llm-b"] * 3
+    assert list(eta["source"]) == ["ToM order", "Context length", "Interaction"] * 2
+    num = eta.drop(columns=["LLM", "source"]).to_numpy(dtype=float)
+    assert np.isfinite(num).all()
+    assert (eta["95 % low"] <= eta["η² (mean)"]).all()
+    assert (eta["η² (mean)"] <= eta["95 % high"]).all()
+    assert (eta["95 % low"] >= 0).all() and (eta["95 % high"] <= 1).all()
+    assert (eta["predictive 2.5 %"] <= eta["predictive 97.5 %"]).all()
+    assert ((eta["% low"] <= eta["% of systematic"])
+            & (eta["% of systematic"] <= eta["% high"])).all()
+    # per LLM: the ToM share agrees with the decomposition's ToM rows (two code paths)
+    tom = eta[eta["source"] == "ToM order"].set_index("LLM")["% of systematic"]
+    np.testing.assert_allclose(per_llm.set_index("LLM")["ToM % of systematic"], tom,
+                               rtol=1e-6)  # float32 sums in two orders
+    assert per_llm["P(ToM dominant)"].between(0, 1).all()
+    # same draws, seed and budget as `sweep`: the report shows exactly its numbers
+    np.testing.assert_allclose(num, eta2_table(sweep[0]).drop(columns=["LLM", "source"])
+                               .to_numpy(dtype=float))
+    text = " ".join(b.text for b in blocks if hasattr(b, "text"))
+    assert "20 of 300 posterior draws" in text
+    assert "--posterior small.nc --draws 200" in text
+    html = render_html(doc)
+    assert f'<h2 id="calibrated-decomposition-and-tom-dominance-map">{SWEEP_TITLE}</h2>' \
+        in html
+    assert html.index("Pareto k diagnostic") < html.index(SWEEP_TITLE)
+
+
+def test_sweep_dominance_map_numbers(sweep) -> None:
+    _, dom, summary = sweep
+    assert len(dom) == 49
+    assert np.isfinite(dom[["tom_share_mean", "tom_share_low", "tom_share_high",
+                            "p_dominant"]].to_numpy()).all()
+    assert ((dom.tom_share_low <= dom.tom_share_mean)
+            & (dom.tom_share_mean <= dom.tom_share_high)).all()
+    assert dom.p_dominant.between(0, 1).all()
+    # P(share > 0.5) is 1 where even the 2.5 % quantile is above 0.5, 0 where the 97.5 % is below
+    assert (dom.loc[dom.tom_share_low > 0.5, "p_dominant"] >= 0.975).all()
+    assert (dom.loc[dom.tom_share_high < 0.5, "p_dominant"] <= 0.025).all()
+    nd = summary["dominance"]["n_dominant"]
+    assert nd["low"] <= nd["mean"] <= nd["high"] <= 49
+
+
+def test_formula_fit_skips_sweep_with_reason(structural_fit) -> None:
+    import arviz as az
+
+    from tomstats.report.calibrated import fit_sweep_blocks
+
+    post = structural_fit.posterior.copy()
+    post.attrs = {**post.attrs, "model_kind": "formula",
+                  "model": "correct ~ tom_order + (1 | model)"}
+    blocks = fit_sweep_blocks(az.InferenceData(posterior=post))
+    assert len(blocks) == 1 and blocks[0].kind == "note"
+    assert "formula model 'correct ~ tom_order + (1 | model)'" in blocks[0].text
+    assert "need a structural fit" in blocks[0].text
+    none = fit_sweep_blocks(structural_fit, draws=0)
+    assert none[0].kind == "note" and "left out" in none[0].text
+
+
+def test_calibrated_sweep_folder_report(sweep, tmp_path: Path) -> None:
+    import json
+
+    decomp, dom, summary = sweep
+    d = tmp_path / "calibrated"
+    d.mkdir()
+    decomp.to_csv(d / "decomposition_posterior.csv", index=False)
+    dom.to_csv(d / "dominance_posterior.csv", index=False)
+    summary = {**summary, "fit": {**summary["fit"], "path": "small.nc"}}
+    (d / "summary.json").write_text(json.dumps(summary, default=float))
+    out = write_simulation_report(d, tmp_path / "sweep.html")
+    html = out.read_text(encoding="utf-8")
+    _assert_self_contained(html, 2)
+    assert "tomstats calibrated sweep report" in html and SWEEP_TITLE in html
+    assert "structural fit small.nc: 20 of 300 draws" in html
+    tom_a = decomp[(decomp.llm == "llm-a") & (decomp.source == "tom_order")].iloc[0]
+    assert f'<td class="num">{tom_a.eta2_mean:.3g}</td>' in html
+    md = write_simulation_report(d, tmp_path / "md", fmt="md").read_text(encoding="utf-8")
+    assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md) == ["calibrated_eta2.png",
+                                                          "calibrated_dominance.png"]

@@ -15,6 +15,12 @@ Figure  Content                                                Input
 4       variance decomposition across capability levels        ``decomposition.csv``
 5       ToM share of systematic variance on the γ × α grid     ``sensitivity.csv``
 ======  =====================================================  =====================
+
+Two more draw a calibrated sweep (``tomstats simulate CONFIG --posterior FIT.nc``, or the
+structural-fit section of a fit report): :func:`fig_eta2_posterior` (η² per LLM with 95 %
+posterior intervals, from ``decomposition_posterior.csv``) and
+:func:`fig_dominance_posterior` (the γ × α map's posterior mean ToM share with the posterior
+probability of ToM dominance in each cell, from ``dominance_posterior.csv``).
 """
 
 from __future__ import annotations
@@ -41,8 +47,11 @@ __all__ = [
     "fig_main_effects",
     "fig_decomposition_by_capability",
     "fig_sensitivity",
+    "fig_eta2_posterior",
+    "fig_dominance_posterior",
     "default_point",
     "paper_figures",
+    "read_posterior_dir",
     "read_simulation_dir",
     "reference_capability",
     "save_figure",
@@ -68,11 +77,20 @@ DECOMPOSITION_COLUMNS = ("capability", "factor", "pct_total", "pct_total_low",
                          "pct_total_high")
 SENSITIVITY_COLUMNS = ("gamma", "alpha", "tom_share", "tom_share_low", "tom_share_high",
                        "dominant")
+POSTERIOR_DECOMPOSITION_COLUMNS = ("llm", "source", "eta2_mean", "eta2_low", "eta2_high")
+POSTERIOR_DOMINANCE_COLUMNS = ("gamma", "alpha", "tom_share_mean", "tom_share_low",
+                               "tom_share_high", "p_dominant")
+#: Files ``tomstats simulate CONFIG --posterior FIT.nc --out DIR`` writes.
+POSTERIOR_FILES = ("decomposition_posterior.csv", "dominance_posterior.csv", "summary.json")
 SIMULATION_FILES = ("table1.csv", "decomposition.csv", "cells.csv", "sensitivity.csv",
                     "summary.json")
 
 
 # --------------------------------------------------------------------------- validation
+
+
+#: Columns holding labels rather than numbers.
+_TEXT_COLUMNS = ("factor", "llm", "source")
 
 
 def _require(df: Any, columns: Iterable[str], name: str) -> pd.DataFrame:
@@ -85,7 +103,7 @@ def _require(df: Any, columns: Iterable[str], name: str) -> pd.DataFrame:
     if df.empty:
         raise ValueError(f"{name}: table has no rows")
     for c in columns:
-        if c in ("factor",):
+        if c in _TEXT_COLUMNS:
             continue
         values = pd.to_numeric(df[c], errors="coerce")
         bad = df[c][values.isna() & df[c].notna()]
@@ -372,20 +390,24 @@ def _edges(centers: np.ndarray) -> np.ndarray:
     return np.concatenate([[2 * centers[0] - mid[0]], mid, [2 * centers[-1] - mid[-1]]])
 
 
-def sensitivity_grid(sensitivity: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sensitivity_grid(
+    sensitivity: pd.DataFrame, value: str = "tom_share", name: str = "sensitivity"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pivot ``sensitivity.csv`` to ``(gammas, alphas, share[gamma, alpha])``.
 
+    ``value`` names the column to pivot (``tom_share``; ``tom_share_mean`` or ``p_dominant``
+    for ``dominance_posterior.csv``); ``name`` is the table's name in error messages.
     Raises ``ValueError`` when the rows do not form a complete γ × α grid.
     """
-    s = _require(sensitivity, ("gamma", "alpha", "tom_share"), "sensitivity")
+    s = _require(sensitivity, ("gamma", "alpha", value), name)
     if s.duplicated(["gamma", "alpha"]).any():
         row = s[s.duplicated(["gamma", "alpha"])].iloc[0]
-        raise ValueError(f"sensitivity: grid point (gamma={row['gamma']}, alpha={row['alpha']}) "
+        raise ValueError(f"{name}: grid point (gamma={row['gamma']}, alpha={row['alpha']}) "
                          "appears more than once")
-    grid = s.pivot(index="gamma", columns="alpha", values="tom_share").sort_index()
+    grid = s.pivot(index="gamma", columns="alpha", values=value).sort_index()
     grid = grid.reindex(sorted(grid.columns), axis=1)
     if grid.isna().to_numpy().any():
-        raise ValueError(f"sensitivity: rows do not form a complete gamma × alpha grid "
+        raise ValueError(f"{name}: rows do not form a complete gamma × alpha grid "
                          f"({len(s)} rows for {grid.shape[0]} × {grid.shape[1]} points)")
     return (grid.index.to_numpy(dtype=float), grid.columns.to_numpy(dtype=float),
             grid.to_numpy(dtype=float))
@@ -451,6 +473,122 @@ def fig_sensitivity(
     return fig
 
 
+# --------------------------------------------------------------------------- calibrated sweeps
+
+#: ANOVA sources drawn by :func:`fig_eta2_posterior`, in the paper's order.
+_SYSTEMATIC_SOURCES = ("tom_order", "context_length", "interaction")
+
+
+def fig_eta2_posterior(decomposition: pd.DataFrame) -> Figure:
+    """η² of ToM order, context length and their interaction per LLM, with 95 % intervals.
+
+    One row of points per LLM: the posterior mean
+    :math:`\\bar\\eta^2 = \\frac{1}{SR}\\sum_{s,r}\\eta^2_{sr}` and, as a bar, the 2.5 %–97.5 %
+    quantiles over posterior draws of the per-draw Monte Carlo mean (columns ``eta2_mean``,
+    ``eta2_low``, ``eta2_high`` of ``decomposition_posterior.csv``, see
+    :mod:`tomstats.posterior_sweep`).
+
+    Parameters
+    ----------
+    decomposition : pandas.DataFrame
+        ``llm, source, eta2_mean, eta2_low, eta2_high`` (other columns and the ``residual``
+        rows are ignored).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    d = _require(decomposition, POSTERIOR_DECOMPOSITION_COLUMNS, "decomposition_posterior")
+    d = d[d["source"].isin(_SYSTEMATIC_SOURCES)]
+    if d.empty:
+        raise ValueError(f"decomposition_posterior: no rows for the sources "
+                         f"{list(_SYSTEMATIC_SOURCES)}")
+    llms = list(pd.unique(d["llm"].astype(str)))
+    fig = Figure(figsize=(7.2, 1.2 + 0.75 * len(llms)), layout="constrained")
+    ax = fig.add_subplot()
+    offsets = np.linspace(-0.22, 0.22, len(_SYSTEMATIC_SOURCES))
+    for k, src in enumerate(_SYSTEMATIC_SOURCES):
+        sub = d[d["source"] == src].set_index(d.loc[d["source"] == src, "llm"].astype(str))
+        sub = sub.reindex(llms)
+        y = np.arange(len(llms)) + offsets[k]
+        mean = sub["eta2_mean"].to_numpy(dtype=float)
+        lo = sub["eta2_low"].to_numpy(dtype=float)
+        hi = sub["eta2_high"].to_numpy(dtype=float)
+        ax.errorbar(mean, y, xerr=[np.clip(mean - lo, 0, None), np.clip(hi - mean, 0, None)],
+                    fmt="o", color=_COLORS[src], capsize=3, label=FACTOR_LABELS[src])
+    ax.set_yticks(np.arange(len(llms)), llms)
+    ax.invert_yaxis()
+    ax.set_xlim(left=0)
+    ax.set_xlabel("η² (share of total variance), posterior mean and 95 % interval")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, frameon=False, loc="best")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_title("Calibrated variance decomposition per LLM", fontsize=10.5)
+    return fig
+
+
+def fig_dominance_posterior(
+    dominance: pd.DataFrame, fitted: tuple[float, float] | None = None
+) -> Figure:
+    """The γ × α dominance map of a calibrated sweep, with posterior probabilities.
+
+    Colour: the posterior mean ToM share of systematic variance in each grid cell
+    (``tom_share_mean``); text: that mean and ``P`` = the posterior probability that the
+    per-draw mean share exceeds 0.5 (``p_dominant``). The dashed line is the 0.5 contour of
+    the mean share.
+
+    Parameters
+    ----------
+    dominance : pandas.DataFrame
+        ``dominance_posterior.csv``: ``gamma, alpha, tom_share_mean, p_dominant`` (one row
+        per grid cell).
+    fitted : (gamma, alpha), optional
+        The fit's posterior mean (γ, α), marked with a star when it lies inside the grid.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    gammas, alphas, share = sensitivity_grid(dominance, "tom_share_mean",
+                                             "dominance_posterior")
+    _, _, prob = sensitivity_grid(dominance, "p_dominant", "dominance_posterior")
+    scale = 1e-4
+    a_s = alphas / scale
+    fig = Figure(figsize=(7.6, 6.0), layout="constrained")
+    ax = fig.add_subplot()
+    mesh = ax.pcolormesh(_edges(a_s), _edges(gammas), share, cmap="RdBu_r", vmin=0, vmax=1,
+                         shading="flat")
+    for i, g in enumerate(gammas):
+        for j, a in enumerate(a_s):
+            v = share[i, j]
+            ax.text(a, g, f"{v:.2f}\nP {prob[i, j]:.2f}", ha="center", va="center",
+                    fontsize=7, color="white" if abs(v - 0.5) > 0.3 else "black")
+    if share.shape[0] > 1 and share.shape[1] > 1 and share.min() < 0.5 < share.max():
+        ax.contour(a_s, gammas, share, levels=[0.5], colors="black", linestyles="--",
+                   linewidths=1.5)
+    note = ""
+    if fitted is not None:
+        g0, a0 = (float(v) for v in fitted)
+        ge, ae = _edges(gammas), _edges(a_s)
+        if ge[0] <= g0 <= ge[-1] and ae[0] <= a0 / scale <= ae[-1]:
+            ax.plot(a0 / scale, g0, marker="*", markersize=16, color="gold", alpha=0.9,
+                    markeredgecolor="black", linestyle="none")
+            note = f"; ★ fitted γ = {g0:.3g}, α = {a0:.3g}"
+        else:
+            note = f"; fitted γ = {g0:.3g}, α = {a0:.3g} lies outside the grid"
+    n_dom = int((share > 0.5).sum())
+    cbar = fig.colorbar(mesh, ax=ax)
+    cbar.set_label("Posterior mean ToM share of systematic variance")
+    cbar.ax.axhline(0.5, color="black", linestyle="--")
+    ax.set_xticks(a_s, [f"{v:.2f}" for v in a_s])
+    ax.set_yticks(gammas, [f"{v:.2f}" for v in gammas])
+    ax.set_xlabel("Context decay rate α (×10⁻⁴ per word)")
+    ax.set_ylabel("ToM penalty γ")
+    ax.set_title(f"Posterior mean share > 0.5 in {n_dom} of {share.size} cells; "
+                 f"P = P(share > 0.5)\ndashed: mean share = 0.5{note}", fontsize=10)
+    return fig
+
+
 # --------------------------------------------------------------------------- folder I/O
 
 
@@ -475,7 +613,8 @@ def read_simulation_dir(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     missing = [f for f in SIMULATION_FILES if not (d / f).is_file()]
     if len(missing) == len(SIMULATION_FILES):
         raise ValueError(f"simulation folder {str(d)!r} is not a tomstats reproduce output: "
-                         f"none of {list(SIMULATION_FILES)} is there")
+                         f"none of {list(SIMULATION_FILES)} is there (nor a calibrated "
+                         f"sweep's {list(POSTERIOR_FILES[:2])})")
     if missing:
         raise ValueError(f"simulation folder {str(d)!r} is incomplete: missing {missing}")
     out: dict[str, Any] = {}
@@ -496,6 +635,51 @@ def read_simulation_dir(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     _require(out["cells"], CELLS_COLUMNS, "cells.csv")
     _require(out["sensitivity"], SENSITIVITY_COLUMNS, "sensitivity.csv")
     return out
+
+
+def read_posterior_dir(
+    out_dir: str | os.PathLike[str],
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Read a calibrated sweep folder (``tomstats simulate CONFIG --posterior FIT.nc``).
+
+    Returns
+    -------
+    decomposition, dominance : pandas.DataFrame
+        ``decomposition_posterior.csv`` and ``dominance_posterior.csv``.
+    summary : dict
+        The parsed ``summary.json``.
+
+    Raises
+    ------
+    ValueError
+        If a file is missing or unreadable or lacks the columns the figures need; the
+        message names the folder and the file.
+    """
+    d = Path(out_dir)
+    if not d.is_dir():
+        raise ValueError(f"calibrated sweep folder {str(d)!r} does not exist or is not a "
+                         "folder")
+    missing = [f for f in POSTERIOR_FILES if not (d / f).is_file()]
+    if missing:
+        raise ValueError(f"calibrated sweep folder {str(d)!r} is incomplete: missing {missing}")
+    tables = []
+    for f, cols in zip(POSTERIOR_FILES[:2], (POSTERIOR_DECOMPOSITION_COLUMNS,
+                                             POSTERIOR_DOMINANCE_COLUMNS), strict=True):
+        try:
+            df = pd.read_csv(d / f)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise ValueError(f"calibrated sweep folder {str(d)!r}: cannot read {f}: "
+                             f"{exc}") from exc
+        tables.append(_require(df, cols, f))
+    try:
+        summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"calibrated sweep folder {str(d)!r}: summary.json is not JSON: "
+                         f"{exc}") from exc
+    if not isinstance(summary, dict):
+        raise ValueError(f"calibrated sweep folder {str(d)!r}: summary.json must hold an "
+                         "object")
+    return tables[0], tables[1], summary
 
 
 def default_point(summary: Mapping[str, Any]) -> tuple[float, float] | None:

@@ -8,7 +8,9 @@ parameters file (``tomstats calibrate fit.nc``).
 
 ``sigma`` is the posterior of ``sigma_item`` (the per-item logit noise). A fit without
 item effects has :math:`\\sigma` = 0: its capabilities then describe the marginal accuracy
-of each cell directly, which the simulator reproduces with ``sigma = 0``.
+of each cell directly, which the simulator reproduces with ``sigma = 0``. Parameters held
+fixed in the fit (``fixed={"alpha": 0, "delta": 0}``) are not in the posterior; they enter
+as that constant in every draw.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 import xarray as xr
 
 from tomstats._io import atomic_write_text, ensure_writable_file
-from tomstats.glmm.fit import fit_spec
+from tomstats.glmm.fit import fit_spec, structural_param_draws
 from tomstats.glmm.spec import StructuralSpec
 from tomstats.model import Params
 
@@ -54,8 +56,8 @@ def posterior_params(idata: Any) -> tuple[Params, xr.DataArray]:
     post = idata.posterior
     n = post.sizes["chain"] * post.sizes["draw"]
     sigma = _flat(post, "sigma_item") if "sigma_item" in post else np.zeros(n)
-    params = Params(alpha=_flat(post, "alpha"), gamma=_flat(post, "gamma"),
-                    delta=_flat(post, "delta"), sigma=sigma)
+    params = Params(sigma=sigma, **{k: structural_param_draws(post, spec, k)
+                                    for k in ("alpha", "gamma", "delta")})
     cap = xr.DataArray(_flat(post, "capability"), dims=("draw", "llm"),
                        coords={"draw": np.arange(n),
                                "llm": post["capability"].coords["llm"].values},

@@ -47,6 +47,9 @@ __all__ = [
 
 #: ``hierarchical="auto"`` pools the capabilities when the data have at least this many LLMs.
 HIERARCHY_MIN_LLMS = 5
+#: The structural model estimates α and δ only when the longest context is at least this
+#: many times the shortest (the paper's design spans 200–5000 words, a factor of 25).
+CONTEXT_MIN_RATIO = 1.5
 
 STANDARD_COLUMNS = ("correct", "successes", "trials", "model", "item", "tom_order",
                     "context_words")
@@ -306,12 +309,16 @@ def build_structural(
             f"the structural model needs several ToM orders, but column 'tom_order' has the "
             f"single value {cov['tom'][0]:g}: gamma and delta are not identified. Use a "
             f"formula model, or pass fixed={{'gamma': ..., 'delta': ...}}")
-    if np.unique(cov["context"]).size < 2 and not {"alpha", "delta"} <= set(fixed):
+    c_min, c_max = float(cov["context"].min()), float(cov["context"].max())
+    if c_max < CONTEXT_MIN_RATIO * c_min and not {"alpha", "delta"} <= set(fixed):
+        what = (f"the single value {c_min:g}" if c_max == c_min else
+                f"values from {c_min:g} to {c_max:g} only (max/min = {c_max / c_min:.2f} < "
+                f"{CONTEXT_MIN_RATIO:g})")
         raise ValueError(
-            f"the structural model needs several context lengths, but column 'context_words' "
-            f"has the single value {cov['context'][0]:g}: alpha and delta are not identified "
-            f"(they merge into the capability and gamma). Pass fixed={{'alpha': 0.0, "
-            f"'delta': 0.0}} to fit the ToM effect alone")
+            f"the structural model needs several context lengths that differ clearly, but "
+            f"column 'context_words' has {what}: alpha and delta are not identified (over "
+            f"so narrow a range the context terms merge into the capability and gamma). Pass "
+            f"fixed={{'alpha': 0.0, 'delta': 0.0}} to fit the ToM effect alone")
     if "model" in df.columns:
         _no_nan(df, ["model"])
         llm, llm_levels = group_codes(df["model"])

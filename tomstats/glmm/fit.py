@@ -9,7 +9,8 @@ depend on the backend:
 group                    content
 =======================  =================================================================
 posterior                parameters (see the spec classes for names) with dims ``llm``,
-                         ``item``, ``coef``, group and ``<key>_effect`` dims
+                         ``item``, ``coef``, group and ``<key>_effect`` dims; parameters
+                         held ``fixed`` are constants of the spec, not posterior variables
 posterior_predictive     ``y`` replicated per observation (dim ``obs``)
 log_likelihood           ``y`` pointwise log-likelihood (dim ``obs``), float32
 sample_stats             ``diverging``, ``energy``, ``lp``, ``n_steps``, ``tree_depth``,
@@ -53,7 +54,7 @@ from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec, spec_from_json
 
 __all__ = ["BACKENDS", "FORMAT_VERSION", "fit", "save_fit", "load_fit", "predict", "fit_spec",
-           "training_data"]
+           "training_data", "structural_param_draws"]
 
 BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
 FORMAT_VERSION = "1"
@@ -467,6 +468,22 @@ def predict(
                         coords={"sample": idx, "row": np.arange(len(df))}, name="p")
 
 
+def structural_param_draws(
+    post: xr.Dataset, spec: StructuralSpec, name: str, idx: np.ndarray | None = None
+) -> np.ndarray:
+    """Draws (chains concatenated) of ``alpha``, ``gamma`` or ``delta``: from the posterior,
+    or the constant of ``spec.fixed`` (fixed parameters are not stored in the posterior)."""
+    fixed = dict(spec.fixed)
+    n = post.sizes["chain"] * post.sizes["draw"]
+    if name in post:
+        v = post[name].to_numpy().reshape(n)
+    elif name in fixed:
+        v = np.full(n, fixed[name])
+    else:
+        raise ValueError(f"the fit has neither posterior draws nor a fixed value of {name!r}")
+    return v if idx is None else v[idx]
+
+
 def _structural_eta_draws(
     spec: StructuralSpec, post: xr.Dataset, idx: np.ndarray, df: pd.DataFrame, how: str,
     rng: np.random.Generator,
@@ -485,8 +502,8 @@ def _structural_eta_draws(
         raise ValueError(f"the fit has no population of LLMs (one LLM, or "
                          f"hierarchical=False); it cannot predict for new LLM(s) {new_llm[:3]}")
     S = idx.size
-    col = (lambda name: _flat(post, name, idx)[:, None])  # noqa: E731
-    p: dict[str, Any] = {"alpha": col("alpha"), "gamma": col("gamma"), "delta": col("delta")}
+    p: dict[str, Any] = {k: structural_param_draws(post, spec, k, idx)[:, None]
+                         for k in ("alpha", "gamma", "delta")}
     cap = _flat(post, "capability", idx)
     if new_llm:
         mu, sd = _flat(post, "capability_mu", idx), _flat(post, "capability_sd", idx)

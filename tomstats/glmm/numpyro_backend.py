@@ -78,8 +78,8 @@ def structural_model(spec: StructuralSpec, data: Mapping[str, Any], y: Any = Non
     fixed = dict(spec.fixed)
     for name, scale in (("alpha", spec.alpha_scale), ("gamma", None),
                         ("delta", spec.delta_scale)):
-        if name in fixed:
-            p[name] = numpyro.deterministic(name, jnp.asarray(fixed[name]))
+        if name in fixed:  # a constant, not a random variable: not in the posterior
+            p[name] = jnp.asarray(fixed[name])
         elif scale is None:
             p[name] = numpyro.sample(name, _dist(spec.prior(name)))
         else:

@@ -99,8 +99,8 @@ def _structural(spec: StructuralSpec, md: ModelData) -> Any:
         fixed = dict(spec.fixed)
         for name, scale in (("alpha", spec.alpha_scale), ("gamma", None),
                             ("delta", spec.delta_scale)):
-            if name in fixed:
-                p[name] = pm.Deterministic(name, pt.as_tensor_variable(np.float64(fixed[name])))
+            if name in fixed:  # a constant, not a random variable: not in the posterior
+                p[name] = pt.as_tensor_variable(np.float64(fixed[name]))
             elif scale is None:
                 p[name] = _rv(name, spec.prior(name))
             else:

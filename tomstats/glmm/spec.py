@@ -142,13 +142,16 @@ def _priors_tuple(priors: Mapping[str, Prior]) -> tuple[tuple[str, Prior], ...]:
 
 # --------------------------------------------------------------------------- structural
 
-#: Default priors of the structural model (on the sampled scale; see StructuralSpec).
+#: Default priors of the structural model (on the sampled scale; see StructuralSpec for the
+#: reasoning). With the default scales 1e-4, ``alpha_scaled`` and ``delta_scaled`` are in
+#: logits at the paper's longest context (5000 words): one unit of ``alpha_scaled`` lowers
+#: logit p by 1.2 there, one unit of ``delta_scaled`` by 0.5 per ToM order (1 at order 2).
 DEFAULT_STRUCTURAL_PRIORS: dict[str, Prior] = {
     "capability_mu": normal(1.0, 1.0),
     "capability_sd": half_normal(1.0),
-    "alpha_scaled": normal(0.0, 2.0),
+    "alpha_scaled": normal(0.0, 5.0),
     "gamma": normal(0.0, 2.0),
-    "delta_scaled": normal(0.0, 1.0),
+    "delta_scaled": normal(0.0, 15.0),
     "sigma_item": half_normal(1.0),
     "sd_gamma_llm": half_normal(0.5),
     "sd_alpha_llm_scaled": half_normal(1.0),
@@ -193,15 +196,29 @@ class StructuralSpec:
     - capabilities, hierarchical and non-centred: :math:`m_j = \mu_m + \tau_m z_j`,
       :math:`z_j\sim N(0,1)`, :math:`\mu_m\sim N(1, 1)`, :math:`\tau_m\sim N^+(1)`
       (with ``hierarchical=False`` or one LLM: :math:`m_j\sim N(1,1)` independently);
-    - :math:`\alpha = 10^{-4}\,\tilde\alpha`, :math:`\tilde\alpha\sim N(0, 2)` (so
-      :math:`\alpha\sim N(0, (2\cdot10^{-4})^2)` per word);
-      :math:`\gamma\sim N(0, 2)` (logit per order);
-      :math:`\delta = 10^{-4}\,\tilde\delta`, :math:`\tilde\delta\sim N(0,1)`;
+    - :math:`\alpha = 10^{-4}\,\tilde\alpha`, :math:`\tilde\alpha\sim N(0, 5^2)` (so
+      :math:`\alpha\sim N(0, (5\cdot10^{-4})^2)` per word);
+      :math:`\gamma\sim N(0, 2^2)` (logit per order);
+      :math:`\delta = 10^{-4}\,\tilde\delta`, :math:`\tilde\delta\sim N(0, 15^2)`;
     - item intercepts :math:`u_k = \sigma_{item} z_k`, :math:`z_k\sim N(0,1)`,
       :math:`\sigma_{item}\sim N^+(1)` (the simulator's per-question :math:`\sigma`);
     - optional per-LLM slopes: :math:`\gamma_j = \gamma + \tau_\gamma z^\gamma_j`,
       :math:`\tau_\gamma\sim N^+(0.5)`; :math:`\alpha_j = \alpha + 10^{-4}\tau_\alpha z^\alpha_j`,
       :math:`\tau_\alpha\sim N^+(1)`.
+
+    Why these scales: the scaled parameters are in logits at the paper's longest context,
+    :math:`c = 5000` words (:math:`c\ln(1+c/500) = 1.2\cdot10^4`, :math:`c\,t = 10^4` at
+    order 2), so :math:`\tilde\alpha = 1` lowers logit p by 1.2 there and
+    :math:`\tilde\delta = 1` by 1 at order 2. The paper's values
+    (:data:`tomstats.calibration.PAPER_PARAMS`: :math:`\tilde\alpha = 0.70`,
+    :math:`\gamma = 1.18`, :math:`\tilde\delta = 2.3`) sit at 0.14, 0.59 and 0.15 prior
+    sd, and effects ten times larger (:math:`\tilde\alpha = 7`, :math:`\tilde\delta =
+    23`) at 1.4 and 1.5 sd, so the priors do not pull realistic effects towards 0; they
+    only rule out penalties of several tens of logits. (The earlier
+    :math:`\tilde\delta\sim N(0, 1)` put the paper's δ at 2.3 sd and shrank it to ~40 %
+    in the recovery study; see ``docs/glmm-real-data.md``.) The capability prior
+    :math:`N(1, 1)` gives the intercept :math:`\beta_0 m` a prior sd of 1.7 logits around
+    85 % accuracy; :math:`\sigma_{item}\sim N^+(1)` allows item spreads up to ~2 logits.
 
     Attributes
     ----------
@@ -423,25 +440,55 @@ class FormulaSpec:
         }
 
 
+def _nc_from_json(value: Any) -> Any:
+    """``noncentered`` as stored: a list of parts, or the boolean of earlier versions."""
+    if isinstance(value, bool) or value is None:
+        return bool(value)
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    raise ValueError(f"spec: field 'noncentered' must be a list of parts or true/false, got "
+                     f"{value!r}")
+
+
 def spec_from_json(text: str | Mapping[str, Any]) -> StructuralSpec | FormulaSpec:
-    """Rebuild a spec from :meth:`to_dict` output (or its JSON text)."""
-    d = dict(json.loads(text) if isinstance(text, str) else text)
+    """Rebuild a spec from :meth:`to_dict` output (or its JSON text).
+
+    Specs written by earlier versions load too: ``noncentered`` stored as a boolean
+    (``true`` = every random effect non-centred) and a missing ``hierarchical``
+    (structural; earlier fits always pooled the capabilities), ``aggregate`` or
+    ``center``. Anything else malformed raises ``ValueError`` naming the field.
+    """
+    try:
+        d = dict(json.loads(text) if isinstance(text, str) else text)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"spec: not a JSON object: {exc}") from exc
     kind = d.pop("kind", None)
-    priors = tuple((k, Prior.from_dict(v)) for k, v in d.pop("priors", {}).items())
-    if kind == "structural":
-        return StructuralSpec(
-            family=d["family"], item_effects=bool(d["item_effects"]),
-            hierarchical=bool(d.get("hierarchical", True)),
-            random_slopes=tuple(d["random_slopes"]), noncentered=tuple(d["noncentered"]),
-            fixed=tuple(d["fixed"].items()), priors=priors, alpha_scale=float(d["alpha_scale"]),
-            delta_scale=float(d["delta_scale"]), aggregate=bool(d["aggregate"]))
-    if kind == "formula":
-        return FormulaSpec(
-            formula=d["formula"], response=d["response"], trials=d["trials"],
-            family=d["family"], fixed=d["fixed"],
-            random=tuple(RandomTerm(**t) for t in d["random"]), priors=priors,
-            noncentered=tuple(d["noncentered"]), center=bool(d["center"]),
-            aggregate=bool(d["aggregate"]))
+    try:
+        priors = tuple((k, Prior.from_dict(v)) for k, v in d.pop("priors", {}).items())
+        if kind == "structural":
+            return StructuralSpec(
+                family=d["family"], item_effects=bool(d["item_effects"]),
+                hierarchical=bool(d.get("hierarchical", True)),
+                random_slopes=tuple(d.get("random_slopes", ())),
+                noncentered=_nc_from_json(d.get("noncentered", True)),
+                fixed=tuple(dict(d.get("fixed", {})).items()), priors=priors,
+                alpha_scale=float(d.get("alpha_scale", 1e-4)),
+                delta_scale=float(d.get("delta_scale", 1e-4)),
+                aggregate=bool(d.get("aggregate", False)))
+        if kind == "formula":
+            return FormulaSpec(
+                formula=d["formula"], response=d["response"], trials=d.get("trials"),
+                family=d["family"], fixed=d["fixed"],
+                random=tuple(RandomTerm(**t) for t in d["random"]), priors=priors,
+                noncentered=_nc_from_json(d.get("noncentered", True)),
+                center=bool(d.get("center", True)), aggregate=bool(d.get("aggregate", False)))
+    except KeyError as exc:
+        raise ValueError(f"spec: the stored {kind} spec lacks the field {exc.args[0]!r}; it "
+                         f"was not written by tomstats.glmm (or is damaged)") from exc
+    except TypeError as exc:
+        raise ValueError(f"spec: cannot rebuild the stored {kind} spec: {exc}") from exc
     raise ValueError(f"spec: unknown model kind {kind!r} (expected 'structural' or 'formula')")
 
 

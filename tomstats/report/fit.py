@@ -12,7 +12,10 @@ Sections, in order (each drawn when its data exist, otherwise a note says what i
 6. posterior predictive checks for binary outcomes: calibration curve, accuracy by design
    cell with the observed points (``posterior_predictive`` + ``observed_data`` groups, design
    covariates from ``constant_data``);
-7. PSIS-LOO with the Pareto-k table (``log_likelihood`` group).
+7. PSIS-LOO with the Pareto-k table (``log_likelihood`` group);
+8. for structural fits, the calibrated η² decomposition per LLM and the 7 × 7 dominance map
+   with posterior intervals (a small sweep, :mod:`tomstats.report.calibrated`); formula fits
+   get a note saying why it is skipped.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from tomstats.report._document import (
     figure_png,
     write_document,
 )
+from tomstats.report.calibrated import SWEEP_DRAWS, fit_sweep_blocks
 
 __all__ = [
     "THRESHOLDS",
@@ -754,7 +758,8 @@ def loo_tables(idata: az.InferenceData) -> tuple[pd.DataFrame, pd.DataFrame]:
 # --------------------------------------------------------------------------- document
 
 
-def fit_document(idata: az.InferenceData, name: str = "fit") -> Document:
+def fit_document(idata: az.InferenceData, name: str = "fit", *,
+                 sweep_draws: int = SWEEP_DRAWS) -> Document:
     """Build the report :class:`~tomstats.report._document.Document` for a fit.
 
     Parameters
@@ -763,6 +768,9 @@ def fit_document(idata: az.InferenceData, name: str = "fit") -> Document:
         The fit (needs a ``posterior``; other groups are used when present).
     name : str
         Shown in the subtitle (usually the file name).
+    sweep_draws : int
+        Posterior draws of the calibrated sweep drawn for a structural fit
+        (:func:`tomstats.report.calibrated.fit_sweep_blocks`); 0 leaves it out.
     """
     attrs = _attrs(idata)
     var_names = report_variables(idata)
@@ -824,6 +832,8 @@ def fit_document(idata: az.InferenceData, name: str = "fit") -> Document:
     sections.append(Section("Posterior predictive checks", tuple(_ppc_blocks(idata))))
     sections.append(Section("Leave-one-out cross-validation (PSIS-LOO)",
                             tuple(_loo_blocks(idata))))
+    sections.append(Section("Calibrated η² decomposition and ToM-dominance map",
+                            tuple(fit_sweep_blocks(idata, draws=sweep_draws, name=name))))
     subtitle = f"{name} · {int(idata.posterior.sizes['chain'])} chains × " \
                f"{int(idata.posterior.sizes['draw'])} draws"
     return Document("tomstats fit report", subtitle, tuple(sections))
@@ -927,7 +937,8 @@ def _loo_blocks(idata: az.InferenceData) -> list[Any]:
 
 
 def write_fit_report(
-    fit: str | os.PathLike[str], out: str | os.PathLike[str], fmt: str = "html"
+    fit: str | os.PathLike[str], out: str | os.PathLike[str], fmt: str = "html", *,
+    sweep_draws: int = SWEEP_DRAWS,
 ) -> Path:
     """Write the report for a fit (netCDF) as HTML (one file) or Markdown + PNGs.
 
@@ -940,6 +951,9 @@ def write_fit_report(
         (``fmt="md"``).
     fmt : {"html", "md"}
         Output format.
+    sweep_draws : int
+        Posterior draws of the calibrated sweep for a structural fit (default
+        :data:`~tomstats.report.calibrated.SWEEP_DRAWS`); 0 leaves it out.
 
     Returns
     -------
@@ -947,5 +961,8 @@ def write_fit_report(
         The HTML file or ``out/report.md``.
     """
     check_output(out, fmt)
+    if isinstance(sweep_draws, bool) or not isinstance(sweep_draws, int) or sweep_draws < 0:
+        raise ValueError(f"--sweep-draws must be a non-negative integer, got {sweep_draws!r}")
     idata = load_fit(fit)
-    return write_document(fit_document(idata, Path(fit).name), out, fmt)
+    return write_document(fit_document(idata, Path(fit).name, sweep_draws=sweep_draws), out,
+                          fmt)

@@ -4,6 +4,11 @@ Shows, in order: the match to the paper (a pass/fail verdict against the bands t
 states — ToM 22.4 % ± 0.6, context 4.1 % ± 0.5, interaction 0.5 % ± 0.2 of total variance,
 39 ± 2 of 49 ToM-dominant grid points), Table 1 beside the paper's values, the share of
 systematic variance, parameters, design and seed, and Figures 1–5.
+
+A calibrated sweep's folder (``tomstats simulate CONFIG --posterior FIT.nc --out DIR``) gets
+its own report instead: the fit it came from, the Monte Carlo budget, η² per LLM with
+posterior intervals and the γ × α dominance map with posterior probabilities
+(:func:`tomstats.report.calibrated.calibrated_blocks`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import pandas as pd
 from tomstats.calibration import PAPER_BANDS, PAPER_TABLE1
 from tomstats.figures import (
     FACTOR_LABELS,
+    POSTERIOR_FILES,
     paper_figures,
+    read_posterior_dir,
     read_simulation_dir,
 )
 from tomstats.report._document import (
@@ -37,6 +44,7 @@ from tomstats.report._document import (
 __all__ = [
     "PAPER_DOMINANT",
     "PAPER_SYSTEMATIC_SHARE",
+    "posterior_sweep_document",
     "simulation_document",
     "write_simulation_report",
 ]
@@ -127,8 +135,63 @@ def _kv(mapping: Mapping[str, Any], key: str = "name") -> pd.DataFrame:
     return pd.DataFrame({key: list(mapping), "value": [show(v) for v in mapping.values()]})
 
 
+def _is_posterior_dir(sim_dir: str | os.PathLike[str]) -> bool:
+    d = Path(sim_dir)
+    return d.is_dir() and any((d / f).is_file() for f in POSTERIOR_FILES[:2])
+
+
+def posterior_sweep_document(sweep_dir: str | os.PathLike[str]) -> Document:
+    """The report :class:`~tomstats.report._document.Document` for a calibrated sweep folder.
+
+    Raises
+    ------
+    ValueError
+        If a file of the sweep is missing or unreadable (see
+        :func:`tomstats.figures.read_posterior_dir`).
+    """
+    from tomstats.report.calibrated import calibrated_blocks
+
+    decomp, dom, summary = read_posterior_dir(sweep_dir)
+    fit = summary.get("fit") if isinstance(summary.get("fit"), Mapping) else {}
+    secs = summary.get("seconds", {})
+    total = sum(float(v) for v in secs.values()) if isinstance(secs, Mapping) else None
+    intro = (f"The study of this folder's configuration simulated once per posterior draw of "
+             f"the structural fit {fit.get('path', '?')!s}: {summary.get('draws_used', '?')} of "
+             f"{summary.get('draws_available', '?')} draws (thinned evenly), "
+             f"{summary.get('replicates_per_draw', '?')} simulated studies per draw and LLM, "
+             f"{summary.get('sensitivity_replicates_per_draw', '?')} per draw and grid cell"
+             + (f" ({total:.0f} s)." if total is not None else "."))
+    run = {k: summary[k] for k in ("package_version", "seed", "path", "draws_used",
+                                   "draws_available", "replicates_per_draw",
+                                   "sensitivity_replicates_per_draw") if k in summary}
+    params = summary.get("params")
+    tables: list[Any] = [Table(_kv(run), caption="Run")]
+    if fit:
+        tables.append(Table(_kv(fit, "attribute"), caption="Fit (provenance)"))
+    if isinstance(params, Mapping):
+        rows = [{"parameter": k, **{q: v.get(q) for q in ("mean", "median", "low", "high")}}
+                for k, v in params.items() if isinstance(v, Mapping)]
+        tables.append(Table(pd.DataFrame(rows), caption="Posterior of equation (1)'s "
+                            "parameters over the draws used (95 % interval)",
+                            float_format="{:.4g}"))
+    if isinstance(summary.get("design"), Mapping):
+        tables.append(Table(_kv(summary["design"], "factor"), caption="Design"))
+    subtitle = (f"tomstats {summary.get('package_version', '?')} · seed "
+                f"{summary.get('seed', '?')} · {summary.get('draws_used', '?')} posterior draws"
+                f" · folder {Path(sweep_dir).name}")
+    sections = (
+        Section("Calibrated η² decomposition and ToM-dominance map",
+                tuple(calibrated_blocks(decomp, dom, summary, intro))),
+        Section("Fit, parameters, design and seed", tuple(tables)),
+    )
+    return Document("tomstats calibrated sweep report", subtitle, sections)
+
+
 def simulation_document(sim_dir: str | os.PathLike[str]) -> Document:
     """Build the report :class:`~tomstats.report._document.Document` for a simulation folder.
+
+    A calibrated sweep's folder (``decomposition_posterior.csv`` …) is passed on to
+    :func:`posterior_sweep_document`.
 
     Raises
     ------
@@ -136,6 +199,8 @@ def simulation_document(sim_dir: str | os.PathLike[str]) -> Document:
         If the folder is missing, empty or not a ``reproduce`` output (see
         :func:`tomstats.figures.read_simulation_dir`).
     """
+    if _is_posterior_dir(sim_dir):
+        return posterior_sweep_document(sim_dir)
     data = read_simulation_dir(sim_dir)
     summary: Mapping[str, Any] = data["summary"]
     table1 = data["table1"]
@@ -178,12 +243,13 @@ def simulation_document(sim_dir: str | os.PathLike[str]) -> Document:
 def write_simulation_report(
     sim_dir: str | os.PathLike[str], out: str | os.PathLike[str], fmt: str = "html"
 ) -> Path:
-    """Write the report for a ``reproduce`` folder as HTML (one file) or Markdown + PNGs.
+    """Write the report for a simulation folder as HTML (one file) or Markdown + PNGs.
 
     Parameters
     ----------
     sim_dir : path
-        The ``tomstats reproduce --out`` folder.
+        The ``tomstats reproduce --out`` / ``simulate --out`` folder (or a calibrated
+        sweep's, ``simulate --posterior``).
     out : path
         The HTML file (``fmt="html"``) or the folder for ``report.md`` and its PNGs
         (``fmt="md"``).
