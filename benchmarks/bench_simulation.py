@@ -23,7 +23,6 @@ import time
 import jax
 import numpy as np
 import pandas as pd
-from scipy.special import expit
 from statsmodels.formula.api import ols
 from statsmodels.stats.anova import anova_lm
 
