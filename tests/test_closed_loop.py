@@ -94,6 +94,7 @@ def test_closed_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     idata = glmm.load_fit("fit.nc")
     assert int(idata.posterior.attrs["n_rows"]) == len(log)
     params = tomllib.loads(Path("calibrated.toml").read_text(encoding="utf-8"))
+    params = params["meta"]["calibration"]
     summary = json.loads(Path("sweep/summary.json").read_text(encoding="utf-8"))
     assert summary["fit"]["data_hash"] == idata.posterior.attrs["data_hash"]
     assert params["source"]["data_hash"] == idata.posterior.attrs["data_hash"]
@@ -144,8 +145,18 @@ def _check_step(argv: list[str], d: Path, out: str) -> None:
     elif step == "calibrate":
         import tomstats.glmm as glmm
 
-        params = tomllib.loads((d / "calibrated.toml").read_text(encoding="utf-8"))
+        doc = tomllib.loads((d / "calibrated.toml").read_text(encoding="utf-8"))
+        params = doc["meta"]["calibration"]
         post = glmm.load_fit(d / "fit.nc").posterior
+        # the file is a simulation file at the posterior means, runnable as it is
+        from tomstats.reproduce import load_study
+
+        cfg = load_study(d / "calibrated.toml", replicates=5)
+        assert cfg.params.gamma == pytest.approx(params["params"]["gamma"]["mean"])
+        assert cfg.design.capability == (params["capability"]["heuristic-random"]["mean"],)
+        assert main(["simulate", str(d / "calibrated.toml"), "--out", str(d / "calibrated"),
+                     "--replicates", "5", "--no-figures", "--quiet"]) == 0
+        assert (d / "calibrated" / "table1.csv").is_file()
         for name in ("alpha", "gamma", "delta", "sigma"):
             p = params["params"][name]
             assert p["lower"] <= p["median"] <= p["upper"], (name, p)

@@ -527,7 +527,9 @@ def test_cli_fit_and_calibrate(tmp_path, capsys):
                                atol=2e-4, rtol=1e-4)
     params = tmp_path / "params.toml"
     assert main(["calibrate", str(out), "--out", str(params)]) == 0
-    doc = tomllib.loads(params.read_text())
+    full = tomllib.loads(params.read_text())
+    doc = full["meta"]["calibration"]
+    assert full["parameters"]["gamma"] == doc["params"]["gamma"]["mean"]  # simulation-ready
     assert set(doc["params"]) == {"alpha", "gamma", "delta", "sigma"}
     assert doc["params"]["sigma"]["mean"] == 0.0  # no item effects: sigma = 0
     assert doc["params"]["delta"] == {"mean": 0.0, "sd": 0.0, "median": 0.0, "lower": 0.0,
