@@ -128,7 +128,6 @@ def test_prompt_longer_than_context_is_an_error_record(tmp_path: Path) -> None:
     assert rec["status"] == "error" and "llama.cpp refused" in rec["error"]
 
 
-@pytest.mark.slow
 def test_sigkill_resume_against_local_server(tmp_path: Path, llama_server: str) -> None:
     """SIGKILL the runner at seeded random points 10 times, resuming each time: the final log
     equals an uninterrupted run's, record for record, with no duplicates or torn lines."""
