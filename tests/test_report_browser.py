@@ -118,3 +118,27 @@ def test_probe_detects_broken_image(tmp_path: Path) -> None:
                     "</body></html>", encoding="utf-8")
     info = probe(page, tmp_path)
     assert info["images"] == "1" and info["broken"] == "1"
+
+
+def test_fit_report_of_the_shipped_log_in_browser(tmp_path: Path) -> None:
+    """The CLI path on the project's own data: fit the shipped SmolLM2 log, report, view."""
+    import warnings
+
+    from tomstats.cli import main
+
+    log = Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl"
+    fit = tmp_path / "smollm2.nc"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a short fit may fail a diagnostic: said in the report
+        assert main(["fit", str(log), "--map", "item=story_id", "--model", "structural",
+                     "--chains", "2", "--draws", "150", "--tune", "150", "--no-progress",
+                     "--out", str(fit)]) == 0
+        html = tmp_path / "smollm2.html"
+        assert main(["report", str(fit), "--out", str(html)]) == 0
+    text = html.read_text(encoding="utf-8")
+    verdict = re.search(r'data-verdict="(PASS|FAIL)"', text).group(1)
+    info = probe(html, tmp_path)
+    assert info.get("probe") == "done", info
+    assert int(info["images"]) >= 7 and int(info["broken"]) == 0
+    assert info["verdict-text"].endswith(f": {verdict}")
+    assert "Calibrated η² decomposition" in text and "smollm2" in text.lower()
