@@ -413,6 +413,24 @@ def sensitivity_grid(
             grid.to_numpy(dtype=float))
 
 
+def _star(ax: Any, x: float, y: float) -> None:
+    """Mark a parameter point on a γ × α heatmap."""
+    ax.plot(x, y, marker="*", markersize=16, color="gold", alpha=0.9,
+            markeredgecolor="black", linestyle="none")
+
+
+def _grid_axes(fig: Figure, ax: Any, mesh: Any, a_s: np.ndarray, gammas: np.ndarray,
+               label: str) -> None:
+    """Colour bar (with the 0.5 line), grid-value ticks and axis labels of a γ × α heatmap."""
+    cbar = fig.colorbar(mesh, ax=ax)
+    cbar.set_label(label)
+    cbar.ax.axhline(0.5, color="black", linestyle="--")
+    ax.set_xticks(a_s, [f"{v:.2f}" for v in a_s])
+    ax.set_yticks(gammas, [f"{v:.2f}" for v in gammas])
+    ax.set_xlabel("Context decay rate α (×10⁻⁴ per word)")
+    ax.set_ylabel("ToM penalty γ")
+
+
 def fig_sensitivity(
     sensitivity: pd.DataFrame, default: tuple[float, float] | None = None
 ) -> Figure:
@@ -457,17 +475,10 @@ def fig_sensitivity(
                    linewidths=1.5)
     star = ""
     if default is not None:
-        ax.plot(a0 / scale, g0, marker="*", markersize=16, color="gold", alpha=0.9,
-                markeredgecolor="black", linestyle="none")
+        _star(ax, a0 / scale, g0)
         star = f"; ★ default γ = {g0:.3g}, α = {a0:.3g}"
     n_dom = int((share > 0.5).sum())
-    cbar = fig.colorbar(mesh, ax=ax)
-    cbar.set_label("ToM share of systematic variance")
-    cbar.ax.axhline(0.5, color="black", linestyle="--")
-    ax.set_xticks(a_s, [f"{v:.2f}" for v in a_s])
-    ax.set_yticks(gammas, [f"{v:.2f}" for v in gammas])
-    ax.set_xlabel("Context decay rate α (×10⁻⁴ per word)")
-    ax.set_ylabel("ToM penalty γ")
+    _grid_axes(fig, ax, mesh, a_s, gammas, "ToM share of systematic variance")
     ax.set_title(f"ToM dominant (share > 0.5) in {n_dom} of {share.size} grid points\n"
                  f"dashed: share = 0.5{star}", fontsize=10.5)
     return fig
@@ -571,19 +582,12 @@ def fig_dominance_posterior(
         g0, a0 = (float(v) for v in fitted)
         ge, ae = _edges(gammas), _edges(a_s)
         if ge[0] <= g0 <= ge[-1] and ae[0] <= a0 / scale <= ae[-1]:
-            ax.plot(a0 / scale, g0, marker="*", markersize=16, color="gold", alpha=0.9,
-                    markeredgecolor="black", linestyle="none")
+            _star(ax, a0 / scale, g0)
             note = f"; ★ fitted γ = {g0:.3g}, α = {a0:.3g}"
         else:
             note = f"; fitted γ = {g0:.3g}, α = {a0:.3g} lies outside the grid"
     n_dom = int((share > 0.5).sum())
-    cbar = fig.colorbar(mesh, ax=ax)
-    cbar.set_label("Posterior mean ToM share of systematic variance")
-    cbar.ax.axhline(0.5, color="black", linestyle="--")
-    ax.set_xticks(a_s, [f"{v:.2f}" for v in a_s])
-    ax.set_yticks(gammas, [f"{v:.2f}" for v in gammas])
-    ax.set_xlabel("Context decay rate α (×10⁻⁴ per word)")
-    ax.set_ylabel("ToM penalty γ")
+    _grid_axes(fig, ax, mesh, a_s, gammas, "Posterior mean ToM share of systematic variance")
     ax.set_title(f"Posterior mean share > 0.5 in {n_dom} of {share.size} cells; "
                  f"P = P(share > 0.5)\ndashed: mean share = 0.5{note}", fontsize=10)
     return fig
