@@ -7,7 +7,7 @@ every question type: reality (order 0), first order, second order and the WM-Hum
 question. Two paths are timed in the same run:
 
 - **fast**: :func:`generate_story` (integer-coded fill, events built only on demand) and
-  :mod:`tomstats.stories.fast` (one view pass per order answers orders 0, 1 and 2);
+  :mod:`tomstats.stories.fast` (one pass over the story's moves answers orders 0, 1 and 2);
 - **reference**: :func:`generate_story_reference` (one ``Event`` object per step) and the
   readable tracker :func:`tomstats.stories.beliefs.belief` / ``wm_answer``.
 

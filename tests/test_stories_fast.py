@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from itertools import product
 
 import pytest
 from test_stories_beliefs import random_events, random_world, sally_anne
 
-from tomstats.stories.beliefs import _final, _nested, belief
+from tomstats.stories.beliefs import _final, _nested, _where, belief
 from tomstats.stories.fast import (
+    CodedStory,
     all_beliefs,
     beliefs_along,
     chains,
@@ -30,7 +32,7 @@ from tomstats.stories.storyboard import (
     move,
     second_order_storyboard,
 )
-from tomstats.stories.world import World
+from tomstats.stories.world import Event, World, enter
 
 CHARS = ("Alice", "Bob", "Charlie", "Danny", "Edward", "Frank", "Georgia", "Hank")
 
@@ -166,3 +168,96 @@ def test_story_built_from_events_or_codes() -> None:
     assert encode_story(again) == encode_story(story)
     with pytest.raises(ValueError, match="events or their codes"):
         Story(sb, story.world, None, 1)
+
+
+def _enter_story(rng: random.Random) -> tuple[World, list[Event]]:
+    """A random world (objects that never move, half with perceived knowledge) and a random
+    story of ``enter`` events only: the stories the merged pass reads as moves."""
+    world, _ = _some_worlds(rng)
+    state = dict(world.start)
+    events = []
+    for t in range(rng.randint(0, 25)):
+        a = rng.choice(world.agents)
+        options = world.neighbours(state[a])
+        if options:
+            events.append(enter(world, state, t, a, rng.choice(options)))
+    for t, e in enumerate(events):  # times 0, 1, 2, … (a stuck agent skipped a step)
+        events[t] = Event(t, e.action, e.actor, e.location, e.source)
+    return world, events
+
+
+def test_merged_pass_equals_reference_and_view_by_view() -> None:
+    """1,000 random enter-only stories: every chain of two agents (repeats included), every
+    entity, as names and as locations: the one-pass answers are the reference's and those
+    of the view-by-view passes on the same story without its moves."""
+    rng = random.Random(2024)
+    for _ in range(1000):
+        world, events = _enter_story(rng)
+        coded = encode(world, events)
+        assert coded.moves is not None
+        by_views = CodedStory(coded.book, coded.start, coded.updates, coded.times)
+        assert by_views.moves is None and by_views == coded
+        tables = {chain: _reference_table(world, events, chain)
+                  for chain in chains(world.agents, 2)}
+        for chain in product(world.agents, repeat=2):
+            for t in (*world.agents, *world.objects):
+                along = beliefs_along(coded, chain, t)
+                assert along == tuple(tables[chain[:k]][t] for k in range(3))
+                assert along == beliefs_along(by_views, chain, t)
+                assert beliefs_along(coded, chain, t, as_location=True) == tuple(
+                    _where(world, t, v) for v in along)
+
+
+def test_merged_pass_on_generated_stories() -> None:
+    """Generated stories (read from their codes): every chain of two agents, every agent."""
+    done = 0
+    for seed in range(40):
+        for sb in _boards(seed)[:3]:
+            story = generate_story(sb, seed)
+            coded = encode_story(story)
+            assert coded.moves is story.codes and coded.updates == encode(
+                story.world, story.events).updates
+            agents = story.world.agents
+            tables = {chain: _reference_table(story.world, story.events, chain)
+                      for chain in chains(agents, 2)}
+            for chain in product(agents, repeat=2):
+                for t in agents:
+                    assert beliefs_along(coded, chain, t) == tuple(
+                        tables[chain[:k]][t] for k in range(3))
+            done += 1
+    assert done == 120
+
+
+def test_beliefs_along_every_chain_length_to_order_4() -> None:
+    """Chains of length 0 … 4 with and without moves (the merged pass serves only length
+    2): every prefix's answer is the reference's."""
+    rng = random.Random(41)
+    for i in range(600):
+        world, events = _enter_story(rng) if i % 2 else _some_worlds(rng)
+        coded = encode(world, events)
+        for k in range(5):
+            chain = tuple(rng.choice(world.agents) for _ in range(k))
+            t = rng.choice([*world.agents, *world.objects])
+            assert beliefs_along(coded, chain, t) == tuple(
+                belief(world, events, chain[:j], t) for j in range(k + 1))
+
+
+def test_coded_story_moves() -> None:
+    """Moves only for enter events at times 0, 1, 2, …; updates and times built on demand."""
+    world, events = sally_anne()  # an object move: no moves
+    assert encode(world, events).moves is None
+    st = SETTINGS["rooms"]
+    story = generate_story(second_order_storyboard(CHARS, st.locations, st.edges, st.hub,
+                                                   seed=3), 3)
+    coded = encode_story(story)
+    ref = encode(story.world, story.events)
+    assert ref.moves == story.codes
+    assert coded == ref and hash(coded) == hash(ref) and repr(coded) == repr(ref)
+    assert coded.times == tuple(range(len(story.events)))
+    late = [Event(e.time + 1, e.action, e.actor, e.location, e.source) for e in story.events]
+    assert encode(story.world, late).moves is None  # times 1, 2, …: not moves
+    key = [story.storyboard.roles[r] for r in ("S1", "S2", "T")]
+    assert wm_answer_fast(encode(story.world, late), *key) == wm_answer_fast(coded, *key) \
+        == wm_answer(story.world, story.events, *key)
+    with pytest.raises(ValueError, match="updates and times, or its moves"):
+        CodedStory(coded.book, coded.start)

@@ -10,19 +10,22 @@ view from scratch for every question. This module computes the same thing faster
   enter, 1 = object move, 2 = sighting; ``vis_a``/``vis_b`` are the one or two locations it
   is visible in);
 - :func:`beliefs_along` walks a chain ``X1 → … → Xk`` once and returns the answers of every
-  prefix (reality, ``X1``, ``X1 → X2``, …), so a story's order-0, order-1 and order-2
-  questions cost one view pass per order;
+  prefix (reality, ``X1``, ``X1 → X2``, …), one view pass per order; for a chain of two
+  agents in a story of ``enter`` events (every generated story) the order-0, order-1 and
+  order-2 answers come from a single pass over the events, both views merged;
 - :func:`all_beliefs` answers every chain up to a given order by sharing each prefix's
   view among its extensions (``A + A² + … + Aᵏ`` view passes instead of one per chain and
   order level);
 - stories from :func:`tomstats.stories.storyboard.generate_story` carry their events as
-  integer codes, which :func:`encode_story` turns into updates without building
-  :class:`~tomstats.stories.world.Event` objects.
+  integer codes, which :func:`encode_story` keeps as the story's *moves* (who entered
+  where, from where) without building :class:`~tomstats.stories.world.Event` objects or
+  update tuples (built only if asked for).
 
 The view rule is the reference's, step for step (same perception test, sightings listed
 before the arrival in the same entity order, same initial knowledge), so the answers are
 equal by construction; ``tests/test_stories_fast.py`` checks equality with the reference on
-thousands of random stories for every chain up to order 4.
+thousands of random stories for every chain up to order 4, and the merged pass against the
+reference and against the view-by-view passes.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class Codebook:
         Location code of every value code (a location is its own location).
     common : bool
         Whether the initial state is common knowledge.
+    start : tuple of int
+        The world's initial value of every entity (its initial state, coded).
     """
 
     entities: tuple[str, ...]
@@ -69,6 +74,7 @@ class Codebook:
     n_agents: int
     where: tuple[int, ...]
     common: bool
+    start: tuple[int, ...]
 
     def entity(self, name: str) -> int:
         """Code of an entity; ``ValueError`` names an unknown one."""
@@ -97,29 +103,108 @@ def codebook(world: World) -> Codebook:
         values = (*world.locations, *world.containers)
         vix = {v: i for i, v in enumerate(values)}
         where = tuple(vix[world.containers.get(v, v)] for v in values)
-        book = Codebook(tuple(initial_state(world)), values, len(world.start), where,
-                        world.initial_knowledge == "common")
+        state = initial_state(world)
+        book = Codebook(tuple(state), values, len(world.start), where,
+                        world.initial_knowledge == "common",
+                        tuple(vix[v] for v in state.values()))
         object.__setattr__(world, "_codebook", book)
     return book
 
 
-@dataclass(frozen=True, slots=True)
-class CodedStory:
-    """A story as integer codes: codebook, initial values, updates and event times."""
+# A story of ``enter`` events at times 0, 1, 2, …: (actors, places entered, places left).
+Moves = tuple[Sequence[int], Sequence[int], Sequence[int]]
 
-    book: Codebook
-    start: tuple[int, ...]
-    updates: tuple[Upd, ...]
-    times: tuple[int, ...]
+
+class CodedStory:
+    """A story as integer codes: codebook, initial values, updates and event times.
+
+    Parameters
+    ----------
+    book : Codebook
+    start : tuple of int
+        Initial value of every entity.
+    updates : tuple of Upd, optional
+        One update per event.
+    times : tuple of int, optional
+        The time of every event.
+    moves : (actors, places, sources), optional
+        A story made of ``enter`` events at times ``0, 1, 2, …`` (every generated story)
+        as three lists of codes: who moved, the place entered, the place left. ``updates``
+        and ``times`` are then built from it on first access; :func:`beliefs_along` and
+        :func:`wm_answer_fast` read it directly.
+
+    Two coded stories are equal when their codebooks, initial values, updates and times
+    are.
+    """
+
+    __slots__ = ("_book", "_moves", "_start", "_times", "_updates")
+
+    def __init__(self, book: Codebook, start: tuple[int, ...],
+                 updates: tuple[Upd, ...] | None = None, times: tuple[int, ...] | None = None,
+                 *, moves: Moves | None = None) -> None:
+        if moves is None and (updates is None or times is None):
+            raise ValueError("a CodedStory needs its updates and times, or its moves")
+        self._book = book
+        self._start = start
+        self._updates = updates
+        self._times = times
+        self._moves = moves
+
+    @property
+    def book(self) -> Codebook:
+        """The codebook of the story's world."""
+        return self._book
+
+    @property
+    def start(self) -> tuple[int, ...]:
+        """Initial value of every entity."""
+        return self._start
+
+    @property
+    def moves(self) -> Moves | None:
+        """``(actors, places, sources)`` for a story of ``enter`` events only, else ``None``."""
+        return self._moves
+
+    @property
+    def updates(self) -> tuple[Upd, ...]:
+        """The updates, one per event (built from the moves on first access)."""
+        if self._updates is None:
+            actors, places, sources = self._moves  # type: ignore[misc]
+            self._updates = tuple(zip(actors, places, sources, places, actors,
+                                      [ENTER] * len(actors), strict=True))
+        return self._updates
+
+    @property
+    def times(self) -> tuple[int, ...]:
+        """The time of every event (``0, 1, 2, …`` for moves)."""
+        if self._times is None:
+            self._times = tuple(range(len(self._moves[0])))  # type: ignore[index]
+        return self._times
+
+    def _key(self) -> tuple[object, ...]:
+        return self.book, self.start, self.updates, self.times
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CodedStory):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"CodedStory(book={self.book!r}, start={self.start!r}, "
+                f"updates={self.updates!r}, times={self.times!r})")
 
 
 def encode(world: World, events: Sequence[Event]) -> CodedStory:
-    """Encode a story given as :class:`~tomstats.stories.world.Event` records."""
+    """Encode a story given as :class:`~tomstats.stories.world.Event` records.
+
+    A story of ``enter`` events at times ``0, 1, 2, …`` also gets its ``moves``.
+    """
     book = codebook(world)
     eix = {e: i for i, e in enumerate(book.entities)}
     vix = {v: i for i, v in enumerate(book.values)}
-    state = initial_state(world)
-    start = tuple(vix[state[e]] for e in book.entities)
     ups: list[Upd] = []
     for e in events:
         if e.action == "enter":
@@ -128,7 +213,11 @@ def encode(world: World, events: Sequence[Event]) -> CodedStory:
         else:
             p = vix[e.location]
             ups.append((eix[str(e.obj)], vix[str(e.container)], p, p, eix[e.actor], OBJECT))
-    return CodedStory(book, start, tuple(ups), tuple(e.time for e in events))
+    times = tuple(e.time for e in events)
+    moves = None
+    if times == tuple(range(len(times))) and all(u[5] == ENTER for u in ups):
+        moves = ([u[0] for u in ups], [u[1] for u in ups], [u[2] for u in ups])
+    return CodedStory(book, book.start, tuple(ups), times, moves=moves)
 
 
 def encode_story(story: Story) -> CodedStory:
@@ -138,10 +227,7 @@ def encode_story(story: Story) -> CodedStory:
     book = codebook(world)
     if codes is None or book.entities != world.agents or book.values != world.locations:
         return encode(world, story.events)
-    actors, dests, sources = codes
-    start = tuple(book.values.index(world.start[a]) for a in world.agents)
-    ups = tuple(zip(actors, dests, sources, dests, actors, [ENTER] * len(actors), strict=True))
-    return CodedStory(book, start, ups, tuple(range(len(actors))))
+    return CodedStory(book, book.start, moves=codes)
 
 
 def _known_start(book: Codebook, start: Sequence[int], x: int) -> list[int]:
@@ -174,6 +260,44 @@ def _view(book: Codebook, start: Sequence[int], updates: Sequence[Upd],
     return _known_start(book, start, x), mine
 
 
+def _two_views(book: Codebook, start: Sequence[int], moves: Moves, x1: int,
+               x2: int) -> tuple[list[int], list[int], list[int]]:
+    """Final values in reality, in ``x1``'s view and in ``x2``'s view of it: one pass.
+
+    The same as ``_final`` of ``start, updates``, of ``_view(…, x1)`` and of
+    ``_view(_view(…, x1), x2)``, for a story of ``enter`` events given as its moves. Each
+    move is judged by ``x1`` (with reality's positions just before it, as in ``_view``) and
+    then applied to reality. What ``x1`` perceives — its sightings first, then the move —
+    is, in that order, judged by ``x2`` with the positions of ``x1``'s world at that moment
+    and then applied to ``x1``'s world; what ``x2`` perceives there (its own sightings
+    first) is applied to ``x2``'s world. That is the order in which the second ``_view``
+    would meet them on the first one's output, so only the number of passes changes.
+    """
+    na = book.n_agents
+    p0 = list(start)
+    p1 = _known_start(book, start, x1)
+    p2 = _known_start(book, p1, x2)
+    for a, dst, src in zip(*moves, strict=True):  # ``a`` enters ``dst`` from ``src``
+        here = p0[x1]
+        if a == x1 or here == src or here == dst:  # x1 perceives the move
+            if a == x1:  # x1's sightings (each judged by x2 before it is applied)
+                for e in range(na):
+                    if e != x1 and p0[e] == dst:
+                        if x1 == x2 or e == x2 or p1[x2] == dst:
+                            p2[e] = dst
+                        p1[e] = dst
+            here = p1[x2]
+            if a == x2 or here == src or here == dst:  # x2 perceives it in x1's world
+                if a == x2:  # x2's sightings in x1's world
+                    for e in range(na):
+                        if e != x2 and p1[e] == dst:
+                            p2[e] = dst
+                p2[a] = dst
+            p1[a] = dst
+        p0[a] = dst
+    return p0, p1, p2
+
+
 def _final(start: Sequence[int], updates: Sequence[Upd]) -> list[int]:
     pos = list(start)
     for u in updates:
@@ -192,6 +316,9 @@ def _answer(book: Codebook, target: int, value: int, as_location: bool) -> str |
 def beliefs_along(coded: CodedStory, chain: Sequence[str], target: str, *,
                   as_location: bool = False) -> tuple[str | None, ...]:
     """Answers of every prefix of ``chain`` about ``target``, in one pass per level.
+
+    A chain of two agents in a story with ``moves`` takes a single pass for all three
+    answers.
 
     Parameters
     ----------
@@ -213,6 +340,10 @@ def beliefs_along(coded: CodedStory, chain: Sequence[str], target: str, *,
     book = coded.book
     xs = [book.agent(a) for a in chain]
     t = book.entity(target)
+    moves = coded.moves
+    if len(xs) == 2 and moves is not None:  # orders 0, 1 and 2 in one pass
+        return tuple(_answer(book, t, final[t], as_location)
+                     for final in _two_views(book, coded.start, moves, xs[0], xs[1]))
     start: Sequence[int] = coded.start
     updates: Sequence[Upd] = coded.updates
     out = [_answer(book, t, _final(start, updates)[t], as_location)]
@@ -254,27 +385,34 @@ def all_beliefs(coded: CodedStory, max_order: int = 2, *,
 def wm_answer_fast(coded: CodedStory, s1: str, s2: str, target: str) -> str | None:
     """:func:`tomstats.stories.questions.wm_answer` on codes (same definition, same answer)."""
     book = coded.book
-    group = sorted({book.entity(s1), book.entity(s2), book.entity(target)})
+    group = {book.entity(s1), book.entity(s2), book.entity(target)}
     t = book.entity(target)
-    g0, g1, g2 = (group * 3)[:3]  # the (up to three) distinct members
+    member = [e in group for e in range(len(book.entities))]
+    g0, g1, g2 = (sorted(group) * 3)[:3]  # the (up to three) distinct members
+    moves = coded.moves
+    if moves is not None:  # enter events at times 0, 1, 2, …
+        actors, places = moves[0], moves[1]
+        times: Sequence[int] = range(len(actors))
+    else:
+        enters = [(when, u) for when, u in zip(coded.times, coded.updates, strict=True)
+                  if u[5] == ENTER]  # only enter events move agents
+        times = [when for when, _u in enters]
+        actors, places = [u[0] for _w, u in enters], [u[1] for _w, u in enters]
     pos = list(coded.start)
-    met = -1
-    for i, (ent, val, _va, _vb, _act, kind) in enumerate(coded.updates):
-        if kind:  # only enter events move agents
+    met: int | None = None  # time of the meeting
+    for when, a, place in zip(times, actors, places, strict=True):
+        if not member[a]:  # only the members' places matter
             continue
-        pos[ent] = val
-        if (ent == g0 or ent == g1 or ent == g2) and pos[g0] == val and pos[g1] == val \
-                and pos[g2] == val:
-            if met >= 0:  # a second meeting: which one would the question mean?
+        pos[a] = place
+        if pos[g0] == place and pos[g1] == place and pos[g2] == place:
+            if met is not None:  # a second meeting: which one would the question mean?
                 return None
-            met = i
-    if met < 0:
+            met = when
+    if met is None:
         return None
-    times = coded.times
-    when = times[met]
-    for i, (ent, val, _va, _vb, _act, kind) in enumerate(coded.updates):
-        if not kind and ent == t and times[i] > when:
-            return book.values[val]
+    for when, a, place in zip(times, actors, places, strict=True):
+        if a == t and when > met:
+            return book.values[place]
     return None
 
 

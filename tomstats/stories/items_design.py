@@ -13,8 +13,10 @@ characters outside the question (``exclusive_random``)::
 and then asked at every requested order, so that order and length are crossed within
 stories: order 0 "Where is T?" (gold L3), order 1 "Where does S1 think T is?" (L2, a false
 belief), order 2 "Where does S1 think S2 thinks T is?" (L2). Gold answers always come from
-the belief tracker (:func:`tomstats.stories.beliefs.belief`) and are cross-checked against
-the storyboard. The story is rendered to the target length ±2 % by varying the templates
+the belief tracker — its integer-coded form :mod:`tomstats.stories.fast`, which gives the
+answers of the readable :func:`tomstats.stories.beliefs.belief` and
+:func:`tomstats.stories.questions.wm_answer` (tested) — and are cross-checked against the
+storyboard. The story is rendered to the target length ±2 % by varying the templates
 of the filler sentences; ``critical_position`` (0 = start, 1 = end) places the critical
 block within the filler.
 """
@@ -28,9 +30,10 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tomstats.stories.beliefs import belief, last_perceived
+from tomstats.stories.beliefs import last_perceived
+from tomstats.stories.fast import CodedStory, beliefs_along, encode_story, wm_answer_fast
 from tomstats.stories.items import Item
-from tomstats.stories.questions import first_common_location, tom_question, wm_answer, wm_question
+from tomstats.stories.questions import first_common_location, tom_question, wm_question
 from tomstats.stories.render import (
     fit_templates,
     intro_sentence,
@@ -191,7 +194,9 @@ def story_items(rs: RenderedStory, setting: Setting, orders: Iterable[int], *,
     s1, s2, t = roles["S1"], roles["S2"], roles["T"]
     chains = {0: (), 1: (s1,), 2: (s1, s2)}
     expected = {0: roles["L3"], 1: roles["L2"], 2: roles["L2"]}
-    last = belief(world, events, (), t)
+    coded = encode_story(story)
+    answers = beliefs_along(coded, chains[2], t)  # the answers at orders 0, 1 and 2
+    last = answers[0]
     final_move = max(e.time for e in events if e.actor == t)
     seen = last_perceived(world, events, (s1,), t)
     mislead = final_move - int(seen if seen is not None else -1) - 1
@@ -207,7 +212,7 @@ def story_items(rs: RenderedStory, setting: Setting, orders: Iterable[int], *,
     items = []
     for order in orders:
         chain = chains[order]
-        gold = belief(world, events, chain, t)
+        gold = answers[order]
         if gold != expected[order]:  # the tracker and the storyboard must agree
             raise RuntimeError(f"{item_prefix}: order {order} tracker answer {gold!r} != "
                                f"storyboard answer {expected[order]!r}")
@@ -217,16 +222,16 @@ def story_items(rs: RenderedStory, setting: Setting, orders: Iterable[int], *,
             answer=gold, question_type="reality" if order == 0 else "tom", tom_order=order,
             agents=chain, first_common_location=first_common_location(world, events, group),
             metadata={**meta, "question_chain": list(chain)}, **common))
-    items.extend(_wm_items(rs, setting, extra, item_prefix, meta, common))
+    items.extend(_wm_items(rs, coded, setting, extra, item_prefix, meta, common))
     return items
 
 
-def _wm_items(rs: RenderedStory, setting: Setting, extra: Sequence[str], prefix: str,
-              meta: dict[str, object], common: dict[str, object]) -> list[Item]:
+def _wm_items(rs: RenderedStory, coded: CodedStory, setting: Setting, extra: Sequence[str],
+              prefix: str, meta: dict[str, object], common: dict[str, object]) -> list[Item]:
     """World-model questions about ``rs`` (``wm_object``: ``rs`` told with objects)."""
     story, roles = rs.story, rs.story.storyboard.roles
     s1, s2, t = roles["S1"], roles["S2"], roles["T"]
-    gold = wm_answer(story.world, story.events, s1, s2, t)
+    gold = wm_answer_fast(coded, s1, s2, t)
     fcl = first_common_location(story.world, story.events, (s1, s2, t))
     out = []
     for qtype in extra:

@@ -26,7 +26,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import accumulate
+from operator import itemgetter
 
 from tomstats.stories.world import Event, World, distances, enter
 
@@ -45,23 +45,38 @@ def _world(characters: tuple[str, ...], locations: tuple[str, ...],
 
 @dataclass(frozen=True)
 class _Graph:
-    """A world's location graph as integer codes (indices into ``world.locations``)."""
+    """A world's location graph and agents as integer codes (built once per world).
+
+    Locations are indices into ``world.locations``, agents indices into ``world.agents``.
+    Everything here is data of the world (the setting and the cast), not of a storyboard.
+    """
 
     index: dict[str, int]
+    agent_index: dict[str, int]
     nbr: tuple[tuple[int, ...], ...]  # neighbours, in ``world.neighbours`` order
     nbr_bits: tuple[int, ...]  # len(nbr[i]).bit_length(), for ``random``'s draws
+    # ``nbr[i]`` padded with -1 to ``2 ** nbr_bits[i]`` entries: ``pad[getrandbits(b)]`` is
+    # a neighbour, or -1 where ``random``'s rejection loop draws again
+    nbr_pad: tuple[tuple[int, ...], ...]
     nbr_sets: tuple[frozenset[int], ...]
     dist: dict[str, dict[str, int]]  # as :func:`distances`
     dmat: tuple[tuple[int, ...], ...]  # shortest steps, ``_FAR`` when unreachable
     preds: dict[str, frozenset[str]]  # locations with an edge into each location
+    only: dict[str, frozenset[str]]  # ``frozenset({loc})`` for each location
     # steps needed from each place to reach one of a set of places (filled on demand)
     rows: dict[frozenset[str], tuple[int, ...]] = field(default_factory=dict)
-    # (agents, excluded) -> codes of the agents that may act (filled on demand)
-    movers: dict[tuple[tuple[str, ...], frozenset[str]], tuple[int, ...]] = field(
+    # excluded characters -> (codes of the agents that may act, the same padded with -1
+    # to a power of two, its bit length) (filled on demand)
+    movers: dict[frozenset[str], tuple[tuple[int, ...], tuple[int, ...], int]] = field(
         default_factory=dict)
 
 
 _FAR = 10**9
+
+
+def _padded(codes: tuple[int, ...]) -> tuple[int, ...]:
+    """``codes`` padded with -1 to ``2 ** len(codes).bit_length()`` entries."""
+    return codes + (-1,) * ((1 << len(codes).bit_length()) - len(codes))
 
 
 def _graph(world: World) -> _Graph:
@@ -73,11 +88,33 @@ def _graph(world: World) -> _Graph:
         nbr = tuple(tuple(ix[b] for b in world.neighbours(a)) for a in locs)
         dist = distances(world)
         preds = {loc: frozenset(a for a in locs if world.has_edge(a, loc)) for loc in locs}
-        g = _Graph(ix, nbr, tuple(len(x).bit_length() for x in nbr),
+        g = _Graph(ix, {c: i for i, c in enumerate(world.agents)}, nbr,
+                   tuple(len(x).bit_length() for x in nbr), tuple(map(_padded, nbr)),
                    tuple(frozenset(x) for x in nbr), dist,
-                   tuple(tuple(dist[a].get(b, _FAR) for b in locs) for a in locs), preds)
+                   tuple(tuple(dist[a].get(b, _FAR) for b in locs) for a in locs), preds,
+                   {loc: frozenset((loc,)) for loc in locs})
         object.__setattr__(world, "_graph", g)
     return g
+
+
+def _row(g: _Graph, targets: frozenset[str]) -> tuple[int, ...]:
+    """Steps needed from each location to reach one of ``targets`` (``_FAR``: never)."""
+    row = g.rows.get(targets)
+    if row is None:
+        cols = [g.index[x] for x in targets]
+        row = g.rows[targets] = tuple(min((r[x] for x in cols), default=_FAR)
+                                      for r in g.dmat)
+    return row
+
+
+def _movers(g: _Graph, agents: tuple[str, ...], excluded: frozenset[str]
+            ) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """The agents that may act when ``excluded`` may not: codes, padded codes, bit length."""
+    m = g.movers.get(excluded)
+    if m is None:
+        codes = tuple(i for i, c in enumerate(agents) if c not in excluded)
+        m = g.movers[excluded] = (codes, _padded(codes), len(codes).bit_length())
+    return m
 
 
 @dataclass(frozen=True)
@@ -161,14 +198,19 @@ class Storyboard:
     def world(self) -> World:
         """The world the storyboard's story happens in (everyone starts in ``start``).
 
-        Storyboards with the same cast, graph and start share one (immutable) world.
+        Storyboards with the same cast, graph and start share one (immutable) world; a
+        storyboard remembers its world after the first call.
         """
-        key = (tuple(self.characters), tuple(self.locations),
-               tuple(tuple(e) for e in self.edges), self.start)
-        try:
-            return _world(*key)
-        except TypeError:  # unhashable names: build it without the cache
-            return World(key[0], key[1], key[2], {c: self.start for c in key[0]})
+        world = self.__dict__.get("_world")
+        if world is None:
+            key = (tuple(self.characters), tuple(self.locations),
+                   tuple(map(tuple, self.edges)), self.start)
+            try:
+                world = _world(*key)
+            except TypeError:  # unhashable names: build it without the cache
+                world = World(key[0], key[1], key[2], {c: self.start for c in key[0]})
+            object.__setattr__(self, "_world", world)
+        return world
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict (stored in item metadata)."""
@@ -304,7 +346,9 @@ def _check_event(sb: Storyboard, world: World, i: int, ev: Scripted) -> None:
             raise _err(i, ev, f"stop={ev.stop!r} is before the start t={ev.t}")
         if ev.stop > sb.n:
             raise _err(i, ev, f"stop={ev.stop} is after the end of the story (n={sb.n})")
-        if ev.stop > ev.t and set(ev.actors) >= set(sb.characters):
+        # the actors are distinct characters (checked above), and so are the characters
+        # (``World`` checks): the window freezes everyone iff it names as many
+        if ev.stop > ev.t and len(ev.actors) == len(sb.characters):
             raise _err(i, ev, "it excludes every character, so no one can act in it")
         return
     if ev.kind == "move" and len(ev.actors) != 1:
@@ -316,10 +360,14 @@ def _check_event(sb: Storyboard, world: World, i: int, ev: Scripted) -> None:
 def _schedule(sb: Storyboard) -> tuple[dict[int, tuple[str, str, int]], list[frozenset[str]],
                                        list[tuple[int, int, frozenset[str]]]]:
     scripted: dict[int, tuple[str, str, int]] = {}
-    windows: list[tuple[int, int, tuple[str, ...]]] = []
+    windows: list[tuple[int, int, frozenset[str]]] = []
+    cuts = {0, sb.n}
     for i, ev in enumerate(sb.events):
         if ev.kind == "exclusive_random":
-            windows.append((ev.t, int(ev.stop), ev.actors))
+            stop = int(ev.stop)
+            windows.append((ev.t, stop, frozenset(ev.actors)))
+            cuts.add(ev.t)
+            cuts.add(stop)
             continue
         if ev.t in scripted:
             j = scripted[ev.t][2]
@@ -327,12 +375,16 @@ def _schedule(sb: Storyboard) -> tuple[dict[int, tuple[str, str, int]], list[fro
                               f"({sb.events[j].describe()}); one event per step")
         scripted[ev.t] = (ev.actors[-1], str(ev.location), i)
     # the excluded set is constant between window boundaries: one frozenset per stretch
-    cuts = sorted({0, sb.n, *(w[0] for w in windows), *(w[1] for w in windows)})
+    points = sorted(cuts)
     excluded: list[frozenset[str]] = []
     stretches: list[tuple[int, int, frozenset[str]]] = []
-    for lo, hi in zip(cuts, cuts[1:], strict=False):
-        here = frozenset(a for t, stop, actors in windows if t <= lo < stop for a in actors)
-        excluded.extend([here] * (hi - lo))
+    nobody: frozenset[str] = frozenset()
+    for lo, hi in zip(points, points[1:], strict=False):
+        here = nobody
+        for t, stop, actors in windows:
+            if t <= lo < stop:
+                here = here | actors if here else actors
+        excluded += [here] * (hi - lo)
         stretches.append((lo, hi, here))
     for s, (actor, _loc, i) in scripted.items():
         if actor in excluded[s]:
@@ -343,26 +395,24 @@ def _schedule(sb: Storyboard) -> tuple[dict[int, tuple[str, str, int]], list[fro
     return scripted, excluded, stretches
 
 
-def _requirements(sb: Storyboard, world: World) -> dict[str, list[tuple[int, frozenset[str],
-                                                                         int, str | None]]]:
-    """Per character: (deadline step, allowed places, event index, place after the event)."""
-    preds = _graph(world).preds
-    needs: dict[str, list[tuple[int, frozenset[str], int, str | None]]] = {
-        c: [] for c in sb.characters}
+def _requirements(sb: Storyboard, g: _Graph) -> dict[str, list[tuple[int, frozenset[str], int]]]:
+    """Per character, in time order: (deadline step, allowed places, event index).
+
+    The character must be in one of the allowed places after the deadline step; event
+    ``i`` then leaves it in ``sb.events[i].location``.
+    """
+    needs: dict[str, list[tuple[int, frozenset[str], int]]] = {c: [] for c in sb.characters}
     for i, ev in enumerate(sb.events):
         if ev.kind == "exclusive_random":
             continue
         loc = str(ev.location)
-        for a in ev.actors[:-1]:
-            needs[a].append((ev.t - 1, frozenset([loc]), i, loc))
-        needs[ev.actors[-1]].append((ev.t - 1, preds[loc], i, loc))
+        deadline = ev.t - 1
+        for a in ev.actors[:-1]:  # they must already be there
+            needs[a].append((deadline, g.only[loc], i))
+        needs[ev.actors[-1]].append((deadline, g.preds[loc], i))  # next to it, to step in
     for lst in needs.values():
         lst.sort()
     return needs
-
-
-def _prefix(flags: Sequence[bool]) -> list[int]:
-    return list(accumulate(map(int, flags), initial=0))
 
 
 def _free_prefix(n: int, scripted: Mapping[int, object]) -> list[int]:
@@ -383,10 +433,12 @@ def _may_act(c: str, free: list[int], stretches: Sequence[tuple[int, int, frozen
     out = [0]
     for lo, hi, excluded in stretches:
         if c in excluded:
-            out.extend([out[-1]] * (hi - lo))
+            out += [out[-1]] * (hi - lo)
+        elif out[-1] == free[lo]:  # no step lost yet: the free steps' own prefix sums
+            out += free[lo + 1:hi + 1]
         else:
             base = out[-1] - free[lo]
-            out.extend([x + base for x in free[lo + 1:hi + 1]])
+            out += [x + base for x in free[lo + 1:hi + 1]]
     return out
 
 
@@ -405,36 +457,49 @@ def validate_storyboard(sb: Storyboard) -> _Plan:
         _check_event(sb, world, i, ev)
     scripted, excluded, stretches = _schedule(sb)
     free = _free_prefix(sb.n, scripted)
-    reqs = _requirements(sb, world)
-    # only characters with scripted requirements are ever asked how many steps they have
-    may_act = {c: _may_act(c, free, stretches) for c, lst in reqs.items() if lst}
-    dist = _graph(world).dist
+    g = _graph(world)
+    reqs = _requirements(sb, g)
+    # only characters with scripted requirements are ever asked how many steps they have;
+    # characters frozen in the same stretches share one (read-only) list
+    may_act: dict[str, list[int]] = {}
+    shared: dict[tuple[bool, ...], list[int]] = {}
     for c, lst in reqs.items():
-        pos, since = sb.start, -1
-        for deadline, targets, i, after in lst:
+        if lst:
+            frozen = tuple(c in ex for _lo, _hi, ex in stretches)
+            if frozen not in shared:
+                shared[frozen] = _may_act(c, free, stretches)
+            may_act[c] = shared[frozen]
+    locs, n = world.locations, sb.n
+    for c, lst in reqs.items():
+        if not lst:
+            continue
+        mac = may_act[c]
+        pos, since = g.index[sb.start], -1
+        for deadline, targets, i in lst:
             ev = sb.events[i]
+            after = str(ev.location)
             if deadline < since:
                 j = next(k for k, e in enumerate(sb.events) if e.kind != "exclusive_random"
                          and c in e.actors and e.t == since)
                 raise _err(i, ev, f"{c} is also scripted by event {j} at t={since}")
-            steps = may_act[c][deadline + 1] - may_act[c][since + 1] if deadline >= 0 else 0
-            need = min((dist[pos].get(x, sb.n + 1) for x in targets), default=sb.n + 1)
-            if need > sb.n:
-                raise _err(i, ev, f"{c} is in {pos} and {after} cannot be reached from there "
-                                  "in the location graph")
-            if need > steps and steps == 0 and pos == after and ev.kind == "move":
+            steps = mac[deadline + 1] - mac[since + 1] if deadline >= 0 else 0
+            need = _row(g, targets)[pos]
+            if need > n:
+                raise _err(i, ev, f"{c} is in {locs[pos]} and {after} cannot be reached from "
+                                  "there in the location graph")
+            if need > steps and steps == 0 and locs[pos] == after and ev.kind == "move":
                 raise _err(i, ev, f"{c} is already in {after}")
             if need > steps:
-                where = f"{c} is in {pos} at t={since}" if since >= 0 else f"{c} starts in {pos}"
+                where = (f"{c} is in {locs[pos]} at t={since}" if since >= 0
+                         else f"{c} starts in {locs[pos]}")
                 goal = "reach" if targets == {after} else "get next to"
-                why = (f"there is no edge {pos} -> {after}" if steps == 0 and ev.kind == "move"
+                why = (f"there is no edge {locs[pos]} -> {after}"
+                       if steps == 0 and ev.kind == "move"
                        else f"it needs {need} step(s) to {goal} {after} but has only {steps} "
                        "free step(s) in which it may act")
                 raise _err(i, ev, f"{where}; {why}")
-            pos, since = str(after), sb.events[i].t
-    return _Plan(scripted, excluded,
-                 {c: [(d, tg, i) for d, tg, i, _ in lst] for c, lst in reqs.items()},
-                 may_act, free, dist, stretches)
+            pos, since = g.index[after], ev.t
+    return _Plan(scripted, excluded, reqs, may_act, free, g.dist, stretches)
 
 
 def _feasible(plan: _Plan, state: Mapping[str, str], s: int, actor: str, dst: str,
@@ -516,10 +581,14 @@ def generate_story_reference(sb: Storyboard, seed: int) -> Story:
 # A pending requirement on codes: (character, steps needed from each place, may_act of the
 # character at its deadline, its may_act prefix sums, free steps up to the deadline).
 _Req = tuple[int, tuple[int, ...], int, list[int], int]
+# A stretch of the fill: (first step, step after the last, the scripted (character, place)
+# of a scripted step or None, the movers as :func:`_movers` gives them, the pending
+# requirements, earliest deadline first).
+_Stretch = tuple[int, int, tuple[int, int] | None,
+                 tuple[tuple[int, ...], tuple[int, ...], int], tuple[_Req, ...]]
 
 
-def _segments(plan: _Plan, world: World, n: int
-              ) -> list[tuple[int, int, tuple[int, ...], tuple[_Req, ...]]]:
+def _segments(plan: _Plan, world: World, n: int) -> list[_Stretch]:
     """Stretches of steps with the same movers and the same pending requirements.
 
     The pending requirements change only after a deadline, the movers only at a window
@@ -527,36 +596,39 @@ def _segments(plan: _Plan, world: World, n: int
     scripted step is a stretch of its own.
     """
     g = _graph(world)
-    aix = {c: i for i, c in enumerate(world.agents)}
-    cuts = {0, n, *(lo for lo, _hi, _ex in plan.stretches), *plan.scripted,
-            *(t + 1 for t in plan.scripted)}
-    needs = []
+    aix, free = g.agent_index, plan.free
+    cuts = {0, n}
+    for lo, _hi, _ex in plan.stretches:
+        cuts.add(lo)
+    for t in plan.scripted:
+        cuts.add(t)
+        cuts.add(t + 1)
+    # every requirement, coded once: (deadline, character, requirement)
+    entries: list[tuple[int, int, _Req]] = []
     for c, lst in plan.needs.items():
         if lst:
-            cuts.update(d + 1 for d, _tg, _i in lst if 0 <= d + 1 <= n)
-            needs.append((aix[c], plan.may_act[c], lst))
-    rows, movers_of = g.rows, g.movers
-    out = []
-    points = sorted(cuts)
-    for lo, hi in zip(points, points[1:], strict=False):
-        ex = plan.excluded[lo]
-        movers = movers_of.get((world.agents, ex))
-        if movers is None:
-            movers = movers_of[world.agents, ex] = tuple(
-                aix[c] for c in world.agents if c not in ex)
-        reqs = []
-        for ci, mac, lst in needs:  # the first requirement still ahead (as _pending)
+            ci, mac = aix[c], plan.may_act[c]
             for deadline, targets, _i in lst:
-                if deadline >= lo:
-                    row = rows.get(targets)
-                    if row is None:
-                        cols = [g.index[x] for x in targets]
-                        row = rows[targets] = tuple(min(r[x] for x in cols) for r in g.dmat)
-                    reqs.append((deadline, (ci, row, mac[deadline + 1], mac,
-                                            plan.free[deadline + 1])))
-                    break
-        reqs.sort(key=lambda r: r[0])  # earliest deadline first, as in _feasible
-        out.append((lo, hi, movers, tuple(r for _d, r in reqs)))
+                if 0 <= deadline + 1 <= n:
+                    cuts.add(deadline + 1)
+                entries.append((deadline, ci, (ci, _row(g, targets), mac[deadline + 1], mac,
+                                               free[deadline + 1])))
+    entries.sort(key=itemgetter(0))  # earliest deadline first, as in _feasible (stable)
+    out: list[_Stretch] = []
+    points = sorted(cuts)
+    nobody: tuple[tuple[int, ...], tuple[int, ...], int] = ((), (-1,), 0)  # scripted steps
+    for lo, hi in zip(points, points[1:], strict=False):
+        scripted = plan.scripted.get(lo)
+        if scripted is not None:
+            out.append((lo, hi, (aix[scripted[0]], g.index[scripted[1]]), nobody, ()))
+            continue
+        reqs: list[_Req] = []
+        bound: set[int] = set()
+        for deadline, ci, req in entries:  # each character's first one still ahead (_pending)
+            if deadline >= lo and ci not in bound:
+                bound.add(ci)
+                reqs.append(req)
+        out.append((lo, hi, None, _movers(g, world.agents, plan.excluded[lo]), tuple(reqs)))
     return out
 
 
@@ -581,70 +653,83 @@ def _fill(plan: _Plan, world: World, start: str,
 
     ``random.Random.choice(seq)`` is ``seq[_randbelow(len(seq))]`` and ``_randbelow(m)``
     draws ``getrandbits(m.bit_length())`` until the draw is below ``m``; that loop is
-    inlined here, so the stream of random numbers (and the story) is the reference's.
+    inlined here on tables padded with -1 (``pad[getrandbits(b)]`` is -1 exactly when the
+    draw is rejected), so the stream of random numbers (and the story) is the reference's.
     """
     g = _graph(world)
-    nbr, nbits, nsets, free = g.nbr, g.nbr_bits, g.nbr_sets, plan.free
-    aix = {c: i for i, c in enumerate(world.agents)}
-    scripted = {s: (aix[a], g.index[loc]) for s, (a, loc, _i) in plan.scripted.items()}
+    nbits, npad, nsets, free = g.nbr_bits, g.nbr_pad, g.nbr_sets, plan.free
+    walk = all(nbits)  # every place has a way out
     state = [g.index[start]] * len(world.agents)
-    actors: list[int] = []
-    dests: list[int] = []
-    sources: list[int] = []
+    n = len(plan.excluded)
+    actors, dests, sources = [0] * n, [0] * n, [0] * n  # step s: actors[s] enters dests[s]
     gb = rng.getrandbits
-    add_actor, add_dest, add_source = actors.append, dests.append, sources.append
-    for lo, hi, movers, reqs in _segments(plan, world, len(plan.excluded)):
-        sc = scripted.get(lo)
-        if sc is not None:  # a scripted step (a stretch of its own)
-            c, dst = sc
+    for lo, hi, scripted, (movers, mpad, mbits), reqs in _segments(plan, world, n):
+        if scripted is not None:  # a scripted step (a stretch of its own)
+            c, dst = scripted
             here = state[c]
             if dst not in nsets[here]:  # cannot happen after validation; say why anyway
-                names = {a: world.locations[state[i]] for a, i in aix.items()}
+                names = {a: world.locations[state[i]] for a, i in g.agent_index.items()}
                 enter(world, names, lo, world.agents[c], world.locations[dst])
             state[c] = dst
-            add_actor(c)
-            add_dest(dst)
-            add_source(here)
+            actors[lo] = c
+            dests[lo] = dst
+            sources[lo] = here
             continue
-        n_movers = len(movers)
-        mbits = n_movers.bit_length()
         if reqs:  # a frozen character already in place needs nothing in this stretch
             reqs = tuple(q for q in reqs if q[0] in movers or q[1][state[q[0]]])
-        for s in range(lo, hi):
-            if n_movers:  # fast path: one uniform draw (character, then neighbour)
-                r = gb(mbits)
-                while r >= n_movers:
-                    r = gb(mbits)
-                c = movers[r]
+        if not reqs and movers and walk:
+            # a plain random walk: the first draw (character, then neighbour) always fits
+            for s in range(lo, hi):
+                c = mpad[gb(mbits)]
+                while c < 0:
+                    c = mpad[gb(mbits)]
                 here = state[c]
-                opts = nbr[here]
-                k = len(opts)
-                if k:
-                    b = nbits[here]
-                    r = gb(b)
-                    while r >= k:
-                        r = gb(b)
-                    dst = opts[r]
+                b = nbits[here]
+                opts = npad[here]
+                dst = opts[gb(b)]
+                while dst < 0:
+                    dst = opts[gb(b)]
+                state[c] = dst
+                actors[s] = c
+                dests[s] = dst
+                sources[s] = here
+            continue
+        for s in range(lo, hi):
+            if movers:  # one uniform draw (character, then neighbour), kept if it fits
+                c = mpad[gb(mbits)]
+                while c < 0:
+                    c = mpad[gb(mbits)]
+                here = state[c]
+                b = nbits[here]
+                if b:  # ``here`` has a neighbour
+                    opts = npad[here]
+                    dst = opts[gb(b)]
+                    while dst < 0:
+                        dst = opts[gb(b)]
                     if not reqs or _ok(reqs, state, s + 1, free[s + 1], c, dst):
                         state[c] = dst
-                        add_actor(c)
-                        add_dest(dst)
-                        add_source(here)
+                        actors[s] = c
+                        dests[s] = dst
+                        sources[s] = here
                         continue
             c, dst = _search(plan, g, reqs, movers, state, s, rng)
-            add_source(state[c])
+            actors[s] = c
+            dests[s] = dst
+            sources[s] = state[c]
             state[c] = dst
-            add_actor(c)
-            add_dest(dst)
     return actors, dests, sources
+
+
+@lru_cache(maxsize=64)
+def _swaps(n: int) -> tuple[tuple[int, int, int], ...]:
+    """The steps of ``random.Random.shuffle`` on ``n`` items: ``(i, i + 1, its bit length)``."""
+    return tuple((i, i + 1, (i + 1).bit_length()) for i in range(n - 1, 0, -1))
 
 
 def _shuffle(x: list[int], gb: Callable[[int], int]) -> list[int]:
     """``random.Random.shuffle(x)`` (Python 3.11) with ``_randbelow`` inlined; returns ``x``."""
-    for i in range(len(x) - 1, 0, -1):
-        m = i + 1
-        b = m.bit_length()
-        j = gb(b)
+    for i, m, b in _swaps(len(x)):
+        j = gb(b)  # j = _randbelow(m)
         while j >= m:
             j = gb(b)
         x[i], x[j] = x[j], x[i]
@@ -655,14 +740,25 @@ def _search(plan: _Plan, g: _Graph, reqs: tuple[_Req, ...], movers: tuple[int, .
             state: list[int], s: int, rng: random.Random) -> tuple[int, int]:
     """The reference's slow path: every (character, place) in random order.
 
-    ``_shuffle`` is ``random.Random.shuffle`` with its draws inlined (same stream).
+    ``_shuffle`` is ``random.Random.shuffle`` with its draws inlined (same stream). A
+    character without a pending requirement keeps every requirement possible either with
+    every move or with none (its move changes no one's distance), so that is checked once.
     """
     gb = rng.getrandbits
-    order = _shuffle(list(movers), gb)
-    for c in order:
-        for dst in _shuffle(list(g.nbr[state[c]]), gb):
-            if _ok(reqs, state, s + 1, plan.free[s + 1], c, dst):
-                return c, dst
+    s1, free_s1 = s + 1, plan.free[s + 1]
+    bound = {q[0] for q in reqs}
+    idle: bool | None = None  # whether a move by an unbound character fits (once known)
+    for c in _shuffle(list(movers), gb):
+        options = _shuffle(list(g.nbr[state[c]]), gb)
+        if c in bound:
+            for dst in options:
+                if _ok(reqs, state, s1, free_s1, c, dst):
+                    return c, dst
+        elif options:
+            if idle is None:
+                idle = _ok(reqs, state, s1, free_s1, c, options[0])
+            if idle:
+                return c, options[0]
     blocking = ", ".join(f"event {i}" for _d, _t, i in _pending(plan, s).values()) or "none"
     raise ValueError(f"storyboard cannot be filled at step t={s}: no character can make a "
                      f"random move without making a scripted event impossible "
