@@ -187,6 +187,7 @@ def fit(
     cores: int | None = None,
     log_likelihood: bool = True,
     posterior_predictive: bool = True,
+    dense_mass: bool | str = "auto",
     **spec_options: Any,
 ) -> Any:
     """Fit a Bayesian GLMM to per-question (or binomial) outcomes.
@@ -225,6 +226,14 @@ def fit(
         Processes for PyMC's own sampler (default 1).
     log_likelihood, posterior_predictive : bool
         Store the pointwise log-likelihood / replicated outcomes.
+    dense_mass : {"auto", True, False}
+        Mass matrix of the ``numpyro`` backend's NUTS. ``"auto"``: dense over the global
+        regression coefficients, diagonal over the scales and random effects
+        (:func:`~tomstats.glmm.numpyro_backend.dense_block`; all diagonal with fewer than
+        200 warm-up iterations); ``True``: dense over all;
+        ``False``: diagonal (the PyMC backends always adapt a diagonal one). The compiled
+        sampler is kept on disk between runs (see the GLMM guide, "Speed"; set
+        ``TOMSTATS_JAX_CACHE=off`` to switch that off).
     **spec_options
         Options of the spec (structural: ``item_effects`` ("auto": when items repeat),
         ``hierarchical`` ("auto": pool the capabilities when there are >= 5 LLMs),
@@ -248,6 +257,8 @@ def fit(
     max_tree_depth = _check_int("max_tree_depth", max_tree_depth, 1)
     if not (isinstance(target_accept, (int, float)) and 0.0 < target_accept < 1.0):
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}")
+    if dense_mass not in ("auto", True, False):
+        raise ValueError(f"dense_mass must be 'auto', True or False, got {dense_mass!r}")
     if chain_method not in ("vectorized", "parallel", "sequential"):
         raise ValueError(f"chain_method must be 'vectorized', 'parallel' or 'sequential', "
                          f"got {chain_method!r}")
@@ -259,7 +270,7 @@ def fit(
     if backend == "numpyro":
         from tomstats.glmm import numpyro_backend
 
-        res = numpyro_backend.sample(spec, md, **kw)
+        res = numpyro_backend.sample(spec, md, dense_mass=dense_mass, **kw)
     else:
         from tomstats.glmm import pymc_backend
 
@@ -285,7 +296,9 @@ def fit(
         "backend": backend,
         "sampler": json.dumps({"chains": chains, "draws": draws, "tune": tune,
                                "target_accept": target_accept, "chain_method": chain_method,
-                               "max_tree_depth": max_tree_depth}, sort_keys=True),
+                               "max_tree_depth": max_tree_depth,
+                               "dense_mass": dense_mass if backend == "numpyro" else False},
+                              sort_keys=True),
         "max_tree_depth": max_tree_depth,
         "seed": seed,
         "versions": json.dumps(_versions(backend), sort_keys=True),

@@ -22,7 +22,13 @@ from tomstats.glmm._predictor import formula_eta, structural_eta
 from tomstats.glmm.data import ModelData
 from tomstats.glmm.spec import FormulaSpec, Prior, StructuralSpec
 
-__all__ = ["structural_model", "formula_model", "model_function", "sample", "to_jax"]
+__all__ = ["structural_model", "formula_model", "model_function", "sample", "to_jax",
+           "dense_block", "latent_sites", "DENSE_SITE_MAX", "DENSE_MIN_TUNE", "DENSE_BLOCK_MAX"]
+
+#: Largest latent site (elements) that joins the dense mass-matrix block.
+DENSE_SITE_MAX = 32
+#: Largest dense block (elements); beyond it the mass matrix stays diagonal.
+DENSE_BLOCK_MAX = 128
 
 
 def _dist(prior: Prior) -> dist.Distribution:
@@ -180,6 +186,144 @@ def to_jax(spec: StructuralSpec | FormulaSpec, md: ModelData) -> dict[str, Any]:
     return out
 
 
+def latent_sites(spec: StructuralSpec | FormulaSpec, data: Mapping[str, Any]
+                 ) -> dict[str, tuple[int, bool]]:
+    """Every latent (sampled, unobserved) site of the model, in the order the model samples
+    them: its number of elements and whether its support is the whole real line (not a
+    scale or a correlation matrix). Shapes only: the model is traced abstractly
+    (:func:`jax.eval_shape`), nothing is compiled or run."""
+    from numpyro import handlers
+    from numpyro.distributions import constraints
+
+    model = model_function(spec)
+    real: dict[str, bool] = {}
+
+    def sites(key: Any) -> dict[str, Any]:
+        tr = handlers.trace(handlers.seed(model, key)).get_trace(spec, data, y=None)
+        out = {}
+        for k, v in tr.items():
+            if v["type"] == "sample" and not v["is_observed"] and k != "y":
+                out[k] = v["value"]
+                support = v["fn"].support
+                real[k] = support in (constraints.real, constraints.real_vector)
+        return out
+
+    shapes = jax.eval_shape(sites, jax.random.PRNGKey(0))
+    return {k: (int(np.prod(v.shape)), real[k]) for k, v in shapes.items()}
+
+
+def _is_random_effect(site: str, spec: StructuralSpec | FormulaSpec,
+                      data: Mapping[str, Any]) -> bool:
+    """Whether a latent site holds random effects (scaled by a sampled sd: a funnel), centred
+    or not: ``item_z``, ``capability_z``, ``alpha_llm_dev``, ``z_model``, ``re_item``, ...;
+    and the capabilities when they are pooled and centred."""
+    if site.endswith(("_z", "_dev")) or site.startswith(("z_", "re_")):
+        return True
+    if site in ("item_effect", "gamma_llm"):
+        return True
+    return (site == "capability" and isinstance(spec, StructuralSpec)
+            and spec.hierarchical and data.get("n_llm", 1) > 1)
+
+
+def dense_block(spec: StructuralSpec | FormulaSpec, data: Mapping[str, Any]) -> tuple[str, ...]:
+    r"""Latent sites that share a dense block of NUTS's mass matrix (``dense_mass="auto"``).
+
+    Every real-valued site with at most :data:`DENSE_SITE_MAX` elements that is not a
+    random effect: the regression coefficients (unpooled capabilities or their population
+    mean, :math:`\tilde\alpha`, :math:`\gamma`, :math:`\tilde\delta`; a formula's fixed
+    effects). The regressors of equation (1) are not centred (:math:`c\ln(1+c/500)`, :math:`t` and
+    :math:`ct` all grow with the cells), so these coefficients are strongly correlated a
+    posteriori (0.6–0.8 on one LLM's log), which a diagonal mass matrix cannot follow. Scale
+    parameters and random effects keep the diagonal part: their geometry is a funnel, where
+    one dense metric adapted over the whole warm-up makes NUTS diverge (seen with four
+    pooled capabilities). Empty (all diagonal) when the block would have fewer than two
+    or more than :data:`DENSE_BLOCK_MAX` elements; its cost per leapfrog step is
+    :math:`O(d^2)` for :math:`d` elements.
+    """
+    sites = latent_sites(spec, data)
+    block = tuple(k for k, (n, real) in sites.items()
+                  if real and n <= DENSE_SITE_MAX and not _is_random_effect(k, spec, data))
+    if not 2 <= sum(sites[k][0] for k in block) <= DENSE_BLOCK_MAX:
+        return ()
+    return block
+
+
+#: Fewest warm-up iterations for which ``dense_mass="auto"`` adapts a dense block.
+DENSE_MIN_TUNE = 200
+
+
+def _dense_setting(spec: StructuralSpec | FormulaSpec, data: Mapping[str, Any],
+                   dense_mass: bool | str, tune: int) -> Any:
+    """NumPyro's ``dense_mass`` argument for :func:`sample`'s ``dense_mass``: ``"auto"`` is
+    diagonal below :data:`DENSE_MIN_TUNE` warm-up iterations (too few draws to estimate a
+    covariance), else :func:`dense_block`."""
+    if dense_mass == "auto":
+        if tune < DENSE_MIN_TUNE:
+            return False
+        block = dense_block(spec, data)
+        return [block] if block else False
+    return bool(dense_mass)
+
+
+def _stats(extra: Mapping[str, Any], max_tree_depth: int) -> dict[str, np.ndarray]:
+    """ArviZ's sample statistics from NumPyro's per-transition fields."""
+    n_steps = np.asarray(extra["num_steps"]).astype(np.int64)
+    return {
+        "diverging": np.asarray(extra["diverging"]).astype(bool),
+        "energy": np.asarray(extra["energy"]).astype(float),
+        "lp": -np.asarray(extra["potential_energy"]).astype(float),
+        "n_steps": n_steps,
+        "tree_depth": (np.floor(np.log2(np.maximum(n_steps, 1))) + 1).astype(np.int64),
+        "reached_max_treedepth": n_steps >= 2**max_tree_depth - 1,
+        "acceptance_rate": np.asarray(extra["accept_prob"]).astype(float),
+        "step_size": np.asarray(extra["step_size"]).astype(float),
+    }
+
+
+def _sample_mcmc(spec: StructuralSpec | FormulaSpec, md: ModelData, *, chains: int,
+                 draws: int, tune: int, seed: int, target_accept: float, progress: bool,
+                 chain_method: str, max_tree_depth: int, log_likelihood: bool,
+                 posterior_predictive: bool, dense_mass: bool | str) -> dict[str, Any]:
+    """``chain_method="parallel"`` or ``"sequential"``: NumPyro's own ``MCMC`` driver."""
+    from numpyro.infer import MCMC, NUTS
+
+    model = model_function(spec)
+    data = to_jax(spec, md)
+    y = jnp.asarray(md.y)
+    kernel = NUTS(model, target_accept_prob=target_accept, max_tree_depth=max_tree_depth,
+                  dense_mass=_dense_setting(spec, data, dense_mass, tune))
+    mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains,
+                chain_method=chain_method, progress_bar=progress)
+    key, key_pp = jax.random.split(jax.random.PRNGKey(seed))
+    mcmc.run(key, spec, data, y=y, extra_fields=("diverging", "num_steps", "energy",
+                                                 "potential_energy", "accept_prob",
+                                                 "adapt_state.step_size"))
+    extra = dict(mcmc.get_extra_fields(group_by_chain=True))
+    extra["step_size"] = extra.pop("adapt_state.step_size")
+    samples = mcmc.get_samples(group_by_chain=True)
+    return _finish(model, spec, data, y, samples, _stats(extra, max_tree_depth), key_pp,
+                   log_likelihood=log_likelihood, posterior_predictive=posterior_predictive)
+
+
+def _finish(model: Any, spec: StructuralSpec | FormulaSpec, data: Mapping[str, Any], y: Any,
+            samples: Mapping[str, Any], stats: dict[str, np.ndarray], key_pp: Any, *,
+            log_likelihood: bool, posterior_predictive: bool) -> dict[str, Any]:
+    """Pointwise log-likelihood and replicated outcomes; the backend's result dict."""
+    from numpyro.infer import Predictive
+    from numpyro.infer import log_likelihood as np_loglik
+
+    posterior = {k: np.asarray(v) for k, v in samples.items()}
+    samples = {k: jnp.asarray(v) for k, v in samples.items()}
+    ll = None
+    if log_likelihood:
+        ll = np.asarray(np_loglik(model, samples, spec, data, y=y, batch_ndims=2)["y"])
+    y_rep = None
+    if posterior_predictive:
+        pred = Predictive(model, posterior_samples=samples, batch_ndims=2, return_sites=["y"])
+        y_rep = np.asarray(pred(key_pp, spec, data, y=None)["y"])
+    return {"posterior": posterior, "sample_stats": stats, "log_likelihood": ll, "y_rep": y_rep}
+
+
 def sample(
     spec: StructuralSpec | FormulaSpec,
     md: ModelData,
@@ -194,8 +338,14 @@ def sample(
     max_tree_depth: int = 10,
     log_likelihood: bool = True,
     posterior_predictive: bool = True,
+    dense_mass: bool | str = "auto",
 ) -> dict[str, Any]:
     """Run NUTS; return NumPy arrays with leading (chain, draw) axes.
+
+    ``dense_mass``: ``"auto"`` adapts a dense mass matrix over :func:`dense_block` and a
+    diagonal one over the rest (all diagonal with fewer than :data:`DENSE_MIN_TUNE`
+    warm-up iterations); ``True`` a dense one over every latent site; ``False`` a
+    diagonal one (PyMC's default).
 
     Returns
     -------
@@ -205,38 +355,24 @@ def sample(
         ``acceptance_rate``, ``step_size``), ``log_likelihood`` and ``y_rep`` (arrays of
         shape (chain, draw, n_obs) or None).
     """
-    from numpyro.infer import MCMC, NUTS, Predictive
-    from numpyro.infer import log_likelihood as np_loglik
+    from tomstats._compile_cache import enable_compilation_cache
+    from tomstats.glmm._nuts import run_chains, runner
 
+    if chain_method != "vectorized":
+        return _sample_mcmc(spec, md, chains=chains, draws=draws, tune=tune, seed=seed,
+                            target_accept=target_accept, progress=progress,
+                            chain_method=chain_method, max_tree_depth=max_tree_depth,
+                            log_likelihood=log_likelihood,
+                            posterior_predictive=posterior_predictive, dense_mass=dense_mass)
+    enable_compilation_cache()
     model = model_function(spec)
     data = to_jax(spec, md)
     y = jnp.asarray(md.y)
-    kernel = NUTS(model, target_accept_prob=target_accept, max_tree_depth=max_tree_depth)
-    mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains,
-                chain_method=chain_method, progress_bar=progress)
+    dense = _dense_setting(spec, data, dense_mass, tune)
+    run = runner(model, spec, data, y, chains=chains, tune=tune, draws=draws,
+                 target_accept=target_accept, max_tree_depth=max_tree_depth, dense=dense)
     key, key_pp = jax.random.split(jax.random.PRNGKey(seed))
-    mcmc.run(key, spec, data, y=y, extra_fields=("diverging", "num_steps", "energy",
-                                                 "potential_energy", "accept_prob",
-                                                 "adapt_state.step_size"))
-    samples = mcmc.get_samples(group_by_chain=True)
-    extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
-    n_steps = extra["num_steps"].astype(np.int64)
-    stats = {
-        "diverging": extra["diverging"].astype(bool),
-        "energy": extra["energy"].astype(float),
-        "lp": -extra["potential_energy"].astype(float),
-        "n_steps": n_steps,
-        "tree_depth": (np.floor(np.log2(np.maximum(n_steps, 1))) + 1).astype(np.int64),
-        "reached_max_treedepth": n_steps >= 2**max_tree_depth - 1,
-        "acceptance_rate": extra["accept_prob"].astype(float),
-        "step_size": extra["adapt_state.step_size"].astype(float),
-    }
-    posterior = {k: np.asarray(v) for k, v in samples.items()}
-    ll = None
-    if log_likelihood:
-        ll = np.asarray(np_loglik(model, samples, spec, data, y=y, batch_ndims=2)["y"])
-    y_rep = None
-    if posterior_predictive:
-        pred = Predictive(model, posterior_samples=samples, batch_ndims=2, return_sites=["y"])
-        y_rep = np.asarray(pred(key_pp, spec, data, y=None)["y"])
-    return {"posterior": posterior, "sample_stats": stats, "log_likelihood": ll, "y_rep": y_rep}
+    keys = jax.random.split(key, chains)
+    samples, extra = run_chains(run, keys, data, y, tune=tune, draws=draws, progress=progress)
+    return _finish(model, spec, data, y, samples, _stats(extra, max_tree_depth), key_pp,
+                   log_likelihood=log_likelihood, posterior_predictive=posterior_predictive)

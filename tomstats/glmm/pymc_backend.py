@@ -226,6 +226,9 @@ def sample(
                     idata_kwargs={"log_likelihood": log_likelihood},
                     nuts={"max_treedepth": max_tree_depth})
             elif sampler == "numpyro":
+                from tomstats._compile_cache import enable_compilation_cache
+
+                enable_compilation_cache()
                 # importing PyMC's JAX bridge switches JAX to 64-bit; restored below.
                 idata = pm.sample(
                     draws=draws, tune=tune, chains=chains, random_seed=seed,

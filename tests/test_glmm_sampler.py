@@ -1,0 +1,178 @@
+"""Tests of the NumPyro sampler machinery: the compiled NUTS programs (memory and disk
+caches, chunking, progress), the dense mass-matrix block and the compilation-cache setting.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tomstats.glmm as glmm
+from tomstats import _compile_cache
+from tomstats.glmm import _nuts
+from tomstats.glmm.data import build_design, prepare_data
+from tomstats.glmm.numpyro_backend import dense_block, latent_sites, to_jax
+from tomstats.model import Params, linear_predictor
+
+TRUE = Params(alpha=1e-4, gamma=0.8, delta=2e-5, sigma=0.5)
+
+
+def rows(n_llm: int, n_items: int = 12, seed: int = 0):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for j in range(n_llm):
+        for k in range(n_items):
+            for c in (200, 1000, 5000):
+                t = int(rng.integers(0, 3))
+                eta = float(linear_predictor(TRUE, c, t, 0.8 + 0.1 * j, 0.0))
+                out.append({"model": f"m{j}", "item": f"i{k}", "context_words": c,
+                            "tom_order": t, "correct": int(rng.random() < 1 / (1 + np.exp(-eta)))})
+    return pd.DataFrame(out)
+
+
+def _fit(df, **kw):
+    opts = {"chains": 2, "draws": 150, "tune": 250, "seed": 5, "progress": False,
+            "log_likelihood": False, "posterior_predictive": False, "item_effects": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", glmm.DiagnosticsWarning)
+        return glmm.fit(df, "structural", **{**opts, **kw})
+
+
+def _design(df, model="structural", **opts):
+    spec, md = build_design(model, prepare_data(df).reset_index(drop=True), **opts)
+    return spec, to_jax(spec, md)
+
+
+# --------------------------------------------------------------------------- dense block
+
+
+def test_dense_block_structural_one_llm():
+    spec, data = _design(rows(1), item_effects=True)
+    sites = latent_sites(spec, data)
+    assert sites["item_z"] == (12, True)
+    assert sites["sigma_item"] == (1, False)  # a scale: positive support
+    assert set(dense_block(spec, data)) == {"capability", "alpha_scaled", "gamma",
+                                            "delta_scaled"}
+
+
+def test_dense_block_leaves_out_pooled_capabilities_and_scales():
+    spec, data = _design(rows(5), item_effects=True, hierarchical=True)
+    block = dense_block(spec, data)
+    assert set(block) == {"capability_mu", "alpha_scaled", "gamma", "delta_scaled"}
+    # centred pooling: the capabilities themselves are random effects
+    spec, data = _design(rows(5), hierarchical=True, noncentered=("item",))
+    assert "capability" not in dense_block(spec, data)
+
+
+def test_dense_block_formula_and_limits(monkeypatch):
+    import tomstats.glmm.numpyro_backend as nb
+
+    spec, data = _design(rows(3), "correct ~ tom_order * log_context + (1 | model)")
+    assert dense_block(spec, data) == ("beta_c",)  # 4 fixed effects, one site
+    monkeypatch.setattr(nb, "DENSE_BLOCK_MAX", 3)
+    assert dense_block(spec, data) == ()
+
+
+def test_dense_and_diagonal_agree():
+    df = rows(2, n_items=30)
+    a = _fit(df, dense_mass="auto", draws=600, tune=400, chains=2)
+    b = _fit(df, dense_mass=False, draws=600, tune=400, chains=2)
+    for v in ("alpha", "gamma", "delta", "capability"):
+        x, y = a.posterior[v].to_numpy(), b.posterior[v].to_numpy()
+        sd = np.sqrt(0.5 * (x.reshape(-1, *x.shape[2:]).var(0) + y.reshape(-1, *y.shape[2:])
+                            .var(0)))
+        diff = np.abs(x.mean((0, 1)) - y.mean((0, 1))) / sd
+        assert np.all(diff < 0.25), (v, diff)
+    assert '"dense_mass": "auto"' in a.posterior.attrs["sampler"]
+
+
+def test_bad_dense_mass():
+    with pytest.raises(ValueError, match="dense_mass"):
+        glmm.fit(rows(1), dense_mass="full")
+
+
+# --------------------------------------------------------------------------- compiled runner
+
+
+def test_same_draws_from_memory_disk_and_any_chunking(monkeypatch):
+    df = rows(2)
+    first = _fit(df)
+    if _nuts._export_dir() is None:
+        pytest.skip("the compilation cache is switched off (TOMSTATS_JAX_CACHE)")
+    again = _fit(df)  # the programs from memory
+    _nuts._MEMORY.clear()
+    disk = _fit(df)  # the programs deserialised from the cache directory
+    for other in (again, disk):
+        for v in first.posterior.data_vars:
+            np.testing.assert_array_equal(first.posterior[v], other.posterior[v])
+    monkeypatch.setattr(_nuts, "CHUNK", 7)  # another program, other chunk boundaries
+    _nuts._MEMORY.clear()
+    chunked = _fit(df, progress=True)
+    for v in first.posterior.data_vars:
+        np.testing.assert_allclose(first.posterior[v], chunked.posterior[v], rtol=1e-5,
+                                   atol=1e-6)
+    np.testing.assert_array_equal(first.sample_stats["n_steps"], chunked.sample_stats["n_steps"])
+
+
+def test_seed_changes_draws_and_stats_are_complete():
+    df = rows(1)
+    a, b = _fit(df, seed=1), _fit(df, seed=2)
+    assert not np.allclose(a.posterior["gamma"], b.posterior["gamma"])
+    ss = a.sample_stats
+    for name in ("diverging", "energy", "lp", "n_steps", "tree_depth", "acceptance_rate",
+                 "step_size", "reached_max_treedepth"):
+        assert ss[name].shape == (2, 150), name
+    assert np.all(ss["step_size"] > 0) and np.all(ss["n_steps"] >= 1)
+    # step size is fixed after the warm-up
+    assert np.ptp(ss["step_size"].to_numpy(), axis=1).max() == 0
+
+
+def test_other_chain_methods_use_numpyro_mcmc():
+    df = rows(1)
+    a = _fit(df, chain_method="sequential", chains=2)
+    assert a.posterior["gamma"].shape == (2, 150)
+    assert a.sample_stats["diverging"].dtype == bool
+
+
+def test_unwritable_cache_directory_still_fits(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setattr(_nuts, "_export_dir", lambda: blocker / "tomstats-programs")
+    _nuts._MEMORY.clear()
+    idata = _fit(rows(1), seed=11)
+    assert idata.posterior["gamma"].shape == (2, 150)
+
+
+# --------------------------------------------------------------------------- cache setting
+
+
+@pytest.mark.parametrize(("value", "expected"), [("off", None), ("0", None), ("", None),
+                                                 ("FALSE", None)])
+def test_cache_switched_off(monkeypatch, value, expected):
+    monkeypatch.setenv("TOMSTATS_JAX_CACHE", value)
+    assert _compile_cache.default_cache_dir() is expected
+
+
+def test_cache_directory_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("TOMSTATS_JAX_CACHE", str(tmp_path / "c"))
+    assert _compile_cache.default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("TOMSTATS_JAX_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _compile_cache.default_cache_dir() == tmp_path / "xdg" / "tomstats" / "jax"
+
+
+def test_existing_jax_cache_directory_is_kept(monkeypatch, tmp_path):
+    import jax
+
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    try:
+        monkeypatch.setenv("TOMSTATS_JAX_CACHE", str(tmp_path / "other"))
+        assert _compile_cache.enable_compilation_cache() == tmp_path
+        assert not (tmp_path / "other").exists()
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
