@@ -13,12 +13,14 @@ Two datasets simulated from equation (1) (:data:`tomstats.calibration.PAPER_PARA
 Each is fitted with the same spec and priors by ``tomstats.glmm.fit`` on each backend
 (``numpyro``: tomstats's NumPyro NUTS — vectorised chains, a dense mass matrix over the
 regression coefficients, compiled programs cached on disk; ``pymc``: PyMC's own NUTS with
-its defaults, ``cores=1`` so that both use one process; ``pymc-numpyro``: the PyMC model
+its defaults, ``cores=1`` so that both use one process (``--pymc-cores`` changes it;
+PyMC's own default is one process per chain up to 4 CPUs); ``pymc-numpyro``: the PyMC model
 sampled by NumPyro's NUTS through ``pm.sample(nuts_sampler="numpyro")``). The libraries are
 imported before any timing. Reported per fit: wall time of the whole ``fit`` call
 (compilation, warm-up, sampling, diagnostics; posterior predictive and log-likelihood
-switched off), min bulk ESS over every sampled parameter (ArviZ, rank-normalised),
-ESS/s = min bulk ESS / wall seconds, and the ratio to PyMC's ESS/s in the same run.
+switched off), the CPU seconds it used (all threads and child processes), min bulk ESS
+over every sampled parameter (ArviZ, rank-normalised), ESS/s = min bulk ESS / wall
+seconds, and the ratio to PyMC's ESS/s in the same run.
 
 Each fit runs ``--repeats`` times (default 2) with the same seed. With ``--fresh-caches``
 (the default) the compilation caches start empty — JAX's (``TOMSTATS_JAX_CACHE``) and
@@ -28,7 +30,7 @@ shape in a new process (programs loaded from the caches; tomstats's in-memory ca
 cleared between runs)::
 
     python benchmarks/glmm_speed.py --chains 4 --draws 1000 --tune 1000 --datasets one-llm
-    python benchmarks/glmm_speed.py --chains 4 --draws 500 --tune 500 --datasets crossed --repeats 1
+    python benchmarks/glmm_speed.py --chains 4 --draws 1000 --tune 1000 --datasets crossed
 
 Rows are aggregated into binomial cells when that halves the observations (the fit's
 default, applied identically to all backends: 7,500 rows → 150 cells; the crossed data
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -90,20 +93,29 @@ def crossed_data(seed: int = 0) -> pd.DataFrame:
     return df[["model", "item", "tom_order", "context_words", "correct"]]
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process (all threads) and of its finished child processes."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run_one(df: pd.DataFrame, backend: str, *, chains: int, draws: int, tune: int,
-            seed: int, aggregate: Any) -> dict[str, Any]:
-    """Fit once; wall seconds, min bulk ESS (and the variable), divergences, max R-hat."""
+            seed: int, aggregate: Any, pymc_cores: int = 1) -> dict[str, Any]:
+    """Fit once; wall and CPU seconds, min bulk ESS (and the variable), divergences,
+    max R-hat."""
     import arviz as az
 
     from tomstats.glmm import fit
 
-    t0 = time.perf_counter()
+    extra = {"cores": pymc_cores} if backend == "pymc" else {}
+    c0, t0 = _cpu_seconds(), time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = fit(df, "structural", backend=backend, chains=chains, draws=draws,
                     tune=tune, seed=seed, progress=False, log_likelihood=False,
-                    posterior_predictive=False, aggregate=aggregate)
-    wall = time.perf_counter() - t0
+                    posterior_predictive=False, aggregate=aggregate, **extra)
+    wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
     post = idata.posterior
     # sampled (non-deterministic) parameters: the raw, non-centred ones
     names = [v for v in post.data_vars if v not in ("capability", "item_effect", "alpha",
@@ -113,7 +125,7 @@ def run_one(df: pd.DataFrame, backend: str, *, chains: int, draws: int, tune: in
     mins = {v: float(ess[v].min()) for v in names}
     worst = min(mins, key=mins.get)
     rhat = az.rhat(post[names])
-    return {"backend": backend, "wall_s": wall, "min_ess_bulk": mins[worst],
+    return {"backend": backend, "wall_s": wall, "cpu_s": cpu, "min_ess_bulk": mins[worst],
             "min_ess_var": worst, "ess_per_s": mins[worst] / wall,
             "max_rhat": float(max(float(rhat[v].max()) for v in names)),
             "divergences": int(idata.sample_stats["diverging"].to_numpy().sum()),
@@ -134,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2, help="fits per dataset and backend")
     p.add_argument("--keep-caches", action="store_true",
                    help="use the existing compilation caches instead of fresh, empty ones")
+    p.add_argument("--pymc-cores", type=int, default=1,
+                   help="processes for PyMC's own sampler (PyMC's default: min(4, CPUs))")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     a = p.parse_args(argv)
     if not a.keep_caches:  # before PyTensor or JAX read their settings
@@ -156,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for rep in range(1, a.repeats + 1):
                 _nuts._MEMORY.clear()  # a later fit = a new process with warm disk caches
                 r = run_one(df, backend, chains=a.chains, draws=a.draws, tune=a.tune,
-                            seed=a.seed, aggregate=False if a.no_aggregate else "auto")
+                            seed=a.seed, aggregate=False if a.no_aggregate else "auto",
+                            pymc_cores=a.pymc_cores)
                 r["dataset"], r["run"] = name, rep
                 results.append(r)
                 print(f"{name:8} {backend:13} run {rep} {r['wall_s']:8.1f} s  min ESS "
@@ -166,9 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ref = tab[tab["backend"] == "pymc"].set_index(["dataset", "run"])["ess_per_s"]
     tab["ratio_vs_pymc"] = tab["ess_per_s"] / pd.Series(
         list(zip(tab["dataset"], tab["run"], strict=True))).map(ref).to_numpy()
-    cols = ["dataset", "backend", "run", "n_rows", "n_obs", "wall_s", "min_ess_bulk",
+    cols = ["dataset", "backend", "run", "n_rows", "n_obs", "wall_s", "cpu_s", "min_ess_bulk",
             "min_ess_var", "ess_per_s", "ratio_vs_pymc", "max_rhat", "divergences"]
     print(f"\nchains={a.chains} draws={a.draws} tune={a.tune} seed={a.seed} "
+          f"pymc_cores={a.pymc_cores} "
           f"caches={'existing' if a.keep_caches else 'fresh (run 1 cold, later runs warm)'}")
     with pd.option_context("display.float_format", "{:.3g}".format, "display.width", 160):
         print(tab[cols].to_string(index=False))

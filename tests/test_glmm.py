@@ -500,6 +500,7 @@ def test_cli_fit_and_calibrate(tmp_path, capsys):
         warnings.simplefilter("always")
         rc = main(["fit", str(csv), "--model", "structural", "--chains", "2", "--draws", "200",
                    "--tune", "200", "--seed", "2", "--no-progress", "--out", str(out),
+                   "--cores", "1",
                    "--map", "model=run_dir,context_words=words", "--map", "tom_order=order",
                    "--successes", "n_correct", "--trials", "n_tries",
                    "--option", 'fixed={"delta": 0}'])
@@ -507,6 +508,7 @@ def test_cli_fit_and_calibrate(tmp_path, capsys):
     idata = glmm.load_fit(out)
     assert idata.attrs["family"] == "binomial" and idata.attrs["n_rows"] == 27
     assert json.loads(idata.attrs["column_mapping"])["model"] == "run_dir"
+    assert json.loads(idata.attrs["sampler"])["cores"] == 1
     printed = capsys.readouterr().out
     assert "gamma" in printed
     # a fixed parameter is a constant, not a posterior variable: no NaN R-hat anywhere

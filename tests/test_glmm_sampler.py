@@ -176,3 +176,84 @@ def test_existing_jax_cache_directory_is_kept(monkeypatch, tmp_path):
         assert not (tmp_path / "other").exists()
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+
+
+# --------------------------------------------------------------------------- warm-up depth
+
+
+def _warmup_steps(df, monkeypatch, depth: int) -> np.ndarray:
+    """Leapfrog steps of each of the first 100 warm-up iterations (chain, iteration)."""
+    import jax
+    import jax.numpy as jnp
+
+    from tomstats.glmm.numpyro_backend import model_function
+
+    monkeypatch.setattr(_nuts, "WARMUP_TREE_DEPTH", depth)
+    spec, data = _design(df)
+    md_y = jnp.asarray(build_design("structural", prepare_data(df).reset_index(drop=True))[1].y)
+    run = _nuts.runner(model_function(spec), spec, data, md_y, chains=2, tune=200, draws=100,
+                       target_accept=0.8, max_tree_depth=10, dense=False)
+    arrays = {k: v for k, v in data.items() if hasattr(v, "shape")}
+    state = run.init(jax.random.split(jax.random.PRNGKey(0), 2), arrays, md_y)
+    _, buf = run.advance(state, arrays, md_y, np.int32(100), np.bool_(True))
+    return np.asarray(buf["stat/num_steps"])
+
+
+def test_warmup_trees_are_capped(monkeypatch):
+    from tomstats.calibration import PAPER_PARAMS
+    from tomstats.design import paper_design
+    from tomstats.simulate import simulate_questions
+
+    # four LLMs sharing 600 items: capabilities informed by 600 answers each, item
+    # effects by four, so the unit metric of the first window needs long trajectories
+    d = paper_design().with_(n_per_cell=40, capability=(0.8, 0.95, 1.1, 1.25))
+    df = simulate_questions(d, PAPER_PARAMS, seed=1, latent=True, shared_items=True)
+    df = df.rename(columns={"capability": "model", "context_length": "context_words"})
+    df["model"] = [f"m{c:.2f}" for c in df["model"]]
+    uncapped = _warmup_steps(df, monkeypatch, 10)
+    assert uncapped.max() > 63  # the cap would bind on this log
+    capped = _warmup_steps(df, monkeypatch, 6)
+    assert capped.max() <= 63
+    assert capped.sum() < uncapped.sum()
+    assert _nuts.tree_depths(10) == (6, 10) and _nuts.tree_depths(4) == (4, 4)
+
+
+def test_sampler_attribute_records_the_warmup_depth():
+    import json
+
+    a = _fit(rows(1), max_tree_depth=8)
+    sampler = json.loads(a.attrs["sampler"])
+    assert sampler["max_tree_depth"] == 8 and sampler["warmup_max_tree_depth"] == 6
+
+
+# --------------------------------------------------------------------------- chain groups
+
+
+def test_every_chain_is_its_own_program_on_a_cpu():
+    import jax
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("chains run as one vectorised group on an accelerator")
+    assert [_nuts.chain_groups(c) for c in (1, 2, 3, 4)] == [1, 2, 3, 4]
+
+
+def test_cores_never_change_the_draws():
+    import json
+
+    df = rows(2)
+    one = _fit(df, chains=4, cores=1, draws=60, tune=60)
+    two = _fit(df, chains=4, cores=2, draws=60, tune=60)
+    for v in one.posterior.data_vars:
+        np.testing.assert_array_equal(one.posterior[v], two.posterior[v])
+    np.testing.assert_array_equal(one.sample_stats["n_steps"], two.sample_stats["n_steps"])
+    assert one.posterior.sizes["chain"] == 4
+    assert json.loads(two.attrs["sampler"])["chain_groups"] == _nuts.chain_groups(4)
+    # the chains differ from each other (each got its own key)
+    g = one.posterior["gamma"].to_numpy()
+    assert len({tuple(row) for row in g}) == 4
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2"])
+def test_bad_cores(bad):
+    with pytest.raises(ValueError, match="cores"):
+        _fit(rows(1), cores=bad)

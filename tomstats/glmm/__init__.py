@@ -21,6 +21,7 @@ Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
 from __future__ import annotations
 
 from tomstats.glmm.calibrate import posterior_params, posterior_summary
+from tomstats.glmm.convergence import convergence, ess_bulk, ess_tail, rhat_rank
 from tomstats.glmm.data import STANDARD_COLUMNS, prepare_data, read_table
 from tomstats.glmm.diagnostics import (
     DiagnosticCheck,
@@ -60,6 +61,9 @@ __all__ = [
     "calibration_curve",
     "check_diagnostics",
     "compare_fits",
+    "convergence",
+    "ess_bulk",
+    "ess_tail",
     "exponential",
     "fit",
     "fit_spec",
@@ -74,6 +78,7 @@ __all__ = [
     "predict",
     "prepare_data",
     "read_table",
+    "rhat_rank",
     "save_fit",
     "separation_data",
     "student_t",

@@ -16,6 +16,17 @@ of arrays:
     ``keep`` (kept draws after the warm-up) each is written into fixed-size buffers of
     :data:`CHUNK` rows: constrained and deterministic sites, and the sampler statistics.
 
+**Warm-up trees are at most :data:`WARMUP_TREE_DEPTH` deep** (NumPyro's
+``max_tree_depth=(warm-up, sampling)``); the draws after the warm-up use the full depth.
+Early in the warm-up the metric is the identity, so when parameters sit on very different
+posterior scales (an LLM capability informed by thousands of answers next to item effects
+informed by four) the step size must suit the narrowest one and the trees run to depth
+8–10: on the crossed 12,000-row log of ``benchmarks/glmm_speed.py`` the first 100 warm-up
+iterations took 77 % of all leapfrog steps of the fit. Those long trajectories buy little,
+because the metric they run under is about to be replaced; capped, the metric improves
+window by window at a fraction of the cost, and the adapted step size and metric (hence
+the draws' ESS per draw) come out as good.
+
 The data arrays are arguments, not constants: a new log of the same shape runs the same
 programs. Each program is exported (:mod:`jax.export`) and stored under the compilation
 cache directory (:mod:`tomstats._compile_cache`), keyed by everything that determines it
@@ -25,6 +36,8 @@ Fits always run the exported programs, so a warm and a cold run give the same dr
 
 Chains advance in chunks of at most :data:`CHUNK` transitions; the progress bar moves
 after each chunk. The chunking never changes the draws (the random state is carried).
+On a CPU every chain is a program of its own (no batching), run in concurrent threads up to
+the cores allowed (:func:`chain_groups`, :func:`run_chains`).
 """
 
 from __future__ import annotations
@@ -33,7 +46,9 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,12 +57,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Runner", "runner", "run_chains", "CHUNK"]
+__all__ = ["Runner", "runner", "run_chains", "chain_groups", "default_cores", "tree_depths",
+           "CHUNK", "WARMUP_TREE_DEPTH"]
 
 #: Transitions per compiled call (the progress bar's step).
 CHUNK = 100
+#: Maximum tree depth during the warm-up (at most 2**6 - 1 = 63 leapfrog steps).
+WARMUP_TREE_DEPTH = 6
 #: Bump when the programs change: old exported files are then ignored.
-_PROGRAM_VERSION = 1
+_PROGRAM_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -96,18 +114,30 @@ def _export_dir() -> Path | None:
     return Path(d) / "tomstats-programs" if d else None
 
 
-def _load(sig: str, chunk: int) -> Runner | None:
+def _compiled(exp: Any) -> Callable[..., Any]:
+    """An exported program compiled for its argument shapes (JAX's persistent cache spares
+    the XLA compilation when it has seen the program)."""
+    args, kwargs = jax.tree.unflatten(
+        exp.in_tree, [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in exp.in_avals])
+    return jax.jit(exp.call).lower(*args, **kwargs).compile()
+
+
+def _runner_of(exported: Mapping[str, Any], chunk: int) -> Runner:
+    return Runner(_compiled(exported["init"]), _compiled(exported["advance"]), chunk=chunk)
+
+
+def _load(sig: str) -> dict[str, Any] | None:
     d = _export_dir()
     if d is None:
         return None
-    parts = []
+    parts = {}
     for name in ("init", "advance"):
         f = d / f"{sig}-{name}.bin"
         try:
-            parts.append(jax.export.deserialize(bytearray(f.read_bytes())))
+            parts[name] = jax.export.deserialize(bytearray(f.read_bytes()))
         except (OSError, ValueError, RuntimeError, ImportError):
             return None
-    return Runner(*(p.call for p in parts), chunk=chunk)
+    return parts
 
 
 def _store(sig: str, exported: Mapping[str, Any]) -> None:
@@ -146,7 +176,7 @@ def _build(model_fn: Callable[..., Any], spec: Any, static: Mapping[str, Any],
             k_init, model, init_strategy=init_to_uniform, model_args=(arrs, yy),
             prototype_params=info.z)
         return init_kernel(params, num_warmup=tune, target_accept_prob=target_accept,
-                           max_tree_depth=max_tree_depth, dense_mass=dense,
+                           max_tree_depth=tree_depths(max_tree_depth), dense_mass=dense,
                            model_args=(arrs, yy), rng_key=k_run)
 
     keys0 = jax.random.split(jax.random.PRNGKey(0), chains)
@@ -155,6 +185,9 @@ def _build(model_fn: Callable[..., Any], spec: Any, static: Mapping[str, Any],
     treedef = jax.tree.structure(state_shape)
 
     def step(st: Any, arrs: Mapping[str, Any], yy: Any) -> Any:
+        if chains == 1:  # no batching: NUTS's loops stay plain loops
+            one = sample_kernel(jax.tree.map(lambda x: x[0], st), model_args=(arrs, yy))
+            return jax.tree.map(lambda x: x[None], one)
         return jax.vmap(lambda s: sample_kernel(s, model_args=(arrs, yy)))(st)
 
     def collect(st: Any, arrs: Mapping[str, Any], yy: Any) -> dict[str, Any]:
@@ -201,53 +234,105 @@ def _build(model_fn: Callable[..., Any], spec: Any, static: Mapping[str, Any],
             "advance": ex(jax.jit(advance))(leaves_shape, arr_spec, y_spec, n_spec, keep_spec)}
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_cores() -> int:
+    """CPU cores the chain groups may use at once by default: every usable one."""
+    return usable_cpus()
+
+
+def chain_groups(chains: int) -> int:
+    """Number of equal groups the chains run in, each advanced by one compiled program.
+
+    On a CPU every chain is a program of its own: a vectorised program turns NUTS's
+    data-dependent loops into masked loops that wait at every tree for the slowest chain,
+    and single-chain programs run on separate cores at once (:func:`run_chains`). On an
+    accelerator one vectorised program of all chains fills the device. The grouping
+    depends on the number of chains and the platform only, never on the cores available,
+    so a seed gives the same draws whatever ``cores`` is.
+
+    >>> chain_groups(4) == (4 if jax.default_backend() == "cpu" else 1)
+    True
+    """
+    return chains if jax.default_backend() == "cpu" else 1
+
+
+def tree_depths(max_tree_depth: int) -> tuple[int, int]:
+    """(warm-up, sampling) maximum tree depths for a fit's ``max_tree_depth``."""
+    return min(WARMUP_TREE_DEPTH, max_tree_depth), max_tree_depth
+
+
 def runner(model_fn: Callable[..., Any], spec: Any, data: Mapping[str, Any], y: Any, *,
            chains: int, tune: int, draws: int, target_accept: float, max_tree_depth: int,
            dense: Any) -> Runner:
     """The compiled programs for this model, data shape and sampler setting (built, or
-    loaded from memory or disk)."""
+    loaded from memory or disk); ``chains`` is the number of chains one program advances
+    (a group, see :func:`chain_groups`)."""
     static = {k: v for k, v in data.items() if not hasattr(v, "shape")}
     arrays = {k: v for k, v in data.items() if hasattr(v, "shape")}
     chunk = max(1, min(CHUNK, draws))
     settings = {"chains": chains, "tune": tune, "chunk": chunk,
-                "target_accept": float(target_accept), "max_tree_depth": max_tree_depth,
+                "target_accept": float(target_accept),
+                "max_tree_depth": list(tree_depths(max_tree_depth)),
                 "dense": [list(b) for b in dense] if isinstance(dense, list) else bool(dense)}
     sig = _signature(spec, static, arrays, int(np.shape(y)[0]), settings)
     if sig in _MEMORY:
         return _MEMORY[sig]
-    run = _load(sig, chunk)
-    if run is None:
+    exported = _load(sig)
+    if exported is None:
         exported = _build(model_fn, spec, static, arrays, y, chains=chains, tune=tune,
                           chunk=chunk, target_accept=target_accept,
                           max_tree_depth=max_tree_depth, dense=dense)
         _store(sig, exported)
-        run = Runner(*(exported[k].call for k in ("init", "advance")), chunk=chunk)
+    run = _runner_of(exported, chunk)
     if len(_MEMORY) >= 8:
         _MEMORY.pop(next(iter(_MEMORY)))
     _MEMORY[sig] = run
     return run
 
 
-def run_chains(run: Runner, keys: Any, arrays: Mapping[str, Any], y: Any, *, tune: int,
-               draws: int, progress: bool) -> tuple[dict[str, np.ndarray],
-                                                    dict[str, np.ndarray]]:
-    """Warm up and draw; return posterior and statistics as NumPy arrays with leading
-    (chain, draw) axes."""
-    from tqdm.auto import tqdm
+class _Progress:
+    """One progress bar for concurrent chain groups, counting chain iterations."""
 
-    arrays = {k: v for k, v in arrays.items() if hasattr(v, "shape")}
-    bar = tqdm(total=tune + draws, desc="NUTS warm-up", unit="it", disable=not progress,
-               leave=False)
+    def __init__(self, tune: int, draws: int, chains: int, groups: int, show: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=(tune + draws) * chains, desc="NUTS warm-up", unit="it",
+                         disable=not show, leave=False)
+        self._show, self._tune, self._size = show, tune, chains // groups
+        self._done = [0] * groups
+        self._lock = threading.Lock()
+
+    def advanced(self, group: int, n: int, state: Any) -> None:
+        if not self._show:
+            return
+        jax.block_until_ready(state)
+        with self._lock:
+            self._done[group] += n
+            if min(self._done) >= self._tune:
+                self._bar.set_description("NUTS sampling")
+            self._bar.update(n * self._size)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def _run_group(run: Runner, keys: Any, arrays: Mapping[str, Any], y: Any, tune: int,
+               draws: int, report: Callable[[int, Any], None]) -> dict[str, np.ndarray]:
+    """Warm up and draw one group of chains; arrays with leading (draw, chain) axes."""
     state = run.init(keys, arrays, y)
     done = 0
     while done < tune:
         n = min(run.chunk, tune - done)
         state, _ = run.advance(state, arrays, y, np.int32(n), np.bool_(False))
         done += n
-        if progress:
-            jax.block_until_ready(state)
-            bar.update(n)
-    bar.set_description("NUTS sampling")
+        report(n, state)
     parts: list[dict[str, Any]] = []
     done = 0
     while done < draws:
@@ -255,13 +340,42 @@ def run_chains(run: Runner, keys: Any, arrays: Mapping[str, Any], y: Any, *, tun
         state, buf = run.advance(state, arrays, y, np.int32(n), np.bool_(True))
         parts.append({k: v[:n] for k, v in buf.items()})
         done += n
-        if progress:
-            jax.block_until_ready(state)
-            bar.update(n)
-    bar.close()
+        report(n, state)
     host = jax.device_get(parts)
-    out = {k: np.swapaxes(np.concatenate([p[k] for p in host], axis=0), 0, 1)
-           for k in host[0]}
+    return {k: np.concatenate([p[k] for p in host], axis=0) for k in host[0]}
+
+
+def run_chains(run: Runner, keys: Any, arrays: Mapping[str, Any], y: Any, *, tune: int,
+               draws: int, progress: bool, groups: int = 1, cores: int = 1
+               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Warm up and draw; return posterior and statistics as NumPy arrays with leading
+    (chain, draw) axes.
+
+    ``keys`` holds one key per chain. With ``groups > 1`` the chains are split into that
+    many equal groups (``run`` is compiled for one group); up to ``cores`` groups advance
+    at once, each in its own thread (XLA releases the GIL, so they run on separate CPU
+    cores). How many run at once never changes the draws.
+    """
+    arrays = {k: v for k, v in arrays.items() if hasattr(v, "shape")}
+    key_groups = np.split(np.asarray(keys), groups)
+    bar = _Progress(tune, draws, len(keys), groups, progress)
+
+    def group(g: int) -> dict[str, np.ndarray]:
+        return _run_group(run, key_groups[g], arrays, y, tune, draws,
+                          lambda n, st: bar.advanced(g, n, st))
+
+    try:
+        workers = max(1, min(cores, groups))
+        if workers == 1:
+            outs = [group(g) for g in range(groups)]
+        else:
+            with ThreadPoolExecutor(max_workers=workers,
+                                    thread_name_prefix="tomstats-nuts") as pool:
+                outs = list(pool.map(group, range(groups)))
+    finally:
+        bar.close()
+    out = {k: np.swapaxes(np.concatenate([o[k] for o in outs], axis=1), 0, 1)
+           for k in outs[0]}
     post = {k.split("/", 1)[1]: v for k, v in out.items() if k.startswith("post/")}
     stats = {k.split("/", 1)[1]: v for k, v in out.items() if k.startswith("stat/")}
     return post, stats

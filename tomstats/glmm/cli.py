@@ -62,6 +62,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draws", type=int, default=1000)
     p.add_argument("--tune", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cores", type=int, default=None,
+                   help="CPU cores the chains may use at once (numpyro: one chain a thread, "
+                        "default all usable CPUs; pymc: processes, default 1); never "
+                        "changes the numpyro draws")
     p.add_argument("--target-accept", type=float, default=0.9)
     p.add_argument("--family", choices=("bernoulli", "binomial"), default=None)
     p.add_argument("--map", action="append", metavar="STD=COL,...",
@@ -109,6 +113,7 @@ def run_fit(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", DiagnosticsWarning)  # reported below instead
         idata = fit(df, args.model, args.backend, chains=args.chains, draws=args.draws,
                     tune=args.tune, seed=args.seed, target_accept=args.target_accept,
+                    cores=args.cores,
                     family=args.family, progress=not args.no_progress, columns=columns,
                     **options)
     save_fit(idata, out)

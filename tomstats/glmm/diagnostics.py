@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tomstats.glmm.convergence import convergence
+
 __all__ = ["DiagnosticCheck", "DiagnosticsReport", "DiagnosticsWarning", "check_diagnostics"]
 
 
@@ -154,7 +156,8 @@ def check_diagnostics(
 
     R-hat and ESS cover every posterior variable (or ``var_names``); entries that are
     constant across draws (fixed parameters, the unit diagonal of a correlation matrix)
-    are skipped.
+    are skipped. They are ArviZ's rank-normalised estimators, computed for all entries of
+    a variable at once (:mod:`tomstats.glmm.convergence`).
 
     Returns
     -------
@@ -190,10 +193,14 @@ def check_diagnostics(
             f"lowest E-BFMI {worst:.3f} (threshold {ebfmi_min})"))
 
     names = _sample_vars(post, var_names)
-    sub = post[names]
-    rhat = az.rhat(sub, method="rank")
-    ess_b = az.ess(sub, method="bulk")
-    ess_t = az.ess(sub, method="tail")
+    stats: dict[str, dict[str, object]] = {"rhat": {}, "ess_bulk": {}, "ess_tail": {}}
+    for name in names:
+        da = post[name].transpose("chain", "draw", ...)
+        vals = convergence(da.to_numpy())
+        template = da.isel(chain=0, draw=0, drop=True)
+        for key, v in zip(stats, vals, strict=True):
+            stats[key][name] = template.copy(data=v)
+    rhat, ess_b, ess_t = stats["rhat"], stats["ess_bulk"], stats["ess_tail"]
     ess_min = ess_min_per_chain * chains
     for key, ds, bad_fn, thr, fmt in (
         ("rhat", rhat, lambda v: v > rhat_max, rhat_max, "largest R-hat {v:.4f} (threshold "

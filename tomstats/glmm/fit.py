@@ -221,9 +221,18 @@ def fit(
     chain_method : {"vectorized", "parallel", "sequential"}
         How NumPyro runs the chains (``"parallel"`` needs one JAX device per chain).
     max_tree_depth : int
-        NUTS maximum tree depth (both backends).
+        NUTS maximum tree depth of the draws (both backends). The ``numpyro`` backend caps
+        the warm-up's trees at depth ``min(6, max_tree_depth)``
+        (:data:`tomstats.glmm._nuts.WARMUP_TREE_DEPTH`; recorded as the sampler's
+        ``warmup_max_tree_depth``): early warm-up trajectories under the unit metric are
+        long and soon discarded.
     cores : int, optional
-        Processes for PyMC's own sampler (default 1).
+        CPU cores the chains may use at once. ``numpyro`` (``chain_method="vectorized"``):
+        on a CPU each chain is a compiled program of its own, run in its own thread, up
+        to ``cores`` at once (default: every usable CPU); ``cores`` never changes the
+        draws (on an accelerator the chains are one vectorised program; recorded as the
+        sampler's ``chain_groups``). ``pymc``: processes for PyMC's own sampler
+        (default 1).
     log_likelihood, posterior_predictive : bool
         Store the pointwise log-likelihood / replicated outcomes.
     dense_mass : {"auto", True, False}
@@ -262,6 +271,12 @@ def fit(
     if chain_method not in ("vectorized", "parallel", "sequential"):
         raise ValueError(f"chain_method must be 'vectorized', 'parallel' or 'sequential', "
                          f"got {chain_method!r}")
+    if cores is not None:
+        cores = _check_int("cores", cores, 1)
+    from tomstats.glmm._nuts import chain_groups, tree_depths
+
+    groups = chain_groups(chains) if backend == "numpyro" and chain_method == "vectorized" \
+        else None
     df = prepare_data(data, columns).reset_index(drop=True)
     spec, md = build_design(model, df, family=family, **spec_options)
     kw = dict(chains=chains, draws=draws, tune=tune, seed=seed, target_accept=target_accept,
@@ -270,7 +285,7 @@ def fit(
     if backend == "numpyro":
         from tomstats.glmm import numpyro_backend
 
-        res = numpyro_backend.sample(spec, md, dense_mass=dense_mass, **kw)
+        res = numpyro_backend.sample(spec, md, dense_mass=dense_mass, cores=cores, **kw)
     else:
         from tomstats.glmm import pymc_backend
 
@@ -297,7 +312,12 @@ def fit(
         "sampler": json.dumps({"chains": chains, "draws": draws, "tune": tune,
                                "target_accept": target_accept, "chain_method": chain_method,
                                "max_tree_depth": max_tree_depth,
-                               "dense_mass": dense_mass if backend == "numpyro" else False},
+                               "warmup_max_tree_depth": (tree_depths(max_tree_depth)[0]
+                                                         if backend == "numpyro"
+                                                         else max_tree_depth),
+                               "dense_mass": dense_mass if backend == "numpyro" else False,
+                               "chain_groups": groups,
+                               "cores": cores},
                               sort_keys=True),
         "max_tree_depth": max_tree_depth,
         "seed": seed,

@@ -290,7 +290,10 @@ def _sample_mcmc(spec: StructuralSpec | FormulaSpec, md: ModelData, *, chains: i
     model = model_function(spec)
     data = to_jax(spec, md)
     y = jnp.asarray(md.y)
-    kernel = NUTS(model, target_accept_prob=target_accept, max_tree_depth=max_tree_depth,
+    from tomstats.glmm._nuts import tree_depths
+
+    kernel = NUTS(model, target_accept_prob=target_accept,
+                  max_tree_depth=tree_depths(max_tree_depth),
                   dense_mass=_dense_setting(spec, data, dense_mass, tune))
     mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains,
                 chain_method=chain_method, progress_bar=progress)
@@ -339,13 +342,16 @@ def sample(
     log_likelihood: bool = True,
     posterior_predictive: bool = True,
     dense_mass: bool | str = "auto",
+    cores: int | None = None,
 ) -> dict[str, Any]:
     """Run NUTS; return NumPy arrays with leading (chain, draw) axes.
 
     ``dense_mass``: ``"auto"`` adapts a dense mass matrix over :func:`dense_block` and a
     diagonal one over the rest (all diagonal with fewer than :data:`DENSE_MIN_TUNE`
     warm-up iterations); ``True`` a dense one over every latent site; ``False`` a
-    diagonal one (PyMC's default).
+    diagonal one (PyMC's default). ``cores``: how many chains (on a CPU; groups
+    of chains elsewhere, :func:`tomstats.glmm._nuts.chain_groups`) may advance at once,
+    in separate threads (default every usable CPU); it never changes the draws.
 
     Returns
     -------
@@ -356,7 +362,7 @@ def sample(
         shape (chain, draw, n_obs) or None).
     """
     from tomstats._compile_cache import enable_compilation_cache
-    from tomstats.glmm._nuts import run_chains, runner
+    from tomstats.glmm._nuts import chain_groups, default_cores, run_chains, runner
 
     if chain_method != "vectorized":
         return _sample_mcmc(spec, md, chains=chains, draws=draws, tune=tune, seed=seed,
@@ -369,10 +375,13 @@ def sample(
     data = to_jax(spec, md)
     y = jnp.asarray(md.y)
     dense = _dense_setting(spec, data, dense_mass, tune)
-    run = runner(model, spec, data, y, chains=chains, tune=tune, draws=draws,
+    groups = chain_groups(chains)
+    run = runner(model, spec, data, y, chains=chains // groups, tune=tune, draws=draws,
                  target_accept=target_accept, max_tree_depth=max_tree_depth, dense=dense)
     key, key_pp = jax.random.split(jax.random.PRNGKey(seed))
     keys = jax.random.split(key, chains)
-    samples, extra = run_chains(run, keys, data, y, tune=tune, draws=draws, progress=progress)
+    samples, extra = run_chains(run, keys, data, y, tune=tune, draws=draws, progress=progress,
+                                groups=groups,
+                                cores=default_cores() if cores is None else cores)
     return _finish(model, spec, data, y, samples, _stats(extra, max_tree_depth), key_pp,
                    log_likelihood=log_likelihood, posterior_predictive=posterior_predictive)

@@ -35,6 +35,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from tomstats.glmm.convergence import dataset_stat
 from tomstats.report._document import (
     Check,
     Document,
@@ -222,12 +223,12 @@ def _fallback_checks(idata: az.InferenceData) -> tuple[Check, ...]:
         checks.append(Check("R-hat", None, "—", f"≤ {THRESHOLDS['r_hat']}",
                             "needs at least 2 chains"))
     else:
-        rhat = az.rhat(post)
+        rhat = dataset_stat(post, "rhat")
         checks.append(_threshold_check("R-hat", rhat, lambda v: v > THRESHOLDS["r_hat"], np.nanmax,
                                        f"≤ {THRESHOLDS['r_hat']}", "max {:.4f}"))
     ess_min = THRESHOLDS["ess_per_chain"] * n_chains
     for method, label in (("bulk", "bulk ESS"), ("tail", "tail ESS")):
-        ess = az.ess(post, method=method)
+        ess = dataset_stat(post, f"ess_{method}")
         checks.append(_threshold_check(label, ess, lambda v, m=ess_min: v < m, np.nanmin,
                                        f"≥ {ess_min:.0f} (100 per chain)", "min {:.0f}"))
     return tuple(checks)
