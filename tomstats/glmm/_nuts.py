@@ -65,7 +65,7 @@ CHUNK = 100
 #: Maximum tree depth during the warm-up (at most 2**6 - 1 = 63 leapfrog steps).
 WARMUP_TREE_DEPTH = 6
 #: Bump when the programs change: old exported files are then ignored.
-_PROGRAM_VERSION = 3
+_PROGRAM_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -166,15 +166,26 @@ def _build(model_fn: Callable[..., Any], spec: Any, static: Mapping[str, Any],
     def model(arrs: Mapping[str, Any], yy: Any = None) -> None:
         model_fn(spec, {**arrs, **static}, yy)
 
-    info, pe_gen, post_gen, _ = initialize_model(jax.random.PRNGKey(0), model,
-                                              model_args=(arrays, y), dynamic_args=True)
+    # NumPyro's model set-up, traced only: run eagerly it would dispatch (and compile)
+    # its search for initial values op by op, seconds on a first fit. With dynamic
+    # arguments the potential and postprocessing functions take the data as arguments,
+    # so they hold no tracer of this trace.
+    made: dict[str, Any] = {}
+
+    def setup(arrs: Mapping[str, Any], yy: Any) -> Any:
+        info, made["pe_gen"], made["post_gen"], _ = initialize_model(
+            jax.random.PRNGKey(0), model, model_args=(arrs, yy), dynamic_args=True)
+        return info.z
+
+    z_shape = jax.eval_shape(setup, arrays, y)
+    pe_gen, post_gen = made["pe_gen"], made["post_gen"]
     init_kernel, sample_kernel = hmc(potential_fn_gen=pe_gen, algo="NUTS")
 
     def init_one(key: Any, arrs: Mapping[str, Any], yy: Any) -> Any:
         k_init, k_run = jax.random.split(key)
         (params, _, _), _ = find_valid_initial_params(
             k_init, model, init_strategy=init_to_uniform, model_args=(arrs, yy),
-            prototype_params=info.z)
+            prototype_params=jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), z_shape))
         return init_kernel(params, num_warmup=tune, target_accept_prob=target_accept,
                            max_tree_depth=tree_depths(max_tree_depth), dense_mass=dense,
                            model_args=(arrs, yy), rng_key=k_run)
