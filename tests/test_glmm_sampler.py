@@ -194,7 +194,8 @@ def _warmup_steps(df, monkeypatch, depth: int) -> np.ndarray:
     run = _nuts.runner(model_function(spec), spec, data, md_y, chains=2, tune=200, draws=100,
                        target_accept=0.8, max_tree_depth=10, dense=False)
     arrays = {k: v for k, v in data.items() if hasattr(v, "shape")}
-    state = run.init(jax.random.split(jax.random.PRNGKey(0), 2), arrays, md_y)
+    state, finite = run.init(jax.random.split(jax.random.PRNGKey(0), 2), arrays, md_y)
+    assert np.asarray(finite).all()
     _, buf = run.advance(state, arrays, md_y, np.int32(100), np.bool_(True))
     return np.asarray(buf["stat/num_steps"])
 
@@ -257,3 +258,38 @@ def test_cores_never_change_the_draws():
 def test_bad_cores(bad):
     with pytest.raises(ValueError, match="cores"):
         _fit(rows(1), cores=bad)
+
+
+def test_a_start_without_finite_density_is_an_error_before_sampling(monkeypatch):
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+
+    from tomstats.glmm.numpyro_backend import model_function
+
+    # programs are keyed by the spec, not the model function: keep this one's to itself
+    monkeypatch.setattr(_nuts, "_MEMORY", {})
+    monkeypatch.setattr(_nuts, "_export_dir", lambda: None)
+    df = rows(1)
+    spec, data = _design(df)
+    y = jnp.asarray(build_design("structural", prepare_data(df).reset_index(drop=True))[1].y)
+    good = model_function(spec)
+
+    def nowhere_finite(spec_, data_, y_):
+        good(spec_, data_, y_)
+        numpyro.factor("broken", jnp.nan)
+
+    run = _nuts.runner(nowhere_finite, spec, data, y, chains=1, tune=10, draws=10,
+                       target_accept=0.8, max_tree_depth=5, dense=False)
+    arrays = {k: v for k, v in data.items() if hasattr(v, "shape")}
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    with pytest.raises(RuntimeError, match=r"finite log density for chain\(s\) \[0\] "):
+        _nuts.run_chains(run, keys, arrays, y, tune=10, draws=10, progress=False, groups=3,
+                         cores=1)
+    # the working model, same settings, starts and samples
+    _nuts._MEMORY.clear()
+    ok = _nuts.runner(good, spec, data, y, chains=1, tune=10, draws=10, target_accept=0.8,
+                      max_tree_depth=5, dense=False)
+    post, stats = _nuts.run_chains(ok, keys, arrays, y, tune=10, draws=10, progress=False,
+                                   groups=3, cores=1)
+    assert np.isfinite(stats["potential_energy"]).all() and post["gamma"].shape[:2] == (3, 10)

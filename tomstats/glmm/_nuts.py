@@ -65,7 +65,7 @@ CHUNK = 100
 #: Maximum tree depth during the warm-up (at most 2**6 - 1 = 63 leapfrog steps).
 WARMUP_TREE_DEPTH = 6
 #: Bump when the programs change: old exported files are then ignored.
-_PROGRAM_VERSION = 4
+_PROGRAM_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -210,8 +210,9 @@ def _build(model_fn: Callable[..., Any], spec: Any, static: Mapping[str, Any],
                     "stat/step_size": st.adapt_state.step_size})
         return out
 
-    def init(keys: Any, arrs: Mapping[str, Any], yy: Any) -> list[Any]:
-        return jax.tree.leaves(jax.vmap(init_one, in_axes=(0, None, None))(keys, arrs, yy))
+    def init(keys: Any, arrs: Mapping[str, Any], yy: Any) -> tuple[list[Any], Any]:
+        st = jax.vmap(init_one, in_axes=(0, None, None))(keys, arrs, yy)
+        return jax.tree.leaves(st), jnp.isfinite(st.potential_energy)
 
     out_shape = jax.eval_shape(collect, state_shape, arrays, y)
 
@@ -334,10 +335,23 @@ class _Progress:
         self._bar.close()
 
 
+def _check_start(finite: Any, first_chain: int) -> None:
+    """Raise when a chain starts where the log density is not finite."""
+    bad = [first_chain + int(i) for i in np.flatnonzero(~np.asarray(finite))]
+    if bad:
+        raise RuntimeError(
+            f"NUTS found no initial values with a finite log density for chain(s) {bad} "
+            "(100 random tries, uniform in (-2, 2) on the unconstrained scale): the model's "
+            "log density is -inf or NaN there; check the data (e.g. infinite covariates) "
+            "and the priors")
+
+
 def _run_group(run: Runner, keys: Any, arrays: Mapping[str, Any], y: Any, tune: int,
-               draws: int, report: Callable[[int, Any], None]) -> dict[str, np.ndarray]:
+               draws: int, report: Callable[[int, Any], None], first_chain: int = 0
+               ) -> dict[str, np.ndarray]:
     """Warm up and draw one group of chains; arrays with leading (draw, chain) axes."""
-    state = run.init(keys, arrays, y)
+    state, finite = run.init(keys, arrays, y)
+    _check_start(finite, first_chain)
     done = 0
     while done < tune:
         n = min(run.chunk, tune - done)
@@ -373,7 +387,7 @@ def run_chains(run: Runner, keys: Any, arrays: Mapping[str, Any], y: Any, *, tun
 
     def group(g: int) -> dict[str, np.ndarray]:
         return _run_group(run, key_groups[g], arrays, y, tune, draws,
-                          lambda n, st: bar.advanced(g, n, st))
+                          lambda n, st: bar.advanced(g, n, st), g * len(key_groups[g]))
 
     try:
         workers = max(1, min(cores, groups))
