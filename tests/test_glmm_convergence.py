@@ -11,7 +11,7 @@ import pytest
 
 from tomstats.glmm.convergence import (
     convergence,
-    dataset_stat,
+    dataset_convergence,
     ess_bulk,
     ess_tail,
     rhat_rank,
@@ -85,16 +85,20 @@ def test_combined_equals_separate_and_handles_nan_and_shapes() -> None:
         rhat_rank(np.zeros(10))
 
 
-def test_dataset_stat_matches_arviz_layout() -> None:
+def test_dataset_convergence_matches_arviz_layout() -> None:
     rng = np.random.default_rng(4)
     ds = az.convert_to_dataset({"mu": rng.normal(size=(2, 80)),
                                 "b": rng.normal(size=(2, 80, 3))},
                                coords={"level": ["x", "y", "z"]}, dims={"b": ["level"]})
-    ours = dataset_stat(ds, "ess_bulk")
-    ref = az.ess(ds, method="bulk")
-    assert set(ours.data_vars) == {"mu", "b"}
-    assert list(ours["b"].coords["level"].values) == ["x", "y", "z"]
-    np.testing.assert_allclose(ours["b"].to_numpy(), ref["b"].to_numpy(), rtol=1e-9)
-    np.testing.assert_allclose(float(ours["mu"]), float(ref["mu"]), rtol=1e-9)
-    with pytest.raises(ValueError, match="stat must be one of"):
-        dataset_stat(ds, "mcse")
+    ours = dataset_convergence(ds)
+    refs = {"rhat": az.rhat(ds, method="rank"), "ess_bulk": az.ess(ds, method="bulk"),
+            "ess_tail": az.ess(ds, method="tail")}
+    assert set(ours) == set(refs)
+    for stat, ref in refs.items():
+        assert set(ours[stat].data_vars) == {"mu", "b"}
+        assert list(ours[stat]["b"].coords["level"].values) == ["x", "y", "z"]
+        np.testing.assert_allclose(ours[stat]["b"].to_numpy(), ref["b"].to_numpy(), rtol=1e-9)
+        np.testing.assert_allclose(float(ours[stat]["mu"]), float(ref["mu"]), rtol=1e-9)
+    assert set(dataset_convergence(ds, ("ess_bulk",))) == {"ess_bulk"}
+    with pytest.raises(ValueError, match="stats must be among"):
+        dataset_convergence(ds, ("mcse",))

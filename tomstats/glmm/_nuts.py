@@ -57,7 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Runner", "runner", "run_chains", "chain_groups", "default_cores", "tree_depths",
+__all__ = ["Runner", "runner", "run_chains", "chain_groups", "usable_cpus", "tree_depths",
            "CHUNK", "WARMUP_TREE_DEPTH"]
 
 #: Transitions per compiled call (the progress bar's step).
@@ -247,16 +247,11 @@ def _build(model_fn: Callable[..., Any], spec: Any, static: Mapping[str, Any],
 
 
 def usable_cpus() -> int:
-    """CPUs this process may run on."""
+    """CPUs this process may run on (the default number of chain groups run at once)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def default_cores() -> int:
-    """CPU cores the chain groups may use at once by default: every usable one."""
-    return usable_cpus()
 
 
 def chain_groups(chains: int) -> int:

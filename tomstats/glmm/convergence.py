@@ -30,7 +30,7 @@ import numpy as np
 from scipy.fft import next_fast_len
 from scipy.special import ndtri
 
-__all__ = ["rhat_rank", "ess_bulk", "ess_tail", "convergence", "dataset_stat"]
+__all__ = ["rhat_rank", "ess_bulk", "ess_tail", "convergence", "dataset_convergence"]
 
 #: Scalars processed together (bounds the memory of the FFTs).
 _BLOCK = 2048
@@ -245,22 +245,30 @@ def convergence(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return _blocked(_all_block, x, 2, 3)  # type: ignore[return-value]
 
 
-_STATS = {"rhat": rhat_rank, "ess_bulk": ess_bulk, "ess_tail": ess_tail}
+STATS = ("rhat", "ess_bulk", "ess_tail")
 
 
-def dataset_stat(ds: object, stat: str) -> object:
-    """One of ``"rhat"``, ``"ess_bulk"``, ``"ess_tail"`` for every variable of an
-    ``xarray.Dataset`` with ``chain`` and ``draw`` dimensions, shaped as ArviZ's ``rhat`` /
-    ``ess`` return it (the sample dimensions dropped)."""
+def dataset_convergence(ds: object, stats: tuple[str, ...] = STATS) -> dict[str, object]:
+    """R-hat, bulk and tail ESS (:func:`convergence`) of every variable of an
+    ``xarray.Dataset`` with ``chain`` and ``draw`` dimensions.
+
+    Returns
+    -------
+    dict
+        For each name in ``stats`` (of ``"rhat"``, ``"ess_bulk"``, ``"ess_tail"``) an
+        ``xarray.Dataset`` shaped as ArviZ's ``rhat`` / ``ess`` return it (the sample
+        dimensions dropped, the other coordinates kept).
+    """
     import xarray as xr
 
-    if stat not in _STATS:
-        raise ValueError(f"stat must be one of {sorted(_STATS)}, got {stat!r}")
-    fn = _STATS[stat]
-    out = {}
+    unknown = [s for s in stats if s not in STATS]
+    if unknown:
+        raise ValueError(f"stats must be among {list(STATS)}, got {unknown}")
+    out: dict[str, dict[str, xr.DataArray]] = {s: {} for s in STATS}
     for name, da in ds.data_vars.items():  # type: ignore[attr-defined]
         da = da.transpose("chain", "draw", ...)
         dims = da.dims[2:]
-        out[name] = xr.DataArray(fn(da.to_numpy()), dims=dims,
-                                 coords={d: da.coords[d] for d in dims if d in da.coords})
-    return xr.Dataset(out)
+        coords = {d: da.coords[d] for d in dims if d in da.coords}
+        for stat, v in zip(STATS, convergence(da.to_numpy()), strict=True):
+            out[stat][name] = xr.DataArray(v, dims=dims, coords=coords)
+    return {s: xr.Dataset(out[s]) for s in stats}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tomstats.glmm.convergence import convergence
+from tomstats.glmm.convergence import dataset_convergence
 
 __all__ = ["DiagnosticCheck", "DiagnosticsReport", "DiagnosticsWarning", "check_diagnostics"]
 
@@ -193,13 +193,7 @@ def check_diagnostics(
             f"lowest E-BFMI {worst:.3f} (threshold {ebfmi_min})"))
 
     names = _sample_vars(post, var_names)
-    stats: dict[str, dict[str, object]] = {"rhat": {}, "ess_bulk": {}, "ess_tail": {}}
-    for name in names:
-        da = post[name].transpose("chain", "draw", ...)
-        vals = convergence(da.to_numpy())
-        template = da.isel(chain=0, draw=0, drop=True)
-        for key, v in zip(stats, vals, strict=True):
-            stats[key][name] = template.copy(data=v)
+    stats = dataset_convergence(post[names])
     rhat, ess_b, ess_t = stats["rhat"], stats["ess_bulk"], stats["ess_tail"]
     ess_min = ess_min_per_chain * chains
     for key, ds, bad_fn, thr, fmt in (

@@ -362,7 +362,7 @@ def sample(
         shape (chain, draw, n_obs) or None).
     """
     from tomstats._compile_cache import enable_compilation_cache
-    from tomstats.glmm._nuts import chain_groups, default_cores, run_chains, runner
+    from tomstats.glmm._nuts import chain_groups, run_chains, runner, usable_cpus
 
     if chain_method != "vectorized":
         return _sample_mcmc(spec, md, chains=chains, draws=draws, tune=tune, seed=seed,
@@ -382,6 +382,6 @@ def sample(
     keys = jax.random.split(key, chains)
     samples, extra = run_chains(run, keys, data, y, tune=tune, draws=draws, progress=progress,
                                 groups=groups,
-                                cores=default_cores() if cores is None else cores)
+                                cores=usable_cpus() if cores is None else cores)
     return _finish(model, spec, data, y, samples, _stats(extra, max_tree_depth), key_pp,
                    log_likelihood=log_likelihood, posterior_predictive=posterior_predictive)

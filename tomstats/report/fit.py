@@ -35,7 +35,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from tomstats.glmm.convergence import dataset_stat
+from tomstats.glmm.convergence import dataset_convergence
 from tomstats.report._document import (
     Check,
     Document,
@@ -219,16 +219,16 @@ def _fallback_checks(idata: az.InferenceData) -> tuple[Check, ...]:
     else:
         checks.append(Check("E-BFMI", None, "—", f"≥ {THRESHOLDS['ebfmi']} per chain",
                             "sample_stats has no 'energy'"))
+    conv = dataset_convergence(post)
     if n_chains < 2:
         checks.append(Check("R-hat", None, "—", f"≤ {THRESHOLDS['r_hat']}",
                             "needs at least 2 chains"))
     else:
-        rhat = dataset_stat(post, "rhat")
-        checks.append(_threshold_check("R-hat", rhat, lambda v: v > THRESHOLDS["r_hat"], np.nanmax,
-                                       f"≤ {THRESHOLDS['r_hat']}", "max {:.4f}"))
+        checks.append(_threshold_check("R-hat", conv["rhat"], lambda v: v > THRESHOLDS["r_hat"],
+                                       np.nanmax, f"≤ {THRESHOLDS['r_hat']}", "max {:.4f}"))
     ess_min = THRESHOLDS["ess_per_chain"] * n_chains
     for method, label in (("bulk", "bulk ESS"), ("tail", "tail ESS")):
-        ess = dataset_stat(post, f"ess_{method}")
+        ess = conv[f"ess_{method}"]
         checks.append(_threshold_check(label, ess, lambda v, m=ess_min: v < m, np.nanmin,
                                        f"≥ {ess_min:.0f} (100 per chain)", "min {:.0f}"))
     return tuple(checks)
