@@ -38,6 +38,10 @@ autosummary_generate = False
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
+# Parameter types such as "path" or "str or path" are plain words to the reader; the Python
+# domain still tries them as cross-references and finds several attributes named ``path``
+# (StudyConfig.path, PowerSpec.path). Such ambiguous look-ups are not errors in the docs.
+suppress_warnings = ["ref.python"]
 
 # Docstring examples (``>>>`` blocks pulled in by autodoc) run too, each module's examples
 # with that module's public names in scope, as they would be in the module itself.

@@ -81,7 +81,7 @@ def test_bad_toml_names_table_and_key(tmp_path):
     with pytest.raises(ValueError, match=r"\[parameters\]\.alpha"):
         load_study(f)
     f.write_text("[simulation]\nreplicate = 3\n")
-    with pytest.raises(ValueError, match="unknown keys"):
+    with pytest.raises(ValueError, match=r"unknown key 'replicate' \(did you mean 'replicates'"):
         load_study(f)
     f.write_text("[design]\nfactors = []\n")
     with pytest.raises(ValueError, match="factors"):

@@ -415,3 +415,48 @@ def test_calibrated_sweep_folder_report(sweep, tmp_path: Path) -> None:
     md = write_simulation_report(d, tmp_path / "md", fmt="md").read_text(encoding="utf-8")
     assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md) == ["calibrated_eta2.png",
                                                           "calibrated_dominance.png"]
+
+
+# --------------------------------------------------------------------------- power
+
+
+@pytest.fixture(scope="module")
+def power_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import tomstats
+    from tomstats.power import write_power
+    from tomstats.study import StudyConfig
+
+    res = tomstats.power(StudyConfig(), along={"questions_per_cell": [10, 40, 160]},
+                         tests=["anova:interaction", "anova:tom_order"], replicates=40,
+                         seed=3, progress=False)
+    out = tmp_path_factory.mktemp("power") / "pw"
+    write_power(res, out)
+    return out
+
+
+def test_power_folder_report(power_dir: Path, tmp_path: Path) -> None:
+    out = write_simulation_report(power_dir, tmp_path / "p.html")
+    html = out.read_text(encoding="utf-8")
+    _assert_self_contained(html, 1)
+    assert "Power analysis" in html and "smallest questions_per_cell reaching 80%" in html
+    frame = pd.read_csv(power_dir / "power.csv")
+    # every test of the run appears in the table with its estimate as the report prints it
+    for _, row in frame.iterrows():
+        assert row["test"] in html
+    assert f"{frame['power'].iloc[-1]:.3g}" in html
+
+
+def test_simulation_report_gains_power_section(sim_dir: Path, power_dir: Path,
+                                               tmp_path: Path) -> None:
+    import shutil
+
+    sim = tmp_path / "sim"
+    shutil.copytree(sim_dir, sim)
+    before = write_simulation_report(sim, tmp_path / "a.html").read_text(encoding="utf-8")
+    assert "Power analysis" not in before
+    shutil.copytree(power_dir, sim / "power")
+    after = write_simulation_report(sim, tmp_path / "b.html").read_text(encoding="utf-8")
+    _assert_self_contained(after, 6)
+    assert "Power analysis" in after and after.index("Figures") < after.index("Power analysis")
+    md = write_simulation_report(sim, tmp_path / "md", fmt="md").read_text(encoding="utf-8")
+    assert "## Power analysis" in md and "![power](power.png)" in md

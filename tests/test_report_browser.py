@@ -142,3 +142,18 @@ def test_fit_report_of_the_shipped_log_in_browser(tmp_path: Path) -> None:
     assert int(info["images"]) >= 7 and int(info["broken"]) == 0
     assert info["verdict-text"].endswith(f": {verdict}")
     assert "Calibrated η² decomposition" in text and "smollm2" in text.lower()
+
+
+def test_power_report_in_browser(tmp_path: Path) -> None:
+    import tomstats
+    from tomstats.power import write_power
+    from tomstats.study import StudyConfig
+
+    res = tomstats.power(StudyConfig(), along={"questions_per_cell": [10, 40]},
+                         tests=["anova:interaction"], replicates=20, progress=False)
+    write_power(res, tmp_path / "pw")
+    html = write_simulation_report(tmp_path / "pw", tmp_path / "power.html")
+    info = probe(html, tmp_path)
+    assert info.get("probe") == "done", info
+    assert info["images"] == "1" and info["broken"] == "0"
+    assert int(info["scroll-width"]) <= WIDTH

@@ -8,13 +8,16 @@ Stages (each a module with a small public surface; the main names are re-exporte
 - :mod:`tomstats.anova` — two-way ANOVA with η², partial η², F, from rows or cell counts;
 - :mod:`tomstats.sensitivity` — the 7×7 γ × α sensitivity grid;
 - :mod:`tomstats.calibration` — default parameters fitted to the paper's printed numbers;
-- :mod:`tomstats.reproduce` — the paper in one call (and simulation TOML files);
+- :mod:`tomstats.study` — simulation TOML files (:class:`StudyConfig`, :class:`PowerSpec`);
+- :mod:`tomstats.reproduce` — the paper in one call;
+- :mod:`tomstats.power` — simulation-based power and assurance (``tomstats.power(...)``);
 - :mod:`tomstats.stories`, :mod:`tomstats.evaluate`, :mod:`tomstats.glmm`,
   :mod:`tomstats.report`, :mod:`tomstats.figures` — story generator, runner, GLMMs,
   reports and figures (imported on first use: ``tomstats.glmm.fit(...)``).
 
-Note that ``tomstats.anova``, ``tomstats.simulate`` and ``tomstats.sensitivity`` are the
-functions; their modules are imported with ``from tomstats.anova import ...``.
+Note that ``tomstats.anova``, ``tomstats.simulate``, ``tomstats.sensitivity`` and
+``tomstats.power`` are the functions; their modules are imported with
+``from tomstats.anova import ...``.
 """
 
 from __future__ import annotations
@@ -36,12 +39,16 @@ from tomstats.model import (  # noqa: E402
     expected_accuracy,
     linear_predictor,
 )
-from tomstats.reproduce import StudyConfig, load_study, run_study, write_study  # noqa: E402
+from tomstats.power import PowerResult  # noqa: E402
+from tomstats.power import power as _power  # noqa: E402
+from tomstats.reproduce import run_study, write_study  # noqa: E402
 from tomstats.sensitivity import sensitivity as _sensitivity  # noqa: E402
 from tomstats.simulate import expected_cells, simulate_questions  # noqa: E402
 from tomstats.simulate import simulate as _simulate  # noqa: E402
+from tomstats.study import PowerSpec, StudyConfig, load_study  # noqa: E402
 
 anova = _anova
+power = _power
 simulate = _simulate
 sensitivity = _sensitivity
 
@@ -67,6 +74,8 @@ __all__ = [
     "Design",
     "Factor",
     "Params",
+    "PowerResult",
+    "PowerSpec",
     "StudyConfig",
     "anova",
     "anova_from_counts",
@@ -81,6 +90,7 @@ __all__ = [
     "load_fit",
     "load_study",
     "paper_design",
+    "power",
     "read_log",
     "run_study",
     "sensitivity",

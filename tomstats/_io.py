@@ -6,13 +6,14 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["atomic_path", "atomic_write_text", "ensure_writable_dir", "ensure_writable_file",
-           "json_dumps", "sha256_text"]
+           "json_dumps", "sha256_text", "staged_files"]
 
 
 def _umask() -> int:
@@ -93,3 +94,31 @@ def json_dumps(obj: Any) -> str:
 def sha256_text(text: str) -> str:
     """Hex SHA-256 of a UTF-8 string."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class StagedFiles:
+    """Files collected in a staging folder; :attr:`written` lists them once published."""
+
+    def __init__(self, stage: Path) -> None:
+        self.stage = stage
+        self.written: list[Path] = []
+
+
+@contextlib.contextmanager
+def staged_files(out: str | os.PathLike[str]) -> Iterator[StagedFiles]:
+    """Write several files into ``out`` so that ``out`` never holds a half-written one.
+
+    The body writes into ``staged.stage`` (a temporary folder inside ``out``); on success
+    every file is moved into ``out`` with ``os.replace`` (atomic per file) and listed in
+    ``staged.written``; on an error nothing is moved. The staging folder is always removed.
+    """
+    out = Path(out)
+    staged = StagedFiles(Path(tempfile.mkdtemp(prefix=".tomstats-", dir=out)))
+    try:
+        yield staged
+        for f in sorted(staged.stage.iterdir()):
+            os.chmod(f, 0o666 & ~_UMASK)
+            os.replace(f, out / f.name)
+            staged.written.append(out / f.name)
+    finally:
+        shutil.rmtree(staged.stage, ignore_errors=True)

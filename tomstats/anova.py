@@ -65,6 +65,7 @@ __all__ = [
     "AnovaArrays",
     "anova",
     "anova_from_counts",
+    "anova_from_stats",
     "counts_table_to_frame",
     "systematic_share",
 ]
@@ -315,6 +316,40 @@ def _counts_core(
     within = k - k * k / n
     betainc = jax.scipy.special.betainc if p_values else None
     return _two_way(k, n, within, ss_type, balanced, jnp, betainc)
+
+
+@partial(jax.jit, static_argnames=("ss_type", "balanced", "p_values"))
+def _stats_core(
+    sums: jax.Array, trials: jax.Array, within: jax.Array, ss_type: int, balanced: bool,
+    p_values: bool,
+) -> AnovaArrays:
+    s, n, w = jnp.broadcast_arrays(sums, trials, within)
+    betainc = jax.scipy.special.betainc if p_values else None
+    return _two_way(s, n, w, ss_type, balanced, jnp, betainc)
+
+
+def anova_from_stats(
+    sums: Any,
+    trials: Any,
+    within: Any,
+    ss_type: int = 2,
+    *,
+    balanced: bool = False,
+    p_values: bool = True,
+) -> AnovaArrays:
+    r"""Two-way ANOVA of any outcome from per-cell sufficient statistics, vectorised in JAX.
+
+    The cell statistics are :math:`n_{ij}` (``trials``), :math:`s_{ij}=\sum y` (``sums``) and
+    :math:`W_{ij}=\sum (y-\bar y_{ij})^2` (``within``); the formulas are those of the module
+    docstring (:func:`anova_from_counts` is the binary case :math:`s=k`, :math:`W=k-k^2/n`).
+    Shapes ``(..., A, B)`` broadcast; no value checks (use it from traced code).
+    """
+    if ss_type not in _SS_TYPES or isinstance(ss_type, bool):
+        raise ValueError(f"ss_type must be 1, 2 or 3, got {ss_type!r}")
+    dtype = jnp.result_type(sums, trials, within, float)
+    return _stats_core(jnp.asarray(sums, dtype), jnp.asarray(trials, dtype),
+                       jnp.asarray(within, dtype), ss_type=int(ss_type),
+                       balanced=bool(balanced), p_values=bool(p_values))
 
 
 def _is_concrete(x: Any) -> bool:

@@ -49,6 +49,7 @@ __all__ = [
     "fig_sensitivity",
     "fig_eta2_posterior",
     "fig_dominance_posterior",
+    "fig_power",
     "default_point",
     "paper_figures",
     "read_posterior_dir",
@@ -90,7 +91,7 @@ SIMULATION_FILES = ("table1.csv", "decomposition.csv", "cells.csv", "sensitivity
 
 
 #: Columns holding labels rather than numbers.
-_TEXT_COLUMNS = ("factor", "llm", "source")
+_TEXT_COLUMNS = ("factor", "llm", "source", "kind", "along", "test")
 
 
 def _require(df: Any, columns: Iterable[str], name: str) -> pd.DataFrame:
@@ -700,6 +701,49 @@ def reference_capability(cells: pd.DataFrame) -> float:
     if np.isclose(caps, 1.0).any():
         return 1.0
     return float(caps[len(caps) // 2])
+
+
+POWER_COLUMNS = ("kind", "along", "value", "test", "power", "ci_low", "ci_high")
+_TEST_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def fig_power(power: pd.DataFrame, target: float = 0.8) -> Figure:
+    """Power curves: one line per test, the 95 % Monte Carlo interval as a band.
+
+    ``power`` is ``power.csv`` of ``tomstats power`` (:meth:`tomstats.power.PowerResult.frame`).
+    Plug-in power is drawn solid, assurance (when present) dashed; the target power is a
+    dotted horizontal line. Sizes (questions, stories, LLMs) are drawn on a log axis.
+    """
+    df = _require(power, POWER_COLUMNS, "power")
+    along = str(df["along"].iloc[0])
+    fig = Figure(figsize=(7.0, 4.4), layout="constrained")
+    ax = fig.subplots()
+    tests = list(dict.fromkeys(df["test"]))
+    styles = {"plug-in": "-", "assurance": "--"}
+    for i, test in enumerate(tests):
+        color = _TEST_COLORS[i % len(_TEST_COLORS)]
+        for kind, sub in df[df["test"] == test].groupby("kind", sort=False):
+            sub = sub.sort_values("value")
+            label = test if kind == "plug-in" else f"{test} ({kind})"
+            ax.plot(sub["value"], sub["power"], styles.get(str(kind), ":"), color=color,
+                    marker="o", ms=3.5, label=label)
+            ax.fill_between(sub["value"], sub["ci_low"], sub["ci_high"], color=color,
+                            alpha=0.15, lw=0)
+    ax.axhline(target, color="black", ls=":", lw=1, label=f"target {target:.0%}")
+    if along in ("questions_per_cell", "items_per_cell", "n_llms") and df["value"].min() > 0 \
+            and df["value"].max() / df["value"].min() > 8:
+        ax.set_xscale("log")
+        values = np.unique(df["value"].to_numpy(dtype=float))
+        if values.size <= 12:  # the values tried, written out, rather than powers of ten
+            ax.set_xticks(values, [f"{v:g}" for v in values])
+            ax.minorticks_off()
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel(along.replace("_", " "))
+    ax.set_ylabel("power (rejection rate)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int = 120) -> Path:

@@ -59,9 +59,9 @@ import xarray as xr
 
 from tomstats._io import atomic_write_text, ensure_writable_dir
 from tomstats.model import Params
-from tomstats.reproduce import StudyConfig
 from tomstats.sensitivity import sensitivity
 from tomstats.simulate import SOURCES, SYSTEMATIC, simulate
+from tomstats.study import StudyConfig
 
 __all__ = ["PosteriorDraws", "posterior_draws", "posterior_study", "run_posterior_study"]
 

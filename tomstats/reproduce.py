@@ -12,11 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +21,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from tomstats._io import ensure_writable_dir
-from tomstats.calibration import PAPER_BANDS, PAPER_PARAMS, PAPER_TABLE1
-from tomstats.design import Design, load_toml, paper_design
-from tomstats.model import Params
-from tomstats.sensitivity import (
-    PAPER_ALPHA,
-    PAPER_GAMMA,
-    grid_values,
-    sensitivity,
-    sensitivity_table,
-)
+from tomstats._io import ensure_writable_dir, staged_files
+from tomstats.calibration import PAPER_BANDS, PAPER_TABLE1
+from tomstats.sensitivity import sensitivity, sensitivity_table
 from tomstats.simulate import PATHS, SOURCES, simulate
+from tomstats.study import StudyConfig, load_study, study_from_dict
 
+# StudyConfig and load_study are defined in tomstats.study and importable from here too
 __all__ = [
-    "StudyConfig",
-    "load_study",
     "run_study",
     "table1",
     "write_study",
@@ -48,112 +37,6 @@ __all__ = [
     "add_simulate_arguments",
     "run_simulate",
 ]
-
-_PARAM_NAMES = ("alpha", "gamma", "delta", "sigma")
-
-
-@dataclass(frozen=True)
-class StudyConfig:
-    """Everything a simulation study needs (the content of a simulation TOML).
-
-    Attributes
-    ----------
-    design : Design
-    params : Params
-    replicates : int
-        Monte Carlo replicates of the main design.
-    seed : int
-    path : {"exact", "bernoulli"}
-    gamma, alpha : tuple of float
-        Sensitivity grid values.
-    sensitivity_capability : float
-        Capability level at which the grid is simulated.
-    sensitivity_replicates : int
-    """
-
-    design: Design = field(default_factory=paper_design)
-    params: Params = PAPER_PARAMS
-    replicates: int = 1000
-    seed: int = 0
-    path: str = "exact"
-    gamma: tuple[float, ...] = PAPER_GAMMA
-    alpha: tuple[float, ...] = PAPER_ALPHA
-    sensitivity_capability: float = 1.0
-    sensitivity_replicates: int = 1000
-
-    def __post_init__(self) -> None:
-        for name in ("replicates", "sensitivity_replicates", "seed"):
-            v = getattr(self, name)
-            low = 0 if name == "seed" else 1
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-        if self.path not in PATHS:
-            raise ValueError(f"path must be one of {PATHS}, got {self.path!r}")
-        self.params.validate()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description."""
-        return {
-            "design": self.design.to_dict(),
-            "params": self.params.to_dict(),
-            "replicates": int(self.replicates),
-            "seed": int(self.seed),
-            "path": self.path,
-            "sensitivity": {"gamma": list(self.gamma), "alpha": list(self.alpha),
-                            "capability": self.sensitivity_capability,
-                            "replicates": int(self.sensitivity_replicates)},
-        }
-
-
-def load_study(file: str | os.PathLike[str], /, **overrides: Any) -> StudyConfig:
-    """Read a simulation TOML (``[design]``, ``[parameters]``, ``[simulation]``,
-    ``[sensitivity]``); keyword ``overrides`` (not None) replace simulation settings."""
-    data = load_toml(file)
-    unknown = sorted(set(data) - {"design", "parameters", "simulation", "sensitivity", "meta"})
-    if unknown:
-        raise ValueError(f"{file}: unknown tables {unknown}")
-    try:
-        return _study_from_dict(data, overrides)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{file}: {exc}") from exc
-
-
-def _study_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> StudyConfig:
-    design = Design.from_dict(data["design"]) if "design" in data else paper_design()
-    praw = dict(data.get("parameters", {}))
-    bad = sorted(set(praw) - set(_PARAM_NAMES))
-    if bad:
-        raise ValueError(f"[parameters]: unknown names {bad} (known: {list(_PARAM_NAMES)})")
-    for k, v in praw.items():
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ValueError(f"[parameters].{k} must be a number, got {v!r}")
-    params = PAPER_PARAMS.replace(**{k: float(v) for k, v in praw.items()})
-    sim = dict(data.get("simulation", {}))
-    bad = sorted(set(sim) - {"replicates", "seed", "path"})
-    if bad:
-        raise ValueError(f"[simulation]: unknown keys {bad}")
-    sens = dict(data.get("sensitivity", {}))
-    bad = sorted(set(sens) - {"gamma", "alpha", "capability", "replicates"})
-    if bad:
-        raise ValueError(f"[sensitivity]: unknown keys {bad}")
-    kw: dict[str, Any] = {
-        "design": design,
-        "params": params,
-        "replicates": sim.get("replicates", 1000),
-        "seed": sim.get("seed", 0),
-        "path": sim.get("path", "exact"),
-        "gamma": tuple(grid_values(sens.get("gamma", list(PAPER_GAMMA)), "gamma")),
-        "alpha": tuple(grid_values(sens.get("alpha", list(PAPER_ALPHA)), "alpha")),
-        "sensitivity_capability": float(sens.get("capability", 1.0)),
-        "sensitivity_replicates": sens.get("replicates", sim.get("replicates", 1000)),
-    }
-    for k, v in overrides.items():
-        if v is not None:
-            kw[k] = v
-            if k == "replicates" and "replicates" not in sens:
-                kw["sensitivity_replicates"] = v
-    return StudyConfig(**kw)
-
 
 # ---------------------------------------------------------------------------------------
 # running and summarising
@@ -303,8 +186,8 @@ def write_study(result: StudyResult, out: str | os.PathLike[str],
     by file with ``os.replace``, so ``out`` never holds a half-written file.
     """
     out = ensure_writable_dir(out)
-    stage = Path(tempfile.mkdtemp(prefix=".tomstats-", dir=out))
-    try:
+    with staged_files(out) as staged:
+        stage = staged.stage
         result.table1.to_csv(stage / "table1.csv", index=False)
         result.decomposition.to_csv(stage / "decomposition.csv", index=False)
         result.cells.to_csv(stage / "cells.csv", index=False)
@@ -314,14 +197,7 @@ def write_study(result: StudyResult, out: str | os.PathLike[str],
             from tomstats.figures import write_paper_figures
 
             write_paper_figures(stage)
-        written = []
-        for f in sorted(stage.iterdir()):
-            os.chmod(f, 0o644)
-            os.replace(f, out / f.name)
-            written.append(out / f.name)
-        return written
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    return staged.written
 
 
 def format_table1(t1: pd.DataFrame) -> str:
@@ -398,7 +274,7 @@ def _finish(result: StudyResult, args: argparse.Namespace) -> int:
 def run_reproduce(args: argparse.Namespace) -> int:
     """``tomstats reproduce``: the paper's study with the package defaults."""
     _validate_cli(args)
-    config = _study_from_dict({}, {"replicates": args.replicates, "seed": args.seed,
+    config = study_from_dict({}, {"replicates": args.replicates, "seed": args.seed,
                                    "path": args.path})
     result = run_study(config, progress=False if args.quiet else None)
     return _finish(result, args)

@@ -48,6 +48,8 @@ __all__ = [
     "simulate_questions",
     "make_key",
     "bernoulli_counts",
+    "item_trials",
+    "item_counts",
 ]
 
 #: Simulation paths.
@@ -466,6 +468,78 @@ def simulate(
     return ds
 
 
+def item_trials(questions: int, items: int) -> np.ndarray:
+    r"""Questions of each item (story) when ``questions`` are dealt round-robin to ``items``.
+
+    Question ``q`` belongs to item ``q mod items``, so item ``i`` has
+    :math:`\lfloor Q/I\rfloor + 1\{i < Q \bmod I\}` questions.
+    """
+    questions, items = int(questions), int(items)
+    if items < 1 or questions < items:
+        raise ValueError(f"items_per_cell must be between 1 and questions_per_cell "
+                         f"({questions}), got {items}")
+    return (questions // items + (np.arange(items) < questions % items)).astype(np.int64)
+
+
+def item_counts(
+    key: jax.Array,
+    params: Params,
+    context: Any,
+    tom: Any,
+    capability: Any,
+    trials: Any,
+) -> jax.Array:
+    r"""Successes per LLM and item when items (stories) carry equation (1)'s noise.
+
+    Every cell :math:`(c, t)` has items :math:`i = 1..I` with item effects
+    :math:`\varepsilon_{cti}\sim N(0, \sigma^2)`, shared by the item's questions and by every
+    LLM :math:`j` (items crossed with LLMs). Given the effect, LLM :math:`j` answers each of
+    the item's :math:`n_i` questions correctly with probability
+    :math:`\operatorname{expit}\eta_{jcti}`,
+
+    .. math::
+
+        \eta_{jcti} = \beta_0 m_j - \alpha_j c\ln(1 + c/500) - \gamma_j t - \delta_j c t
+            + \varepsilon_{cti},\qquad
+        k_{jcti}\mid\varepsilon \sim \operatorname{Binomial}(n_i,
+            \operatorname{expit}\eta_{jcti}),
+
+    independently. With one question per item this is the paper's model (each answer is
+    marginally Bernoulli(:math:`\bar p_{ct}`)), and the cell counts of one LLM are
+    Binomial(:math:`n, \bar p`) as in :func:`simulate`; with several questions per item the
+    answers of an item are correlated (overdispersed cell counts).
+
+    Parameters
+    ----------
+    key : PRNG key
+    params : Params
+        ``alpha``, ``gamma``, ``delta`` of shape ``(L,)`` (per LLM) or scalars; ``sigma`` a
+        scalar.
+    context, tom : array, shape (C,), (T,)
+    capability : array, shape (L,)
+    trials : array of int, shape (I,)
+        Questions per item (:func:`item_trials`).
+
+    Returns
+    -------
+    jax.Array
+        Successes of shape ``(L, C, T, I)`` (float, whole numbers).
+    """
+    k_eps, k_y = jax.random.split(key)
+    cap = jnp.asarray(capability)
+    n_items = jnp.shape(trials)[-1]
+    c = jnp.asarray(context)[:, None, None]
+    t = jnp.asarray(tom)[None, :, None]
+    eps = jnp.asarray(params.sigma) * jax.random.normal(
+        k_eps, (c.shape[0], t.shape[1], n_items), dtype=cap.dtype)
+    per_llm = Params(*(jnp.asarray(getattr(params, f))[..., None, None, None]
+                       if jnp.ndim(getattr(params, f)) else getattr(params, f)
+                       for f in ("alpha", "gamma", "delta", "sigma")))
+    eta = linear_predictor(per_llm, c, t, cap[:, None, None, None], eps)
+    n = jnp.broadcast_to(jnp.asarray(trials, dtype=cap.dtype), eta.shape)
+    return jax.random.binomial(k_y, n, jax.nn.sigmoid(eta)).astype(cap.dtype)
+
+
 def simulate_questions(
     design: Design,
     params: Params,
@@ -474,6 +548,7 @@ def simulate_questions(
     replicates: int = 1,
     latent: bool = False,
     shared_items: bool = False,
+    items_per_cell: int | None = None,
 ) -> pd.DataFrame:
     """One row per simulated question: the long data a GLMM or :func:`tomstats.anova` needs.
 
@@ -493,6 +568,10 @@ def simulate_questions(
         With ``latent=True``: one :math:`\\varepsilon` per item (question slot) shared by
         every capability level, so capability levels act as LLMs answering the same items
         (crossed model × item data).
+    items_per_cell : int, optional
+        With ``latent=True`` and ``shared_items=True``: stories per cell. Question ``q`` of a
+        cell belongs to story ``q mod items_per_cell`` and shares its :math:`\\varepsilon`
+        (several questions per story, as in :func:`item_counts`); ``item`` names the story.
 
     Returns
     -------
@@ -503,6 +582,10 @@ def simulate_questions(
     _check_common(replicates, "exact", 2)
     if shared_items and not latent:
         raise ValueError("shared_items=True needs latent=True (shared noise must be drawn)")
+    if items_per_cell is not None:
+        if not shared_items:
+            raise ValueError("items_per_cell needs latent=True and shared_items=True")
+        item_trials(int(design.n_per_cell.min()), items_per_cell)  # validates the range
     params.validate()
     for f in ("alpha", "gamma", "delta", "sigma"):
         if np.ndim(getattr(params, f)) != 0:
@@ -523,7 +606,11 @@ def simulate_questions(
         if latent:
             k_eps, k_u = jax.random.split(k)
             eps_shape = (1, C, T, n_max) if shared_items else (K, C, T, n_max)
+            if items_per_cell is not None:
+                eps_shape = (1, C, T, int(items_per_cell))
             eps = jnp.float32(params.sigma) * jax.random.normal(k_eps, eps_shape)
+            if items_per_cell is not None:
+                eps = eps[..., jnp.arange(n_max) % int(items_per_cell)]
             eta = linear_predictor(params, c, t, m, eps)
             u = jax.random.uniform(k_u, (K, C, T, n_max))
             y = u < jax.nn.sigmoid(eta)
@@ -541,7 +628,12 @@ def simulate_questions(
         np.char.add(np.char.add("c", idx[2].astype(str)), np.char.add("t", idx[3].astype(str))),
         np.char.add("q", idx[4].astype(str)),
     )
-    if not shared_items:
+    if items_per_cell is not None:
+        item = np.char.add(
+            np.char.add(np.char.add("c", idx[2].astype(str)),
+                        np.char.add("t", idx[3].astype(str))),
+            np.char.add("s", (idx[4] % int(items_per_cell)).astype(str)))
+    elif not shared_items:
         item = np.char.add(np.char.add(item, "m"), idx[1].astype(str))
     df = pd.DataFrame({
         "replicate": idx[0],

@@ -1,18 +1,22 @@
 """Bayesian GLMMs for ToM evaluations: equation (1) as a structural GLMM, lme4-style formula
-GLMMs, two backends (NumPyro, PyMC), diagnostics, posterior predictive checks.
+GLMMs, two sampler backends (NumPyro, PyMC) and a maximum-likelihood one (Laplace, as
+lme4's ``glmer``), diagnostics, posterior predictive checks.
 
 Typical use (``df`` one row per question with ``correct``, ``model``, ``item``,
 ``tom_order``, ``context_words``)::
 
     idata = fit(df, model="structural", backend="numpyro")
     idata = fit(df, "correct ~ tom_order * log_context + (1 | model) + (1 | item)")
+    ml = fit(df, "correct ~ tom_order + (1 | model) + (1 | item)", backend="laplace")
+    print(ml)                             # lme4-like summary; ml.summary() is a DataFrame
     save_fit(idata, "fit.nc")
     idata = load_fit("fit.nc")
     p = predict(idata, new_rows)          # posterior draws of P(correct)
 
 Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
 :mod:`~tomstats.glmm.data` (columns, validation, design), one file per backend
-(:mod:`~tomstats.glmm.numpyro_backend`, :mod:`~tomstats.glmm.pymc_backend`),
+(:mod:`~tomstats.glmm.numpyro_backend`, :mod:`~tomstats.glmm.pymc_backend`,
+:mod:`~tomstats.glmm.laplace_backend`),
 :mod:`~tomstats.glmm.fit` (fit/save/load/predict), :mod:`~tomstats.glmm.diagnostics`,
 :mod:`~tomstats.glmm.ppc` (calibration, separation, cell accuracy, LOO/WAIC),
 :mod:`~tomstats.glmm.calibrate` (posterior → simulator parameters).
@@ -30,6 +34,7 @@ from tomstats.glmm.diagnostics import (
     check_diagnostics,
 )
 from tomstats.glmm.fit import BACKENDS, fit, fit_spec, load_fit, predict, save_fit, training_data
+from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning, LaplaceFit
 from tomstats.glmm.ppc import accuracy_by_cell, calibration_curve, compare_fits, separation_data
 from tomstats.glmm.spec import (
     DEFAULT_STRUCTURAL_PRIORS,
@@ -54,6 +59,8 @@ __all__ = [
     "DiagnosticsReport",
     "DiagnosticsWarning",
     "FormulaSpec",
+    "LaplaceConvergenceWarning",
+    "LaplaceFit",
     "Prior",
     "RandomTerm",
     "StructuralSpec",

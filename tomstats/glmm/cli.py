@@ -6,6 +6,8 @@
         --chains 4 --draws 1000 --out fit.nc [--seed S] [--map correct=is_correct,...] \\
         [--trials COL --successes COL] [--query "quality_flag != 'failed_run'"] \\
         [--option item_effects=false --option 'fixed={"alpha": 0, "delta": 0}']
+    tomstats fit LOG --model "correct ~ x + (1 | model) + (1 | item)" --backend laplace \\
+        --out fit.json [--option se=conditional --option max_iter=200]
     tomstats calibrate fit.nc --out params.toml [--prob 0.95]
 """
 
@@ -57,7 +59,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="structural",
                    help="'structural' (equation (1)) or an lme4-style formula, e.g. "
                         "\"correct ~ tom_order * log_context + (1 | model) + (1 | item)\"")
-    p.add_argument("--backend", default="numpyro", choices=BACKENDS)
+    p.add_argument("--backend", default="numpyro", choices=BACKENDS,
+                   help="a NUTS sampler (Bayesian; default numpyro) or 'laplace' (maximum "
+                        "likelihood as lme4's glmer; random intercepts only; no sampler "
+                        "options)")
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--draws", type=int, default=1000)
     p.add_argument("--tune", type=int, default=1000)
@@ -79,7 +84,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="spec option (JSON value), e.g. item_effects=false, "
                         "random_slopes='[\"tom_order\"]', aggregate=false")
-    p.add_argument("--out", required=True, help="output netCDF file (written atomically)")
+    p.add_argument("--out", required=True,
+                   help="output file, written atomically: netCDF for the samplers, .json for "
+                        "--backend laplace")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -95,6 +102,8 @@ def run_fit(args: argparse.Namespace) -> int:
     from tomstats.glmm.fit import fit, save_fit
 
     out = ensure_writable_file(args.out, field="--out")
+    if args.backend == "laplace":
+        _check_laplace_args(args)
     columns = parse_mapping(args.map)
     if args.successes:
         columns["successes"] = args.successes
@@ -109,6 +118,8 @@ def run_fit(args: argparse.Namespace) -> int:
             raise ValueError(f"--query {args.query!r}: {exc}") from exc
         if len(df) == 0:
             raise ValueError(f"--query {args.query!r} keeps no rows")
+    if args.backend == "laplace":
+        return _run_laplace(args, df, columns, options, out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DiagnosticsWarning)  # reported below instead
         idata = fit(df, args.model, args.backend, chains=args.chains, draws=args.draws,
@@ -126,6 +137,50 @@ def run_fit(args: argparse.Namespace) -> int:
     report = check_diagnostics(idata)
     print(report.message(), file=sys.stderr if not report.passed else sys.stdout)
     print(f"wrote {out}")
+    return 0
+
+
+#: ``tomstats fit`` arguments that configure a sampler, with their defaults.
+_SAMPLER_ARGS = {"chains": 4, "draws": 1000, "tune": 1000, "seed": 0, "cores": None,
+                 "target_accept": 0.9}
+
+
+def _check_laplace_args(args: argparse.Namespace) -> None:
+    """``--backend laplace``: a .json ``--out`` and no sampler arguments (before any work)."""
+    if not str(args.out).lower().endswith(".json"):
+        raise ValueError(f"--out {args.out!r}: --backend laplace writes JSON; give a path "
+                         f"ending in .json (netCDF is for the sampler backends)")
+    changed = [f"--{k.replace('_', '-')}" for k, v in _SAMPLER_ARGS.items()
+               if getattr(args, k) != v]
+    if changed:
+        raise ValueError(f"--backend laplace is a deterministic maximum-likelihood fit; the "
+                         f"sampler argument(s) {', '.join(changed)} do not apply")
+
+
+def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
+                 options: dict[str, Any], out: Any) -> int:
+    """Fit by maximum likelihood, write JSON, print an lme4-like summary.
+
+    Exit status 0, or 1 (the JSON is written, its ``converged`` false) when the fit did not
+    converge; the last line printed (stderr) says so.
+    """
+    import warnings
+
+    from tomstats.glmm.fit import fit
+    from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LaplaceConvergenceWarning)  # reported below instead
+        res = fit(df, args.model, "laplace", family=args.family, columns=columns, **options)
+    path = res.to_json(out)
+    print(str(res))
+    print(f"wrote {path}")
+    if not res.converged:
+        print(f"tomstats fit: error: the Laplace fit did not converge after {res.iterations} "
+              f"iteration(s); {path} records converged=false and its estimates are "
+              f"unreliable (try --option max_iter=..., rescaled predictors or simpler "
+              f"random effects)", file=sys.stderr)
+        return 1
     return 0
 
 

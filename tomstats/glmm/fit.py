@@ -3,7 +3,9 @@
 ``fit`` goes formula/``"structural"`` → spec (:mod:`tomstats.glmm.spec`) → numeric design
 (:mod:`tomstats.glmm.data`) → backend (:mod:`tomstats.glmm.numpyro_backend` or
 :mod:`tomstats.glmm.pymc_backend`) → one ArviZ ``InferenceData`` whose layout does not
-depend on the backend:
+depend on the backend (``backend="laplace"`` instead returns a maximum-likelihood
+:class:`~tomstats.glmm.laplace_backend.LaplaceFit`, saved as JSON; see
+:mod:`tomstats.glmm.laplace_backend`):
 
 =======================  =================================================================
 group                    content
@@ -53,10 +55,19 @@ from tomstats.glmm.data import (
 from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec, spec_from_json
 
-__all__ = ["BACKENDS", "FORMAT_VERSION", "fit", "save_fit", "load_fit", "predict", "fit_spec",
-           "training_data", "structural_param_draws"]
+__all__ = ["BACKENDS", "SAMPLER_BACKENDS", "FORMAT_VERSION", "fit", "save_fit", "load_fit",
+           "predict", "fit_spec", "training_data", "structural_param_draws"]
 
-BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
+#: The samplers (Bayesian posterior as ArviZ ``InferenceData``).
+SAMPLER_BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
+#: Every backend of :func:`fit`: the samplers and ``"laplace"`` (maximum likelihood,
+#: :class:`~tomstats.glmm.laplace_backend.LaplaceFit`).
+BACKENDS = SAMPLER_BACKENDS + ("laplace",)
+#: Options of :func:`fit` that configure a sampler; ``backend="laplace"`` rejects values
+#: other than their defaults (``progress`` is ignored).
+_SAMPLER_OPTIONS = ("chains", "draws", "tune", "seed", "target_accept", "chain_method",
+                    "max_tree_depth", "cores", "log_likelihood", "posterior_predictive",
+                    "dense_mass")
 FORMAT_VERSION = "1"
 _FORMAT_KEY = "tomstats_glmm_format"
 _PREDICT_CHUNK = 2_000_000  # draws × rows evaluated at once by predict()
@@ -190,7 +201,8 @@ def fit(
     dense_mass: bool | str = "auto",
     **spec_options: Any,
 ) -> Any:
-    """Fit a Bayesian GLMM to per-question (or binomial) outcomes.
+    """Fit a Bayesian GLMM (or, with ``backend="laplace"``, a maximum-likelihood GLMM) to
+    per-question (or binomial) outcomes.
 
     Parameters
     ----------
@@ -203,8 +215,15 @@ def fit(
         lme4-style formula such as ``"correct ~ tom_order * log_context + (1 | model) +
         (1 | item)"`` (:class:`~tomstats.glmm.spec.FormulaSpec`); binomial responses are
         written ``"successes | trials(n) ~ ..."``.
-    backend : {"numpyro", "pymc", "pymc-numpyro"}
-        NumPyro NUTS (default), PyMC's NUTS, or NumPyro's NUTS on the PyMC model.
+    backend : {"numpyro", "pymc", "pymc-numpyro", "laplace"}
+        NumPyro NUTS (default), PyMC's NUTS, NumPyro's NUTS on the PyMC model, or
+        ``"laplace"``: maximum likelihood by the Laplace approximation (lme4's ``glmer``;
+        :func:`~tomstats.glmm.laplace_backend.fit_laplace`), for formula models with
+        random intercepts ``(1 | g)`` only. ``"laplace"`` takes no sampler options: the
+        ones below from ``chains`` to ``dense_mass`` (``seed`` included) must keep their
+        defaults (else ``ValueError``), ``progress`` is ignored, priors and
+        ``noncentered`` are refused; it takes ``max_iter``, ``tol``, ``se``
+        (``"hessian"``/``"conditional"``) and ``max_inner`` as keyword options.
     chains, draws, tune : int
         Chains, kept draws per chain, warm-up iterations per chain.
     seed : int
@@ -252,13 +271,32 @@ def fit(
 
     Returns
     -------
-    arviz.InferenceData
-        See the module docstring for its groups and provenance attributes. A
+    arviz.InferenceData or LaplaceFit
+        Samplers: see the module docstring for its groups and provenance attributes. A
         :class:`~tomstats.glmm.diagnostics.DiagnosticsWarning` is issued when any sampler
         diagnostic fails (:func:`~tomstats.glmm.diagnostics.check_diagnostics`).
+        ``backend="laplace"``: a :class:`~tomstats.glmm.laplace_backend.LaplaceFit`
+        (a :class:`~tomstats.glmm.laplace_backend.LaplaceConvergenceWarning`, a
+        ``DiagnosticsWarning``, when it did not converge).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "laplace":
+        import inspect
+
+        from tomstats.glmm.laplace_backend import fit_laplace
+
+        given = dict(chains=chains, draws=draws, tune=tune, seed=seed,
+                     target_accept=target_accept, chain_method=chain_method,
+                     max_tree_depth=max_tree_depth, cores=cores, log_likelihood=log_likelihood,
+                     posterior_predictive=posterior_predictive, dense_mass=dense_mass)
+        defaults = inspect.signature(fit).parameters
+        changed = [k for k in _SAMPLER_OPTIONS if given[k] != defaults[k].default]
+        if changed:
+            raise ValueError(f"backend='laplace' is a deterministic maximum-likelihood fit; "
+                             f"the sampler option(s) {changed} do not apply (leave them at "
+                             f"their defaults or choose a sampler backend)")
+        return fit_laplace(data, model, family=family, columns=columns, **spec_options)
     chains = _check_int("chains", chains, 1)
     draws = _check_int("draws", draws, 1)
     tune = _check_int("tune", tune, 0)

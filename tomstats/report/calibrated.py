@@ -76,7 +76,7 @@ def calibrated_sweep(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Run the paper's study (5 × 3 design, 7 × 7 grid) once per posterior draw of a fit.
 
-    The paper's configuration (:class:`tomstats.reproduce.StudyConfig` defaults: 500
+    The paper's configuration (:class:`tomstats.study.StudyConfig` defaults: 500
     questions a cell, seed 0, exact path, capability 1 on the grid) with the parameters
     replaced by ``draws`` evenly thinned posterior draws
     (:func:`tomstats.posterior_sweep.posterior_draws`), then
@@ -105,7 +105,7 @@ def calibrated_sweep(
         integer.
     """
     from tomstats.posterior_sweep import posterior_draws, posterior_study
-    from tomstats.reproduce import StudyConfig
+    from tomstats.study import StudyConfig
 
     draws = _check_positive("draws", draws)
     replicates = _check_positive("replicates", replicates)

@@ -1,0 +1,502 @@
+r"""Maximum-likelihood GLMMs as a backend of :func:`tomstats.glmm.fit` (``backend="laplace"``).
+
+``fit(df, "correct ~ x + (1 | model) + (1 | item)", backend="laplace")`` reads the formula
+and builds the design exactly as the samplers do (:func:`tomstats.glmm.data.build_design`),
+then maximises the Laplace approximation of the likelihood with
+:func:`tomstats.glmm.laplace.laplace_fit` in float64 (lme4's ``glmer``, ``nAGQ = 1``):
+
+.. math::
+
+    y_i \sim \operatorname{Binomial}(n_i, \operatorname{logit}^{-1}\eta_i),\qquad
+    \eta_i = x_i^\top\beta + \sum_{k=1}^K b_{k, g_k(i)},\qquad
+    b_{k,j} \sim N(0, \sigma_k^2).
+
+Only random *intercepts* ``(1 | g)`` are supported (crossed or nested, ``g1/g2``); a formula
+without random terms is an ordinary logistic regression
+(:func:`tomstats.glm.logistic_fit`). The result, :class:`LaplaceFit`, reports what lme4's
+``summary(glmer(...))`` does:
+
+- fixed effects :math:`\hat\beta_j` on the scale of the user's columns, standard errors
+  (lme4's ``vcov()``: the Hessian of the Laplace deviance by default), Wald
+  :math:`z_j = \hat\beta_j / \mathrm{se}_j`, two-sided :math:`p_j = 2\Phi(-|z_j|)` and
+  Wald intervals :math:`\hat\beta_j \pm z_{1-a/2}\,\mathrm{se}_j`;
+- variance components :math:`\hat\sigma_k` (``Std.Dev.``) and :math:`\hat\sigma_k^2`;
+- conditional modes :math:`\hat b_{k,j}` of the random effects (lme4's ``ranef()``);
+- the Laplace log-likelihood :math:`\ell` (lme4's ``logLik()``),
+  :math:`\mathrm{AIC} = -2\ell + 2d` and :math:`\mathrm{BIC} = -2\ell + d\ln N` with
+  :math:`d = p + K` parameters and :math:`N` data rows (lme4's ``nobs()``).
+
+Identical rows may be summed into binomial cells first (``aggregate="auto"``, as for the
+samplers); the estimates do not change, and :math:`\ell` is reported for the rows as given:
+:math:`\ell_\text{rows} = \ell_\text{cells} - \sum_\text{cells}\log\binom{n_c}{y_c} +
+\sum_\text{rows}\log\binom{n_r}{y_r}` (0/1 rows have no binomial coefficient, as in lme4).
+With an intercept the predictors are centred for the fit (``center=True``, the default)
+and :math:`\hat\beta` and its covariance are mapped back
+(:math:`\beta_0 = \beta_0^c - \sum_j \bar x_j \beta_j^c`, :math:`V = A V^c A^\top`); the
+maximum likelihood fit is invariant to this, so ``center`` changes no reported number.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tomstats.glmm.diagnostics import DiagnosticsWarning
+
+__all__ = ["LaplaceFit", "LaplaceConvergenceWarning", "fit_laplace", "LAPLACE_OPTIONS"]
+
+#: Options of :func:`fit_laplace` passed on to :func:`tomstats.glmm.laplace.laplace_fit`.
+LAPLACE_OPTIONS = ("max_iter", "tol", "se", "max_inner")
+#: Spec options a Laplace fit accepts (the formula ones that do not concern a sampler).
+_SPEC_OPTIONS = ("aggregate", "trials", "center")
+_FORMAT = "tomstats-laplace-fit"
+_FORMAT_VERSION = 1
+#: A random-intercept SD below this is reported as a boundary (singular) fit, as lme4 does.
+_SINGULAR_SD = 1e-4
+
+
+class LaplaceConvergenceWarning(DiagnosticsWarning):
+    """The maximum-likelihood (Laplace) fit did not converge; its estimates may be wrong."""
+
+
+def _floats(a: Any) -> list:
+    """Nested lists of floats with non-finite values as ``None`` (strict JSON)."""
+    arr = np.asarray(a, dtype=float)
+    if arr.ndim == 0:
+        v = float(arr)
+        return v if math.isfinite(v) else None  # type: ignore[return-value]
+    return [_floats(v) for v in arr]
+
+
+def _array(v: Any, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """Inverse of :func:`_floats` (``None`` → NaN)."""
+    def conv(x: Any) -> Any:
+        if isinstance(x, list):
+            return [conv(e) for e in x]
+        return np.nan if x is None else float(x)
+
+    arr = np.asarray(conv(v), dtype=float)
+    if shape is not None:
+        arr = arr.reshape(shape)
+    return arr
+
+
+def _stars(p: float) -> str:
+    if not np.isfinite(p):
+        return ""
+    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else \
+        "." if p < 0.1 else ""
+
+
+def _fmt_p(p: float) -> str:
+    if not np.isfinite(p):
+        return "NA"
+    return "< 2e-16" if p < 2e-16 else f"{p:.3g}"
+
+
+@dataclass(frozen=True)
+class LaplaceFit:
+    r"""A maximum-likelihood (Laplace) GLMM fit: :func:`tomstats.glmm.fit` with
+    ``backend="laplace"``.
+
+    Attributes
+    ----------
+    formula : str
+        The lme4-style formula fitted.
+    family : {"bernoulli", "binomial"}
+        Outcome family of the data rows (logit link).
+    n_obs : int
+        Observations the likelihood evaluated (binomial cells when rows were aggregated).
+    n_rows : int
+        Data rows (lme4's ``nobs()``; the :math:`N` of BIC).
+    coef_names : tuple of str
+        Fixed-effect names (formulaic's, e.g. ``"Intercept"``, ``"x"``, ``"C(g)[T.b]"``).
+    beta, se : ndarray, shape (p,)
+        Estimates :math:`\hat\beta` and standard errors
+        :math:`\sqrt{\operatorname{diag} V}`.
+    cov : ndarray, shape (p, p)
+        :math:`V`, the covariance of :math:`\hat\beta` (lme4's ``vcov()``).
+    groups : tuple of str
+        Grouping factor of each random intercept (``"model"``, ``"model:item"``).
+    sd : ndarray, shape (K,)
+        Random-intercept SDs :math:`\hat\sigma_k`.
+    n_levels : tuple of int
+        Levels of each grouping factor.
+    levels : tuple of tuple of str
+        Level labels of each factor (sorted, as in the design).
+    ranef : ndarray, shape (sum(n_levels),)
+        Conditional modes :math:`\hat b_{k,j}`, factor by factor in the order of ``groups``.
+    loglik : float
+        Laplace log-likelihood :math:`\ell` of the data rows (lme4's ``logLik()``).
+    converged : bool
+        The optimiser met its tolerance with finite values.
+    iterations : int
+        Outer Newton iterations used.
+    se_method : {"hessian", "conditional"}
+        How ``cov`` was computed (see :func:`tomstats.glmm.laplace.laplace_fit`).
+    aggregated : bool
+        Whether identical rows were summed into binomial cells for the fit.
+    data_hash : str
+        SHA-256 of the data columns read (as in the samplers' fits).
+    created_at : str
+        UTC time of the fit (ISO 8601).
+    versions : dict
+        Versions of Python and the packages used.
+    """
+
+    formula: str
+    family: str
+    n_obs: int
+    coef_names: tuple[str, ...]
+    beta: np.ndarray
+    se: np.ndarray
+    cov: np.ndarray
+    groups: tuple[str, ...]
+    sd: np.ndarray
+    n_levels: tuple[int, ...]
+    levels: tuple[tuple[str, ...], ...]
+    ranef: np.ndarray
+    loglik: float
+    converged: bool
+    iterations: int
+    n_rows: int
+    se_method: str = "hessian"
+    aggregated: bool = False
+    data_hash: str = ""
+    created_at: str = ""
+    versions: Mapping[str, str] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ statistics
+
+    @property
+    def n_params(self) -> int:
+        """:math:`d = p + K`: fixed effects plus random-intercept variances."""
+        return len(self.coef_names) + len(self.groups)
+
+    @property
+    def deviance(self) -> float:
+        """:math:`-2\\ell` (what lme4's ``summary`` prints as ``deviance``)."""
+        return -2.0 * self.loglik
+
+    @property
+    def aic(self) -> float:
+        """:math:`\\mathrm{AIC} = -2\\ell + 2d`, :math:`d = p + K` (lme4's ``AIC()``)."""
+        return self.deviance + 2.0 * self.n_params
+
+    @property
+    def bic(self) -> float:
+        """:math:`\\mathrm{BIC} = -2\\ell + d\\ln N`, :math:`N` = data rows (lme4's ``BIC()``)."""
+        return self.deviance + math.log(self.n_rows) * self.n_params
+
+    @property
+    def singular(self) -> bool:
+        """Some :math:`\\hat\\sigma_k < 10^{-4}`: a boundary fit (lme4's ``isSingular()``)."""
+        return bool(np.any(self.sd < _SINGULAR_SD))
+
+    def summary(self, level: float = 0.95) -> pd.DataFrame:
+        """Fixed effects with Wald tests and intervals.
+
+        Columns ``estimate`` :math:`\\hat\\beta_j`, ``se``, ``z`` :math:`=\\hat\\beta_j /
+        \\mathrm{se}_j`, ``p`` :math:`= 2\\Phi(-|z|)`, ``ci_lower``/``ci_upper``
+        :math:`= \\hat\\beta_j \\mp z_{(1+\\text{level})/2}\\,\\mathrm{se}_j`; indexed by
+        coefficient name.
+        """
+        from scipy.stats import norm
+
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        z = self.beta / self.se
+        q = float(norm.ppf(0.5 + level / 2.0))
+        return pd.DataFrame(
+            {"estimate": self.beta, "se": self.se, "z": z, "p": 2.0 * norm.sf(np.abs(z)),
+             "ci_lower": self.beta - q * self.se, "ci_upper": self.beta + q * self.se},
+            index=pd.Index(list(self.coef_names), name="coef"))
+
+    def variance_components(self) -> pd.DataFrame:
+        """Random intercepts: ``group``, ``n_levels``, ``sd`` :math:`\\hat\\sigma_k` and
+        ``variance`` :math:`\\hat\\sigma_k^2` (lme4's ``VarCorr()``)."""
+        return pd.DataFrame({"group": list(self.groups), "n_levels": list(self.n_levels),
+                             "sd": self.sd, "variance": self.sd ** 2})
+
+    def random_effects(self) -> pd.DataFrame:
+        """Conditional modes :math:`\\hat b_{k,j}`: ``group``, ``level``, ``estimate``
+        (lme4's ``ranef()``), one row per level of each factor."""
+        groups = [g for g, n in zip(self.groups, self.n_levels, strict=True) for _ in range(n)]
+        levels = [lv for lvs in self.levels for lv in lvs]
+        return pd.DataFrame({"group": groups, "level": levels, "estimate": self.ranef})
+
+    # ------------------------------------------------------------------ printing
+
+    def __str__(self) -> str:
+        lines = ["Generalized linear mixed model fit by maximum likelihood (Laplace "
+                 "Approximation) [tomstats]" if self.groups else
+                 "Generalized linear model fit by maximum likelihood [tomstats]",
+                 f" Family: {self.family}  ( logit )",
+                 f"Formula: {self.formula}", ""]
+        stats = pd.DataFrame([[self.aic, self.bic, self.loglik, self.deviance,
+                               self.n_rows - self.n_params]],
+                             columns=["AIC", "BIC", "logLik", "deviance", "df.resid"])
+        lines += [stats.to_string(index=False, float_format=lambda v: f"{v:.1f}"), ""]
+        if self.groups:
+            w = max(6, *(len(g) for g in self.groups))
+            lines += ["Random effects:",
+                      f" {'Groups':<{w}} Name        {'Variance':>10} {'Std.Dev.':>10}"]
+            lines += [f" {g:<{w}} (Intercept) {v * v:>10.4g} {v:>10.4g}"
+                      for g, v in zip(self.groups, self.sd, strict=True)]
+            grp = "; ".join(f"{g}, {n}" for g, n in zip(self.groups, self.n_levels,
+                                                         strict=True))
+            lines += [f"Number of obs: {self.n_rows}, groups:  {grp}", ""]
+        else:
+            lines += [f"Number of obs: {self.n_rows}", ""]
+        s = self.summary()
+        fe = pd.DataFrame({"Estimate": s["estimate"].map(lambda v: f"{v:.4g}"),
+                           "Std. Error": s["se"].map(lambda v: f"{v:.4g}"),
+                           "z value": s["z"].map(lambda v: f"{v:.3f}"),
+                           "Pr(>|z|)": s["p"].map(_fmt_p),
+                           "": s["p"].map(_stars)}, index=s.index)
+        fe.index.name = None
+        lines += ["Fixed effects:", fe.to_string(),
+                  "---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
+        if self.singular:
+            zero = [g for g, v in zip(self.groups, self.sd, strict=True) if v < _SINGULAR_SD]
+            lines.append(f"boundary (singular) fit: random-intercept SD ~0 for {', '.join(zero)}")
+        if not self.converged:
+            lines.append(f"WARNING: the fit did not converge ({self.iterations} iterations); "
+                         "the estimates are unreliable")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ JSON
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (non-finite numbers as ``null``)."""
+        return {
+            "format": _FORMAT, "format_version": _FORMAT_VERSION, "backend": "laplace",
+            "formula": self.formula, "family": self.family, "n_obs": self.n_obs,
+            "n_rows": self.n_rows, "coef_names": list(self.coef_names),
+            "beta": _floats(self.beta), "se": _floats(self.se), "cov": _floats(self.cov),
+            "groups": list(self.groups), "sd": _floats(self.sd),
+            "n_levels": list(self.n_levels), "levels": [list(v) for v in self.levels],
+            "ranef": _floats(self.ranef), "loglik": _floats(self.loglik),
+            "converged": self.converged, "iterations": self.iterations,
+            "se_method": self.se_method, "aggregated": self.aggregated,
+            "aic": _floats(self.aic), "bic": _floats(self.bic),
+            "data_hash": self.data_hash, "created_at": self.created_at,
+            "versions": dict(self.versions),
+        }
+
+    def to_json(self, path: str | os.PathLike[str]) -> Path:
+        """Write the fit as JSON atomically (temporary file, then rename); return the path."""
+        from tomstats._io import atomic_write_text, ensure_writable_file
+
+        p = ensure_writable_file(path, field="path")
+        atomic_write_text(p, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        return p
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LaplaceFit:
+        """Inverse of :meth:`to_dict` (``ValueError`` for anything else)."""
+        if not isinstance(d, Mapping) or d.get("format") != _FORMAT:
+            raise ValueError(f"not a tomstats Laplace fit (no \"format\": {_FORMAT!r})")
+        if d.get("format_version") != _FORMAT_VERSION:
+            raise ValueError(f"Laplace fit format version {d.get('format_version')!r}; this "
+                             f"tomstats reads {_FORMAT_VERSION}")
+        try:
+            p, K = len(d["coef_names"]), len(d["groups"])
+            n_levels = tuple(int(v) for v in d["n_levels"])
+            return cls(
+                formula=str(d["formula"]), family=str(d["family"]), n_obs=int(d["n_obs"]),
+                coef_names=tuple(map(str, d["coef_names"])), beta=_array(d["beta"], (p,)),
+                se=_array(d["se"], (p,)), cov=_array(d["cov"], (p, p)),
+                groups=tuple(map(str, d["groups"])), sd=_array(d["sd"], (K,)),
+                n_levels=n_levels,
+                levels=tuple(tuple(map(str, v)) for v in d["levels"]),
+                ranef=_array(d["ranef"], (sum(n_levels),)),
+                loglik=float(_array(d["loglik"])), converged=bool(d["converged"]),
+                iterations=int(d["iterations"]), n_rows=int(d["n_rows"]),
+                se_method=str(d.get("se_method", "hessian")),
+                aggregated=bool(d.get("aggregated", False)),
+                data_hash=str(d.get("data_hash", "")),
+                created_at=str(d.get("created_at", "")),
+                versions=dict(d.get("versions", {})))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed Laplace fit: {type(exc).__name__}: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str]) -> LaplaceFit:
+        """Read a fit written by :meth:`to_json`."""
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"fit file {str(p)!r} does not exist")
+        try:
+            d = json.loads(p.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{str(p)!r} is not JSON: {exc}") from exc
+        try:
+            return cls.from_dict(d)
+        except ValueError as exc:
+            raise ValueError(f"{str(p)!r}: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------- fitting
+
+
+def _log_binom(y: np.ndarray, n: np.ndarray) -> float:
+    """:math:`\\sum_i \\log\\binom{n_i}{y_i}`."""
+    from scipy.special import gammaln
+
+    return float(np.sum(gammaln(n + 1.0) - gammaln(y + 1.0) - gammaln(n - y + 1.0)))
+
+
+def _check_random_intercepts(spec: Any, md: Any) -> None:
+    for t in spec.random:
+        effects = list(md.coords[f"{t.key}_effect"])
+        if effects != ["Intercept"]:
+            raise ValueError(
+                f"backend='laplace' fits formula models with random intercepts only; "
+                f"{t.label} has the varying effect(s) {effects}. Write (1 | {t.group}), or "
+                f"use a sampler backend (numpyro, pymc) for random slopes")
+
+
+def fit_laplace(
+    data: pd.DataFrame,
+    model: str,
+    *,
+    family: str | None = None,
+    columns: Mapping[str, str] | None = None,
+    max_iter: int = 100,
+    tol: float | None = None,
+    se: str = "hessian",
+    max_inner: int = 50,
+    **spec_options: Any,
+) -> LaplaceFit:
+    """Maximum-likelihood fit of a random-intercept logit GLMM (Laplace approximation).
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        As for :func:`tomstats.glmm.fit` (standard or mapped columns).
+    model : str
+        lme4-style formula with random intercepts only, e.g. ``"correct ~ tom_order *
+        log_context + (1 | model) + (1 | item)"`` or ``"successes | trials(n) ~ x +
+        (1 | model)"``; no random term: logistic regression.
+    family : {"bernoulli", "binomial"}, optional
+        As for :func:`tomstats.glmm.fit`.
+    columns : mapping, optional
+        ``{standard_name: your_column}`` renaming.
+    max_iter, tol, se, max_inner
+        Passed to :func:`tomstats.glmm.laplace.laplace_fit` (``se``: ``"hessian"``, lme4's
+        default, or ``"conditional"``). Without random terms ``max_iter``/``tol`` go to
+        :func:`tomstats.glm.logistic_fit` and the covariance is :math:`(X^\\top W X)^{-1}`.
+    **spec_options
+        ``aggregate`` (``"auto"``: sum identical rows into binomial cells when that halves
+        the observations; no estimate changes), ``trials``, ``center`` (no reported number
+        changes). Priors and sampler options do not apply.
+
+    Returns
+    -------
+    LaplaceFit
+        A :class:`LaplaceConvergenceWarning` is issued when the fit did not converge.
+    """
+    import jax
+
+    from tomstats._compile_cache import enable_compilation_cache
+    from tomstats.glmm.data import build_design, prepare_data, response_arrays
+    from tomstats.glmm.fit import _data_hash, _used_columns, _versions
+    from tomstats.glmm.spec import FormulaSpec
+
+    if not isinstance(model, str) or "~" not in model:
+        raise ValueError(
+            f"backend='laplace' fits formula models with random intercepts only, e.g. "
+            f"'correct ~ tom_order + (1 | model) + (1 | item)'; got model={model!r} (the "
+            f"structural model needs a sampler backend: numpyro or pymc)")
+    bad = sorted(set(spec_options) - set(_SPEC_OPTIONS))
+    if bad:
+        raise ValueError(f"backend='laplace' does not take the option(s) {bad} (priors and "
+                         f"parametrisation concern the Bayesian samplers); it takes "
+                         f"{sorted(_SPEC_OPTIONS + LAPLACE_OPTIONS)}")
+    if se not in ("hessian", "conditional"):
+        raise ValueError(f"se must be 'hessian' or 'conditional', got {se!r}")
+    for name, v in (("max_iter", max_iter), ("max_inner", max_inner)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    if tol is not None and not (isinstance(tol, (int, float)) and tol > 0):
+        raise ValueError(f"tol must be a positive number, got {tol!r}")
+    df = prepare_data(data, columns).reset_index(drop=True)
+    spec, md = build_design(model, df, family=family, **spec_options)
+    assert isinstance(spec, FormulaSpec)
+    _check_random_intercepts(spec, md)
+
+    Xc = np.asarray(md.arrays["X"], dtype=np.float64)
+    mean = np.asarray(md.arrays["X_mean"], dtype=np.float64)
+    y = md.y.astype(np.float64)
+    trials = None if md.trials is None else md.trials.astype(np.float64)
+    K = len(spec.random)
+    enable_compilation_cache()
+    with jax.enable_x64(True):
+        if K == 0:
+            from tomstats.glm import logistic_fit
+
+            r = logistic_fit(Xc, y, 1.0 if trials is None else trials, max_iter=int(max_iter),
+                             tol=tol)
+            sd, ranef = np.zeros(0), np.zeros(0)
+            se_method = "hessian"
+        else:
+            from tomstats.glmm.laplace import laplace_fit
+
+            codes = np.column_stack([md.arrays[f"g_{t.key}"] for t in spec.random])
+            n_levels = tuple(len(md.coords[t.dim]) for t in spec.random)
+            r = laplace_fit(Xc, y, trials, codes, n_levels,
+                            max_iter=int(max_iter), tol=tol, se=se, max_inner=int(max_inner))
+            sd, ranef = np.asarray(r.sd, dtype=float), np.asarray(r.ranef, dtype=float)
+            se_method = se
+        beta_c = np.asarray(r.beta, dtype=float)
+        cov_c = np.asarray(r.cov, dtype=float)
+        loglik = float(r.loglik)
+        converged = bool(r.converged)
+        iterations = int(r.iterations)
+    # centred design → the user's columns: beta = A beta_c, V = A V_c A'
+    A = np.eye(Xc.shape[1])
+    if md.intercept is not None:
+        A[md.intercept] -= mean
+        A[md.intercept, md.intercept] = 1.0
+    beta = A @ beta_c
+    cov = A @ cov_c @ A.T
+    cov = 0.5 * (cov + cov.T)
+    with np.errstate(invalid="ignore"):
+        se_ = np.sqrt(np.diagonal(cov))
+    if spec.aggregate:  # ℓ of the data rows, not of the binomial cells
+        y_rows, n_rows_tr = response_arrays(df, spec.response, spec.trials, spec.family)
+        n_rows_tr = np.ones_like(y_rows) if n_rows_tr is None else n_rows_tr
+        n_cells = np.ones_like(md.y) if md.trials is None else md.trials
+        loglik += (_log_binom(y_rows.astype(float), n_rows_tr.astype(float))
+                   - _log_binom(md.y.astype(float), n_cells.astype(float)))
+    used = _used_columns(spec, df)
+    res = LaplaceFit(
+        formula=spec.formula, family=spec.family, n_obs=md.n_obs,
+        coef_names=tuple(md.coords["coef"]), beta=beta,
+        se=se_, cov=cov, groups=tuple(t.group for t in spec.random), sd=sd,
+        n_levels=tuple(len(md.coords[t.dim]) for t in spec.random),
+        levels=tuple(tuple(map(str, md.coords[t.dim])) for t in spec.random),
+        ranef=ranef, loglik=loglik, converged=converged, iterations=iterations,
+        n_rows=len(df), se_method=se_method, aggregated=bool(spec.aggregate),
+        data_hash=_data_hash(df, used),
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        versions=_versions("laplace"))
+    if not converged:
+        warnings.warn(
+            f"tomstats.glmm.fit(backend='laplace'): the fit of {spec.formula!r} did not "
+            f"converge after {iterations} iteration(s) (max_iter={max_iter}); do not trust "
+            f"the estimates. Try: rescale predictors, raise max_iter, simplify the random "
+            f"effects, or check for separation (a group or predictor value with all 0s or "
+            f"all 1s)", LaplaceConvergenceWarning, stacklevel=3)
+    return res

@@ -1,0 +1,294 @@
+"""Study specifications: the content of a simulation TOML, shared by every stage that runs one.
+
+A simulation TOML has the tables ``[design]`` (:class:`tomstats.design.Design`),
+``[parameters]`` (equation (1)'s α, γ, δ, σ), ``[simulation]`` (replicates, seed, path),
+``[sensitivity]`` (the γ × α grid) and ``[power]`` (:class:`PowerSpec`: what a power analysis
+varies and tests). :func:`load_study` reads one into a :class:`StudyConfig`;
+:mod:`tomstats.reproduce`, :mod:`tomstats.posterior_sweep` and :mod:`tomstats.power` all
+import it from here, so the data flow one way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tomstats.calibration import PAPER_PARAMS
+from tomstats.design import Design, load_toml, paper_design
+from tomstats.model import Params
+from tomstats.sensitivity import PAPER_ALPHA, PAPER_GAMMA, grid_values
+
+__all__ = ["ALONG", "PowerSpec", "StudyConfig", "load_study", "study_from_dict"]
+
+PATHS = ("exact", "bernoulli")
+_PARAM_NAMES = ("alpha", "gamma", "delta", "sigma")
+#: Dimensions a power analysis can vary: design sizes (whole numbers) and parameters.
+ALONG = ("questions_per_cell", "items_per_cell", "n_llms", *_PARAM_NAMES)
+_TABLES = ("design", "parameters", "simulation", "sensitivity", "power", "meta")
+
+
+def _closest(name: str, known: Sequence[str]) -> str:
+    near = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else f" (known: {list(known)})"
+
+
+def _positive_int(name: str, v: Any, low: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    return int(v)
+
+
+@dataclass(frozen=True)
+class PowerSpec:
+    """What a power analysis varies and tests (the ``[power]`` table of a simulation TOML).
+
+    Attributes
+    ----------
+    along : str
+        The dimension varied: ``questions_per_cell`` (questions per design cell and LLM),
+        ``items_per_cell`` (stories per cell; each carries one item effect
+        :math:`\\varepsilon\\sim N(0,\\sigma^2)` shared by its questions and by every LLM),
+        ``n_llms`` (LLMs answering the same items), or a parameter ``alpha``, ``gamma``,
+        ``delta``, ``sigma``.
+    values : tuple of float
+        The values of ``along`` (whole numbers >= 1 for the sizes).
+    tests : tuple of str
+        Test identifiers (see :data:`tomstats.power.TESTS`), e.g. ``"anova:interaction"``,
+        ``"glm-lrt:delta"``, ``"glmm-wald:delta"``.
+    alpha : float
+        Significance level in (0, 1).
+    replicates : int
+        Simulated studies per value.
+    target : float
+        Target power in (0, 1) for the sample-size summary.
+    seed : int
+    items_per_cell : int or None
+        Stories per cell; ``None``: one story per question (the paper's per-question noise).
+    n_llms : int or None
+        LLMs; ``None``: one per capability level of the design (fixed capabilities). Given,
+        the capabilities are drawn per study from :math:`N(\\bar m, s_m^2)` (population of
+        LLMs), with :math:`\\bar m` the design's mean capability and :math:`s_m`
+        ``capability_sd``.
+    capability_sd : float or None
+        :math:`s_m`; default the sd of the design's capability levels (0.15 for one level).
+    path : {"exact", "bernoulli"}
+        Cell counts drawn as binomials (exact, the default) or question by question.
+    """
+
+    along: str = "questions_per_cell"
+    values: tuple[float, ...] = (20, 50, 100, 200, 500)
+    tests: tuple[str, ...] = ("anova:tom_order", "anova:context_length", "anova:interaction",
+                              "glm-lrt:delta")
+    alpha: float = 0.05
+    replicates: int = 1000
+    target: float = 0.8
+    seed: int = 0
+    items_per_cell: int | None = None
+    n_llms: int | None = None
+    capability_sd: float | None = None
+    path: str = "exact"
+
+    def __post_init__(self) -> None:
+        if self.along not in ALONG:
+            raise ValueError(f"along: unknown dimension {self.along!r}"
+                             + _closest(str(self.along), ALONG))
+        try:
+            values = tuple(float(v) for v in np.atleast_1d(np.asarray(self.values, dtype=float)))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"along {self.along}: values must be numbers, got "
+                             f"{self.values!r}") from exc
+        if not values:
+            raise ValueError(f"along {self.along}: give at least one value")
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(f"along {self.along}: values must be finite, got {list(values)}")
+        if len(set(values)) != len(values):
+            raise ValueError(f"along {self.along}: values must be distinct, got {list(values)}")
+        if self.along in ALONG[:3]:
+            bad = [v for v in values if v < 1 or v != round(v)]
+            if bad:
+                raise ValueError(f"along {self.along}: values must be whole numbers >= 1, got "
+                                 f"{_fmt(bad)}")
+        elif self.along == "sigma" and any(v < 0 for v in values):
+            raise ValueError(f"along sigma: values must be >= 0, got {_fmt(values)}")
+        object.__setattr__(self, "values", values)
+        tests = (self.tests,) if isinstance(self.tests, str) else tuple(self.tests)
+        if not tests:
+            raise ValueError("tests: give at least one test")
+        object.__setattr__(self, "tests", tests)
+        a = self.alpha
+        if isinstance(a, bool) or not isinstance(a, int | float) or not 0.0 < a < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {a!r}")
+        t = self.target
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0.0 < t < 1.0:
+            raise ValueError(f"target must be in (0, 1), got {t!r}")
+        _positive_int("replicates", self.replicates)
+        _positive_int("seed", self.seed, 0)
+        if self.items_per_cell is not None:
+            _positive_int("items_per_cell", self.items_per_cell)
+        if self.n_llms is not None:
+            _positive_int("n_llms", self.n_llms)
+        sd = self.capability_sd
+        if sd is not None and (isinstance(sd, bool) or not isinstance(sd, int | float)
+                               or not math.isfinite(sd) or sd < 0):
+            raise ValueError(f"capability_sd must be a number >= 0, got {sd!r}")
+        if self.path not in PATHS:
+            raise ValueError(f"path must be one of {PATHS}, got {self.path!r}")
+
+    def replace(self, **changes: Any) -> PowerSpec:
+        """Copy with some fields changed (``None`` values are ignored)."""
+        kw = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        kw.update({k: v for k, v in changes.items() if v is not None})
+        return PowerSpec(**kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description."""
+        ints = self.along in ALONG[:3]
+        return {
+            "along": {self.along: [int(v) if ints else v for v in self.values]},
+            "tests": list(self.tests), "alpha": self.alpha, "replicates": int(self.replicates),
+            "target": self.target, "seed": int(self.seed),
+            "items_per_cell": self.items_per_cell, "n_llms": self.n_llms,
+            "capability_sd": self.capability_sd, "path": self.path,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PowerSpec:
+        """Build from the ``[power]`` table (``along = {questions_per_cell = [...]}``)."""
+        known = ("along", "tests", "alpha", "replicates", "target", "seed", "items_per_cell",
+                 "n_llms", "capability_sd", "path")
+        for k in d:
+            if k not in known:
+                raise ValueError(f"[power]: unknown key {k!r}" + _closest(k, known))
+        kw = {k: v for k, v in d.items() if k != "along"}
+        if "along" in d:
+            along = d["along"]
+            if not isinstance(along, Mapping) or len(along) != 1:
+                raise ValueError("[power].along must be a table with exactly one dimension, "
+                                 f"e.g. {{questions_per_cell = [20, 50, 100]}}, got {along!r}")
+            (name, values), = along.items()
+            kw.update(along=name, values=tuple(np.atleast_1d(values).tolist())
+                      if not isinstance(values, Mapping) else tuple(grid_values(values, name)))
+        return cls(**kw)
+
+
+def _fmt(values: Sequence[float]) -> list[Any]:
+    return [int(v) if float(v).is_integer() else v for v in values]
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """Everything a simulation study needs (the content of a simulation TOML).
+
+    Attributes
+    ----------
+    design : Design
+    params : Params
+    replicates : int
+        Monte Carlo replicates of the main design.
+    seed : int
+    path : {"exact", "bernoulli"}
+    gamma, alpha : tuple of float
+        Sensitivity grid values.
+    sensitivity_capability : float
+        Capability level at which the grid is simulated.
+    sensitivity_replicates : int
+    power : PowerSpec
+        The ``[power]`` table (defaults when absent).
+    """
+
+    design: Design = field(default_factory=paper_design)
+    params: Params = PAPER_PARAMS
+    replicates: int = 1000
+    seed: int = 0
+    path: str = "exact"
+    gamma: tuple[float, ...] = PAPER_GAMMA
+    alpha: tuple[float, ...] = PAPER_ALPHA
+    sensitivity_capability: float = 1.0
+    sensitivity_replicates: int = 1000
+    power: PowerSpec = field(default_factory=PowerSpec)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.design, Design):
+            raise TypeError(f"design must be a tomstats.Design, got {type(self.design).__name__}")
+        if not isinstance(self.params, Params):
+            raise TypeError(f"params must be a tomstats.Params, got {type(self.params).__name__}")
+        for name in ("replicates", "sensitivity_replicates", "seed"):
+            _positive_int(name, getattr(self, name), 0 if name == "seed" else 1)
+        if self.path not in PATHS:
+            raise ValueError(f"path must be one of {PATHS}, got {self.path!r}")
+        self.params.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description."""
+        return {
+            "design": self.design.to_dict(),
+            "params": self.params.to_dict(),
+            "replicates": int(self.replicates),
+            "seed": int(self.seed),
+            "path": self.path,
+            "sensitivity": {"gamma": list(self.gamma), "alpha": list(self.alpha),
+                            "capability": self.sensitivity_capability,
+                            "replicates": int(self.sensitivity_replicates)},
+            "power": self.power.to_dict(),
+        }
+
+
+def load_study(file: str | os.PathLike[str], /, **overrides: Any) -> StudyConfig:
+    """Read a simulation TOML (``[design]``, ``[parameters]``, ``[simulation]``,
+    ``[sensitivity]``, ``[power]``); keyword ``overrides`` (not None) replace simulation
+    settings."""
+    data = load_toml(file)
+    for k in data:
+        if k not in _TABLES:
+            raise ValueError(f"{file}: unknown table [{k}]" + _closest(k, _TABLES))
+    try:
+        return study_from_dict(data, overrides)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{file}: {exc}") from exc
+
+
+def study_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> StudyConfig:
+    """A :class:`StudyConfig` from the parsed tables of a simulation TOML."""
+    design = Design.from_dict(data["design"]) if "design" in data else paper_design()
+    praw = dict(data.get("parameters", {}))
+    for k in praw:
+        if k not in _PARAM_NAMES:
+            raise ValueError(f"[parameters]: unknown name {k!r}" + _closest(k, _PARAM_NAMES))
+    for k, v in praw.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"[parameters].{k} must be a number, got {v!r}")
+    params = PAPER_PARAMS.replace(**{k: float(v) for k, v in praw.items()})
+    sim = dict(data.get("simulation", {}))
+    for k in sim:
+        if k not in ("replicates", "seed", "path"):
+            raise ValueError(f"[simulation]: unknown key {k!r}"
+                             + _closest(k, ("replicates", "seed", "path")))
+    sens = dict(data.get("sensitivity", {}))
+    for k in sens:
+        if k not in ("gamma", "alpha", "capability", "replicates"):
+            raise ValueError(f"[sensitivity]: unknown key {k!r}"
+                             + _closest(k, ("gamma", "alpha", "capability", "replicates")))
+    kw: dict[str, Any] = {
+        "design": design,
+        "params": params,
+        "replicates": sim.get("replicates", 1000),
+        "seed": sim.get("seed", 0),
+        "path": sim.get("path", "exact"),
+        "gamma": tuple(grid_values(sens.get("gamma", list(PAPER_GAMMA)), "gamma")),
+        "alpha": tuple(grid_values(sens.get("alpha", list(PAPER_ALPHA)), "alpha")),
+        "sensitivity_capability": float(sens.get("capability", 1.0)),
+        "sensitivity_replicates": sens.get("replicates", sim.get("replicates", 1000)),
+        "power": PowerSpec.from_dict(data.get("power", {})),
+    }
+    for k, v in overrides.items():
+        if v is not None:
+            kw[k] = v
+            if k == "replicates" and "replicates" not in sens:
+                kw["sensitivity_replicates"] = v
+    return StudyConfig(**kw)
