@@ -9,7 +9,7 @@ Three comparisons, each a 10-value × 1,000-replicate power curve of the paper's
 2. **Logistic GLM** (``glm-lrt:delta``: full and reduced fit per study and LLM) against a
    statsmodels ``Logit`` loop on one row per question.
 3. **Laplace GLMM** with crossed random intercepts ``(1 | llm) + (1 | item)`` on a 7,500-row
-   log (5 LLMs × 15 cells × 100 items): the amortised seconds per fit of a vmapped batch
+   log (5 LLMs × 15 cells × 100 items): the amortised seconds per fit of a batch of studies
    against R lme4 ``glmer(nAGQ = 1)`` on the same kind of data, timed inside R through
    ``Rscript`` in the same run (skipped, and said so, without ``Rscript``/lme4).
 

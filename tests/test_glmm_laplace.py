@@ -190,7 +190,7 @@ def _compare(case: dict, res: LaplaceResult, levels, n_levels):
 # ----------------------------------------------------------------------------- lme4
 @pytest.mark.parametrize("name", [
     "storysim_triplets",
-    pytest.param("storysim_number_characters", marks=pytest.mark.slow),
+    "storysim_number_characters",
     "tombench_binomial",
 ])
 def test_real_log_matches_lme4(name, reference, shared):

@@ -76,6 +76,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 import xarray as xr
+from jax import lax
 from tqdm.auto import tqdm
 
 from tomstats._io import ensure_writable_dir, staged_files
@@ -292,6 +293,10 @@ def _compiled(ctx_b: bytes, tom_b: bytes, setting: _Setting, tests: tuple[_Test,
     @jax.jit
     def run(keys: jax.Array, theta: Mapping[str, jax.Array], n: jax.Array
             ) -> dict[str, jax.Array]:
+        if "glmm" in analyses:
+            # one GLMM fit after another inside the compiled program: each stops at its own
+            # convergence (a vmapped while-loop runs every study until the slowest is done)
+            return lax.map(lambda a: one(a[0], a[1], n), (keys, theta))
         return jax.vmap(one, in_axes=(0, 0, None))(keys, theta, n)
 
     return run
