@@ -38,7 +38,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["LogisticFit", "logistic_fit", "saturated_loglik", "binomial_loglik"]
+__all__ = ["LogisticFit", "logistic_fit", "saturated_loglik", "binomial_loglik",
+           "log_binomial_coefficients"]
 
 Array = jax.Array
 
@@ -75,8 +76,8 @@ class LogisticFit:
     iterations: Array
 
 
-def _log_binom(y: Array, n: Array) -> Array:
-    """:math:`\\sum_i \\log\\binom{n_i}{y_i}`."""
+def log_binomial_coefficients(y: Any, n: Any) -> Array:
+    """:math:`\\sum_i \\log\\binom{n_i}{y_i}`, the constant of a binomial log-likelihood."""
     g = jax.scipy.special.gammaln
     return jnp.sum(g(n + 1.0) - g(y + 1.0) - g(n - y + 1.0))
 
@@ -89,7 +90,7 @@ def binomial_loglik(eta: Array, successes: Array, trials: Array) -> Array:
     """
     y, n = successes, trials
     return (jnp.sum(y * jax.nn.log_sigmoid(eta) + (n - y) * jax.nn.log_sigmoid(-eta))
-            + _log_binom(y, n))
+            + log_binomial_coefficients(y, n))
 
 
 def saturated_loglik(successes: Any, trials: Any = 1.0) -> Array:
@@ -108,7 +109,7 @@ def saturated_loglik(successes: Any, trials: Any = 1.0) -> Array:
     safe_n = jnp.where(n > 0, n, 1.0)
     p = y / safe_n
     xlogy = jax.scipy.special.xlogy
-    return jnp.sum(xlogy(y, p) + xlogy(n - y, 1.0 - p)) + _log_binom(y, n)
+    return jnp.sum(xlogy(y, p) + xlogy(n - y, 1.0 - p)) + log_binomial_coefficients(y, n)
 
 
 def _cholesky_small(H: Array) -> Array:

@@ -66,6 +66,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from tomstats.glm import log_binomial_coefficients
+
 __all__ = ["LaplaceResult", "laplace_fit", "laplace_loglik", "wald_z", "wald_p", "lrt"]
 
 Array = jax.Array
@@ -406,8 +408,7 @@ def _fit_one(X: Array, y: Array, n: Array, groups: Array, n_levels: tuple[int, .
         cov = ccov
     se_ = jnp.sqrt(jnp.diagonal(cov))
     finite = jnp.isfinite(D) & jnp.all(jnp.isfinite(phi)) & jnp.all(jnp.isfinite(se_))
-    const = jnp.sum(jax.scipy.special.gammaln(n + 1.0) - jax.scipy.special.gammaln(y + 1.0)
-                    - jax.scipy.special.gammaln(n - y + 1.0))
+    const = log_binomial_coefficients(y, n)
     ranef = jnp.concatenate([theta[k] * u[pr.off[k]: pr.off[k] + pr.q[k]] for k in range(K)])
     return LaplaceResult(beta=beta, se=se_, cov=cov, sd=jnp.abs(theta),
                          loglik=-0.5 * D + const, converged=s["conv"] & finite,
@@ -557,8 +558,7 @@ def laplace_loglik(X: Any, y: Any, trials: Any, groups: Any, n_levels: tuple[int
     beta = jnp.asarray(beta, dtype)
     tol = 1e-12 if dtype == jnp.float64 else 1e-6
     u = pr.pirls(jnp.zeros(sum(pr.q), dtype), theta, beta, jnp.asarray(tol, dtype), 100)
-    const = jnp.sum(jax.scipy.special.gammaln(n + 1.0) - jax.scipy.special.gammaln(y + 1.0)
-                    - jax.scipy.special.gammaln(n - y + 1.0))
+    const = log_binomial_coefficients(y, n)
     return -0.5 * pr.laplace(u, theta, beta) + const
 
 
