@@ -351,10 +351,15 @@ class LaplaceFit:
 
 
 def _log_binom(y: np.ndarray, n: np.ndarray) -> float:
-    """:math:`\\sum_i \\log\\binom{n_i}{y_i}`."""
-    from scipy.special import gammaln
+    """:func:`tomstats.glm.log_binomial_coefficients` of host arrays, in float64."""
+    import jax
+    import jax.numpy as jnp
 
-    return float(np.sum(gammaln(n + 1.0) - gammaln(y + 1.0) - gammaln(n - y + 1.0)))
+    from tomstats.glm import log_binomial_coefficients
+
+    with jax.enable_x64(True):
+        return float(log_binomial_coefficients(jnp.asarray(y, jnp.float64),
+                                               jnp.asarray(n, jnp.float64)))
 
 
 def _check_random_intercepts(spec: Any, md: Any) -> None:
