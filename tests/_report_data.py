@@ -226,3 +226,120 @@ def structural_log(seed: int = 0, items_per_cell: int = 4) -> pd.DataFrame:
                                  "context_words": int(c), "tom_order": int(t),
                                  "correct": int(rng.random() < 1 / (1 + np.exp(-eta)))})
     return pd.DataFrame(rows)
+
+
+FORMULA = "correct ~ fb * implicit + (1 | model) + (1 | item)"
+FORMULA_TRUTH = {"Intercept": 1.6, "fb": -2.4, "implicit": -0.4, "fb:implicit": -0.3,
+                 "sd_model": 0.7, "sd_item": 0.4}
+
+
+def formula_log(seed: int = 0, n_llm: int = 8, n_item: int = 64,
+                truth: dict | None = None) -> tuple[pd.DataFrame, dict]:
+    """Crossed LLM × item outcomes of ``FORMULA``'s model (each item one of the four
+    fb × implicit conditions); returns the data and the true parameters and effects."""
+    rng = np.random.default_rng(seed)
+    t = dict(FORMULA_TRUTH if truth is None else truth)
+    llms = [f"llm-{i:02d}" for i in range(n_llm)]
+    items = [f"item-{k:03d}" for k in range(n_item)]
+    fb = np.tile([0, 1, 0, 1], n_item // 4)
+    implicit = np.tile([0, 0, 1, 1], n_item // 4)
+    u_model = rng.normal(0, t["sd_model"], n_llm)
+    u_item = rng.normal(0, t["sd_item"], n_item)
+    rows = []
+    for j, m in enumerate(llms):
+        for k, it in enumerate(items):
+            eta = (t["Intercept"] + t["fb"] * fb[k] + t["implicit"] * implicit[k]
+                   + t["fb:implicit"] * fb[k] * implicit[k] + u_model[j] + u_item[k])
+            rows.append({"model": m, "item": it, "fb": int(fb[k]), "implicit": int(implicit[k]),
+                         "correct": int(rng.random() < 1 / (1 + np.exp(-eta)))})
+    t["re_model"], t["re_item"] = u_model, u_item
+    return pd.DataFrame(rows), t
+
+
+def make_formula_fit(seed: int = 0, chains: int = 2, draws: int = 200, *,
+                     shrink_fb: float = 1.0):
+    """A crossed formula fit in ``tomstats.glmm.fit``'s layout, without sampling.
+
+    The data follow :data:`FORMULA`'s model; the posterior draws scatter around the true
+    parameters and effects (sd 0.08 for β, 0.15 for the effects), so the fit is
+    well-specified. ``shrink_fb < 1`` makes it deliberately misspecified: the posterior of
+    β fb (and of the interaction) sits at ``shrink_fb`` times the truth, as a too-narrow
+    prior on fb would put it, with the intercept moved to keep the overall accuracy; the
+    observed accuracy is then steeper than predicted.
+    """
+    import json
+
+    import arviz as az
+
+    from tomstats.glmm.data import build_design
+
+    df, t = formula_log(seed)
+    spec, md = build_design(FORMULA, df)
+    rng = np.random.default_rng(seed + 100)
+    shape = (chains, draws)
+    coefs = list(md.coords["coef"])
+    true_beta = np.array([t[c] for c in coefs])
+    X = np.column_stack([np.ones(len(df)), df["fb"], df["implicit"], df["fb"] * df["implicit"]])
+    if shrink_fb != 1.0:
+        eta_true = X @ true_beta + t["re_model"][md.arrays["g_model"]] \
+            + t["re_item"][md.arrays["g_item"]]
+        true_beta = true_beta.copy()
+        true_beta[coefs.index("fb")] *= shrink_fb
+        true_beta[coefs.index("fb:implicit")] *= shrink_fb
+        # keep the mean linear predictor: the intercept absorbs the shrunk part
+        rest = X @ true_beta + t["re_model"][md.arrays["g_model"]] \
+            + t["re_item"][md.arrays["g_item"]]
+        true_beta[0] += float(np.mean(eta_true - rest))
+    beta = true_beta + rng.normal(0, 0.08, shape + (len(coefs),))
+    x_mean = X.mean(axis=0)
+    beta_c = beta.copy()
+    beta_c[..., 0] = beta[..., 0] + beta[..., 1:] @ x_mean[1:]
+    post = {"beta": beta, "beta_c": beta_c}
+    for key in ("model", "item"):
+        n_lev = len(md.coords[key])
+        sd = np.abs(t[f"sd_{key}"] + rng.normal(0, 0.06, shape + (1,)))
+        re = t[f"re_{key}"][None, None, :, None] + rng.normal(0, 0.15, shape + (n_lev, 1))
+        post[f"sd_{key}"] = sd
+        post[f"re_{key}"] = re
+        post[f"z_{key}"] = re / sd[..., None, :]
+    dims = {"beta": ["coef"], "beta_c": ["coef"], "y": ["obs"]}
+    for key in ("model", "item"):
+        dims.update({f"sd_{key}": [f"{key}_effect"], f"re_{key}": [key, f"{key}_effect"],
+                     f"z_{key}": [key, f"{key}_effect"]})
+    coords = {k: list(v) for k, v in md.coords.items()}
+    eta = (np.einsum("cdk,nk->cdn", beta, X)
+           + post["re_model"][..., md.arrays["g_model"], 0]
+           + post["re_item"][..., md.arrays["g_item"], 0])
+    p = 1 / (1 + np.exp(-eta))
+    y = md.y
+    spec_d = spec.to_dict()
+    attrs = {"tomstats_glmm_format": "1", "created_at": "2026-01-01T00:00:00+00:00",
+             "model": FORMULA, "model_kind": "formula", "spec": json.dumps(spec_d),
+             "priors": json.dumps(spec_d["priors"]), "family": "bernoulli",
+             "likelihood": "bernoulli", "aggregated": 0, "n_rows": len(df),
+             "n_obs": md.n_obs, "data_columns": json.dumps(list(df.columns)),
+             "column_mapping": "{}", "data_hash": "0" * 64, "backend": "pymc",
+             "sampler": json.dumps({"chains": chains, "draws": draws, "tune": draws,
+                                    "chain_method": "vectorized", "chain_groups": None,
+                                    "target_accept": 0.9, "max_tree_depth": 10}),
+             "max_tree_depth": 10, "seed": seed,
+             "versions": json.dumps({"tomstats": "0.0.test", "pymc": "5.x"})}
+    idata = az.from_dict(
+        posterior=post, dims=dims, coords={**coords, "obs": np.arange(md.n_obs)},
+        posterior_predictive={"y": (rng.random(p.shape) < p).astype(np.int8)},
+        log_likelihood={"y": np.where(y == 1, np.log(p), np.log1p(-p)).astype(np.float32)},
+        sample_stats={"diverging": np.zeros(shape, bool),
+                      "energy": rng.normal(0, 1, shape),
+                      "reached_max_treedepth": np.zeros(shape, bool),
+                      "tree_depth": rng.integers(2, 5, shape)},
+        observed_data={"y": y}, attrs=attrs)
+    const = {"obs_trials": ("obs", np.ones(md.n_obs, dtype=np.int64)),
+             "row_obs": ("row", md.row_obs)}
+    for c in df.columns:
+        const[f"data_{c}"] = ("row", df[c].to_numpy() if df[c].dtype != object
+                              else df[c].to_numpy(dtype=str))
+    import xarray as xr
+
+    idata.add_groups(constant_data=xr.Dataset(const))
+    idata.posterior.attrs.update(attrs)
+    return idata

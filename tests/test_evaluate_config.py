@@ -51,7 +51,7 @@ def test_shipped_model_set() -> None:
     ('name = "x"\nbackend = "heuristic"\nstrategy = "oracle"\nprompt = 13\n',
      "field 'prompt' must be in"),
     ('name = "x"\nbackend = "heuristic"\nstrategy = "oracle"\nmax_tokns = 3\n',
-     "unknown field(s) ['max_tokns']"),
+     "unknown key 'max_tokns' (did you mean 'max_tokens'?)"),
     ('name = "x"\nbackend = "heuristic"\nstrategy = "oracle"\nendpoint = "http://a/v1"\n',
      "not used by backend 'heuristic'"),
     ('backend = "heuristic"\nstrategy = "oracle"\n', "missing required field 'name'"),

@@ -135,12 +135,19 @@ def fake_server(fail: Callable[[int, dict[str, Any]], str | None] = lambda n, b:
     """
     port = free_port()
     state = FakeServer(url=f"http://127.0.0.1:{port}/v1", fail=fail, delay=delay)
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(state))
+    with serving(port, _handler(state)):
+        yield state
+
+
+@contextlib.contextmanager
+def serving(port: int, handler: type[BaseHTTPRequestHandler]) -> Iterator[None]:
+    """Serve ``handler`` on 127.0.0.1:``port`` in a daemon thread; always shut down."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
     httpd.daemon_threads = True
     t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     t.start()
     try:
-        yield state
+        yield
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -148,7 +148,7 @@ def test_aggregation_keeps_counts(data):
 @pytest.mark.parametrize(
     ("model", "change", "match"),
     [
-        ("correct ~ tom_order + nope + (1 | model)", None, r"\['nope'\]"),
+        ("correct ~ tom_order + nope + (1 | model)", None, r"column\(s\) 'nope' that"),
         ("structural", lambda d: d.assign(correct=d["correct"] * 2), "must be 0/1"),
         ("correct ~ 1 + (1 | model)", lambda d: d.assign(model="only"), "single level"),
         ("structural", lambda d: d.assign(tom_order=d["tom_order"].where(d.index != 5)),
@@ -159,12 +159,15 @@ def test_aggregation_keeps_counts(data):
          r"from 182 to 191 only \(max/min = 1.05 < 1.5\).*fixed="),
         ("structural", lambda d: d.assign(context_words=-d["context_words"]), "> 0 words"),
         ("structural", lambda d: d.drop(columns="correct"), "no outcome"),
-        ("structural", None, "unknown option"),
+        ("structural", None, "unknown key 'nonsense'"),
+        ("structural", lambda d: d.assign(correct=1), "no variance: column 'correct' is 1"),
+        ("correct ~ C(tom_order) + (1 | model)", lambda d: d.assign(tom_order=2),
+         r"C\(tom_order\) has a single level.*is 2 in all"),
     ],
 )
 def test_bad_input(data, model, change, match):
     df = data if change is None else change(data.copy())
-    opts = {"nonsense": 1} if match == "unknown option" else {}
+    opts = {"nonsense": 1} if "nonsense" in match else {}
     with pytest.raises(ValueError, match=match):
         glmm.fit(df, model, **opts)
 

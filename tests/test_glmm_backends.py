@@ -8,6 +8,7 @@ slopes, centred and non-centred) is checked in test_glmm.py.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -87,6 +88,9 @@ def test_numpyro_and_pymc_agree(model, names, n_models, slope_sd, opts):
     a = _fit_both(df, model, "numpyro", **opts)
     b = _fit_both(df, model, "pymc", **opts)
     assert a.attrs["aggregated"] == 1
+    # provenance: chain_method is NumPyro's; PyMC's own sampler does not have one
+    assert json.loads(a.attrs["sampler"])["chain_method"] == "vectorized"
+    assert "chain_method" not in json.loads(b.attrs["sampler"])
     for idata in (a, b):
         rep = glmm.check_diagnostics(idata)
         assert rep["rhat"].value <= 1.01, rep.message()

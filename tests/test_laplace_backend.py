@@ -246,7 +246,9 @@ def test_cli(tmp_path, capsys, monkeypatch, crossed, fit_crossed):
     assert not (tmp_path / "fit.nc").exists() and not (tmp_path / "x.json").exists()
     rc = main(["fit", str(csv), "--model", "correct ~ x + (1 + x | model)", "--backend",
                "laplace", "--out", str(tmp_path / "s.json"), "--map", "correct=is_correct"])
-    assert rc == 2 and "random intercepts only" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert rc == 2 and "--backend laplace fits formula models with random intercepts only" in err
+    assert "backend='laplace'" not in err  # the command line's syntax, not Python's
     # not converged: JSON written, exit 1, the last line says so
     import tomstats.glmm.laplace as lap
 
@@ -259,3 +261,10 @@ def test_cli(tmp_path, capsys, monkeypatch, crossed, fit_crossed):
     err = capsys.readouterr().err
     assert rc == 1 and bad.is_file() and not LaplaceFit.from_json(bad).converged
     assert "did not converge" in err.strip().splitlines()[-1]
+    # --allow-warnings: exit 0, still said on the last line; the existing --out needs --force
+    args = ["fit", str(csv), "--model", FORMULA, "--backend", "laplace", "--out", str(bad),
+            "--map", "correct=is_correct", "--allow-warnings"]
+    assert main(args) == 2 and "pass --force" in capsys.readouterr().err
+    assert main([*args, "--force"]) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("tomstats fit: warning: the Laplace fit did not converge")

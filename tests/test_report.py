@@ -141,16 +141,20 @@ def fit_html(fit_path: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_fit_html_sections(fit_html: str) -> None:
-    # trace, rank, energy, densities, calibration, cells
-    _assert_self_contained(fit_html, 6)
-    order = ['id="verdict"', "Model, data and provenance", "Posterior summary",
-             "Sampler plots", "Posterior and prior", "Posterior predictive checks",
-             "Pareto k diagnostic"]
+    # forest, caterpillar, predictions, calibration, densities, trace, rank, energy
+    _assert_self_contained(fit_html, 8)
+    order = ['id="verdict"', "Intervals on this page", ">Parameters<", "Forest plot",
+             "Random effects", "Predicted accuracy by condition", "Posterior predictive checks",
+             "Pareto k diagnostic", "Priors and posteriors", "Sampler plots",
+             "Model, data and provenance"]
     pos = [fit_html.index(s) for s in order]
     assert pos == sorted(pos)
-    for attr in ("data_hash", "structural", "numpyro", "tomstats_version"):
-        assert f"<td>{attr}</td>" in fit_html or f"<td>{attr}</td>" in fit_html
-    assert "capability[llama-b]" in fit_html  # per-LLM rows in the summary table
+    assert fit_html.count("Intervals on this page") == 1  # the convention is stated once
+    for attr in ("data_hash", "model", "backend", "tomstats_version"):
+        assert f"<td>{attr}</td>" in fit_html
+    assert "<td>structural</td>" in fit_html and "<td>numpyro</td>" in fit_html
+    # per-LLM rows in the summary table: readable name beside the name in the fit
+    assert "<td>capability llama-b</td><td>capability[llama-b]</td>" in fit_html
     assert '<td>design cells (context × ToM)</td><td class="num">15</td>' in fit_html
     # the only missing part: the synthetic fit was not written by tomstats.glmm.fit, so
     # the calibrated sweep cannot read its spec, and the report says so
@@ -165,7 +169,8 @@ def test_fit_markdown(fit_path: Path, tmp_path: Path) -> None:
     out = R.write_fit_report(p, tmp_path / "md", fmt="md")
     text = out.read_text(encoding="utf-8")
     refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert refs == ["trace.png", "rank.png", "energy.png", "densities.png"]
+    assert refs == ["forest.png", "caterpillar_capability.png", "densities.png", "trace.png",
+                    "rank.png", "energy.png"]
     assert all((out.parent / r).is_file() for r in refs)
     # the missing groups are named, not silently skipped
     assert "No 'prior' group" in text
@@ -277,14 +282,19 @@ def test_loo_table_counts(fit_path: Path) -> None:
 
 def test_no_provenance_is_stated(tmp_path: Path) -> None:
     idata = make_fit(seed=6, provenance=False)
-    blocks = R.fit_document(idata).sections[1].blocks
+    doc = R.fit_document(idata)
+    assert doc.sections[-1].title == "Model, data and provenance"  # provenance comes last
+    blocks = doc.sections[-1].blocks
     assert blocks[0].kind == "missing" and "no tomstats provenance" in blocks[0].text
 
 
 def test_nonbinary_outcome_stated() -> None:
     idata = make_fit(seed=7)
     idata.observed_data["correct"].values[:] = 2
-    text = " ".join(b.text for b in R._ppc_blocks(idata))
+    from tomstats.report.sections import FitContext
+    from tomstats.report.sections.checks import ppc_section
+
+    text = " ".join(b.text for b in ppc_section(FitContext(idata)).blocks)
     assert "is not binary" in text
 
 
@@ -326,7 +336,8 @@ def test_structural_fit_report_has_calibrated_section(structural_fit, sweep, tmp
     from tomstats.report.calibrated import eta2_table
 
     doc = R.fit_document(structural_fit, "small.nc", sweep_draws=20)
-    assert doc.sections[-1].title == SWEEP_TITLE
+    titles = [s.title for s in doc.sections]
+    assert titles.index("Leave-one-out cross-validation (PSIS-LOO)") < titles.index(SWEEP_TITLE)
     blocks = _section(doc, SWEEP_TITLE).blocks
     assert [b.name for b in blocks if isinstance(b, Image)] == ["calibrated_eta2",
                                                                  "calibrated_dominance"]

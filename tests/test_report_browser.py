@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _report_data import make_fit, save_fit, write_simulation_dir
+from _report_data import make_fit, make_formula_fit, save_fit, write_simulation_dir
 
 from tomstats.report import write_fit_report, write_simulation_report
 
@@ -35,6 +35,22 @@ window.addEventListener('load', () => {
   const b = document.body;
   b.dataset.images = imgs.length;
   b.dataset.broken = imgs.filter(i => !i.complete || i.naturalWidth === 0).length;
+  // decoded images whose pixels are not all one colour, named by their alt text's start
+  const drawn = imgs.filter(i => {
+    if (!i.complete || i.naturalWidth === 0) return false;
+    const c = document.createElement('canvas');
+    c.width = i.naturalWidth; c.height = i.naturalHeight;
+    const ctx = c.getContext('2d');
+    ctx.drawImage(i, 0, 0);
+    const d = ctx.getImageData(0, 0, c.width, c.height).data;
+    for (let k = 4; k < d.length; k += 4) {
+      if (d[k] !== d[0] || d[k + 1] !== d[1] || d[k + 2] !== d[2]) return true;
+    }
+    return false;
+  });
+  b.dataset.nonblank = drawn.length;
+  b.dataset.alts = drawn.map(i => i.alt.split(' ').slice(0, 2).join(' ')
+                                     .replace(/[^A-Za-z ]/g, '')).join('|');
   const v = document.getElementById('verdict');
   if (v) {
     const r = v.getBoundingClientRect();
@@ -81,11 +97,12 @@ def screenshot(html: Path, tmp: Path) -> np.ndarray:
     return np.asarray(Image.open(png).convert("RGB"))
 
 
-def check_page(html: Path, tmp: Path, n_images: int, verdict: str) -> None:
+def check_page(html: Path, tmp: Path, n_images: int, verdict: str) -> dict[str, str]:
     info = probe(html, tmp)
     assert info.get("probe") == "done", info
     assert int(info["images"]) == n_images
     assert int(info["broken"]) == 0
+    assert int(info["nonblank"]) == n_images
     assert info["verdict-text"].endswith(f": {verdict}")
     assert 0 <= int(info["verdict-top"]) < int(info["verdict-bottom"]) <= 1000  # first screen
     assert int(info["scroll-width"]) <= WIDTH  # no horizontal scrolling at 1280 px
@@ -95,6 +112,11 @@ def check_page(html: Path, tmp: Path, n_images: int, verdict: str) -> None:
     rgb = np.array(VERDICT_RGB[verdict])
     box = np.all(np.abs(img[:1000].astype(int) - rgb) <= 2, axis=-1)
     assert box.sum() > 5000, "verdict box colour not visible on the first screen"
+    return info
+
+
+#: Start of the captions (alt text) of the fit report's result plots.
+RESULT_PLOTS = {"forest": "Forest plot", "caterpillar": "Caterpillar plot"}
 
 
 def test_simulation_report_in_browser(tmp_path: Path) -> None:
@@ -107,7 +129,24 @@ def test_fit_report_in_browser(tmp_path: Path) -> None:
     fit = save_fit(make_fit(seed=11, chains=4, draws=300), tmp_path / "fit.nc")
     html = write_fit_report(fit, tmp_path / "fit.html")
     info_verdict = "PASS" if 'data-verdict="PASS"' in html.read_text() else "FAIL"
-    check_page(html, tmp_path, n_images=6, verdict=info_verdict)
+    info = check_page(html, tmp_path, n_images=8, verdict=info_verdict)
+    alts = info["alts"].split("|")
+    # a structural fit: forest (α, γ, δ, σ, capabilities), caterpillar of the capabilities,
+    # predictions by context × ToM order cell, each decoded and not blank
+    assert alts.count("Forest plot") == 1 and alts.count("Caterpillar plot") == 1
+    assert "Accuracy by" in alts
+
+
+def test_crossed_formula_fit_report_in_browser(tmp_path: Path) -> None:
+    fit = save_fit(make_formula_fit(seed=0), tmp_path / "crossed.nc")
+    html = write_fit_report(fit, tmp_path / "crossed.html", sweep_draws=0)
+    text = html.read_text(encoding="utf-8")
+    verdict = re.search(r'data-verdict="(PASS|FAIL)"', text).group(1)
+    info = check_page(html, tmp_path, n_images=9, verdict=verdict)
+    alts = info["alts"].split("|")
+    # forest, a caterpillar per grouping factor (model, item), the prediction plot
+    assert alts.count("Forest plot") == 1 and alts.count("Caterpillar plot") == 2
+    assert "Predicted Pcorrect" in alts
 
 
 def test_probe_detects_broken_image(tmp_path: Path) -> None:
@@ -118,6 +157,24 @@ def test_probe_detects_broken_image(tmp_path: Path) -> None:
                     "</body></html>", encoding="utf-8")
     info = probe(page, tmp_path)
     assert info["images"] == "1" and info["broken"] == "1"
+
+
+def test_probe_detects_blank_image(tmp_path: Path) -> None:
+    """The check can fail: a decodable but all-white PNG is not counted as drawn."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 30), "white").save(buf, format="PNG")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    page = tmp_path / "blank.html"
+    page.write_text(f'<!DOCTYPE html><html><body><img alt="Forest plot" '
+                    f'src="data:image/png;base64,{data}"></body></html>', encoding="utf-8")
+    info = probe(page, tmp_path)
+    assert info["images"] == "1" and info["broken"] == "0"
+    assert info["nonblank"] == "0" and info["alts"] == ""
 
 
 def test_fit_report_of_the_shipped_log_in_browser(tmp_path: Path) -> None:
@@ -132,7 +189,7 @@ def test_fit_report_of_the_shipped_log_in_browser(tmp_path: Path) -> None:
         warnings.simplefilter("ignore")  # a short fit may fail a diagnostic: said in the report
         assert main(["fit", str(log), "--map", "item=story_id", "--model", "structural",
                      "--chains", "2", "--draws", "150", "--tune", "150", "--no-progress",
-                     "--out", str(fit)]) == 0
+                     "--allow-warnings", "--out", str(fit)]) == 0
         html = tmp_path / "smollm2.html"
         assert main(["report", str(fit), "--out", str(html)]) == 0
     text = html.read_text(encoding="utf-8")
@@ -140,6 +197,9 @@ def test_fit_report_of_the_shipped_log_in_browser(tmp_path: Path) -> None:
     info = probe(html, tmp_path)
     assert info.get("probe") == "done", info
     assert int(info["images"]) >= 7 and int(info["broken"]) == 0
+    assert int(info["nonblank"]) == int(info["images"])
+    alts = info["alts"].split("|")
+    assert "Forest plot" in alts and "Caterpillar plot" in alts and "Accuracy by" in alts
     assert info["verdict-text"].endswith(f": {verdict}")
     assert "Calibrated η² decomposition" in text and "smollm2" in text.lower()
 

@@ -128,7 +128,7 @@ def test_cli_unwritable_out(tmp_path, capsys):
     assert "cannot create directory" in capsys.readouterr().err
 
 
-def test_failed_run_leaves_no_partial_output(tmp_path, monkeypatch):
+def test_failed_run_leaves_no_partial_output(tmp_path, monkeypatch, capsys):
     import tomstats.figures
 
     def boom(_):
@@ -136,9 +136,25 @@ def test_failed_run_leaves_no_partial_output(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tomstats.figures, "write_paper_figures", boom)
     out = tmp_path / "out"
-    with pytest.raises(RuntimeError):
-        main(["reproduce", "--out", str(out), "--replicates", "5", "--quiet"])
-    assert os.listdir(out) == []
+    # an internal failure: exit 3 (not 1, "re-run"; not 2, "bad input"), one line, no output
+    assert main(["reproduce", "--out", str(out), "--replicates", "5", "--quiet"]) == 3
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: figure failed" in err and "Traceback" not in err
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_out_policy_refuses_then_replaces_whole(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "fig9.png").write_text("stale figure of an earlier run")
+    args = ["reproduce", "--out", str(out), "--replicates", "5", "--quiet", "--no-figures"]
+    assert main(args) == 2
+    assert "--force" in capsys.readouterr().err
+    assert os.listdir(out) == ["fig9.png"]
+    assert main([*args, "--force"]) == 0
+    files = sorted(os.listdir(out))
+    assert "fig9.png" not in files and "table1.csv" in files
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # no temp folder left beside it
 
 
 def test_simulate_command_runs_a_toml(tmp_path, repo_root):

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_path", "atomic_write_text", "ensure_writable_dir", "ensure_writable_file",
-           "json_dumps", "sha256_text", "staged_files"]
+__all__ = ["add_out_arguments", "atomic_path", "atomic_write_text", "ensure_writable_dir",
+           "ensure_writable_file", "json_dumps", "prepare_out_dir", "prepare_out_file",
+           "replaced_dir", "sha256_text", "staged_files"]
 
 
 def _umask() -> int:
@@ -32,7 +33,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     Nothing is left behind on failure, and readers never see a half-written file.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -40,10 +44,21 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         if tmp_path.exists():
             os.chmod(tmp_path, 0o666 & ~_UMASK)
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+        if isinstance(exc, OSError) and not isinstance(exc, _WriteError):
+            raise _write_error(path, exc) from None
         raise
+
+
+class _WriteError(OSError):
+    """An ``OSError`` whose message names the destination, never the temporary file."""
+
+
+def _write_error(path: Path, exc: OSError) -> _WriteError:
+    reason = exc.strerror or str(exc)
+    return _WriteError(exc.errno, f"cannot write {str(path)!r}: {reason}")
 
 
 @contextlib.contextmanager
@@ -78,12 +93,100 @@ def ensure_writable_file(path: str | os.PathLike[str], field: str = "--out") -> 
     p = Path(path)
     if p.is_dir():
         raise ValueError(f"{field}: {str(p)!r} is a directory, expected a file path")
+    if p.exists() and not p.is_file():
+        raise ValueError(f"{field}: {str(p)!r} is not a regular file (a device, pipe or socket)")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise ValueError(f"{field}: folder {str(parent)!r} of {str(p)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{field}: folder {str(parent)!r} is not writable")
     return p
+
+
+def add_out_arguments(parser: Any, *, folder: bool, what: str, size_guard: bool = False) -> None:
+    """Add ``--out`` (required), ``--force`` and, with ``size_guard``, ``--allow-large``.
+
+    One wording of the output policy for every command (see :func:`prepare_out_file` and
+    :func:`prepare_out_dir`).
+    """
+    kind = "folder" if folder else "file"
+    parser.add_argument("--out", required=True,
+                        help=f"{what} (an existing {'non-empty ' if folder else ''}{kind} "
+                             "needs --force)")
+    parser.add_argument("--force", action="store_true",
+                        help=f"replace an existing --out {kind}"
+                             + (" (its old files are all removed)" if folder else ""))
+    if size_guard:
+        parser.add_argument("--allow-large", action="store_true",
+                            help="run even when the size guard estimates more memory than is "
+                                 "available or more than a day")
+
+
+def prepare_out_file(path: str | os.PathLike[str], *, force: bool, field: str = "--out") -> Path:
+    """Check an output file before any work: writable, and not an existing file unless ``force``.
+
+    Every command that writes one file uses this, so ``--out`` means the same everywhere:
+    an existing file is never replaced without ``--force``.
+    """
+    p = ensure_writable_file(path, field)
+    if p.exists() and not force:
+        raise ValueError(f"{field}: {str(p)!r} already exists; pass --force to replace it")
+    return p
+
+
+def prepare_out_dir(path: str | os.PathLike[str], *, force: bool, field: str = "--out") -> Path:
+    """Check an output folder before any work: refuse a non-empty one unless ``force``.
+
+    The folder itself is written later by :func:`replaced_dir`, which swaps the new content in
+    whole, so files of an earlier run never survive beside new results.
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{field}: {str(p)!r} exists and is not a directory")
+    if p.is_dir() and any(p.iterdir()) and not force:
+        raise ValueError(f"{field}: folder {str(p)!r} already exists and is not empty; "
+                         "pass --force to replace it")
+    parent = p.parent if str(p.parent) else Path(".")
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ValueError(f"{field}: cannot create directory {str(p)!r}: {str(probe)!r} is a "
+                         "file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{field}: cannot create directory {str(p)!r}: folder "
+                         f"{str(probe)!r} is not writable")
+    return p
+
+
+@contextlib.contextmanager
+def replaced_dir(out: str | os.PathLike[str], field: str = "--out") -> Iterator[Path]:
+    """Yield a temporary folder beside ``out``; on success it replaces ``out`` as a whole.
+
+    On an error the temporary folder is removed and ``out`` is left as it was. Errors while
+    publishing name ``out``, never the temporary folder.
+    """
+    out = Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as exc:
+        raise ValueError(f"{field}: cannot create {str(out)!r}: {exc.strerror}") from None
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_UMASK)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+            os.replace(out, old / "content")
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, _WriteError):
+            raise _write_error(out, exc) from None
+        raise
 
 
 def json_dumps(obj: Any) -> str:

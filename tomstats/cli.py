@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 __all__ = ["main"]
@@ -31,9 +33,21 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
             "likelihood with --backend laplace"),
     "calibrate": ("tomstats.glmm.cli", "add_calibrate_arguments", "run_calibrate",
                   "turn a structural fit's posterior into simulator parameters"),
+    "compare": ("tomstats.glmm.compare", "add_compare_arguments", "run_compare",
+                "compare fits by LOO (ArviZ compare table and plot)"),
+    "summarize": ("tomstats.log_cli", "add_summarize_arguments", "run_summarize",
+                  "accuracy by model × context × ToM order with Wilson intervals and the "
+                  "error taxonomy of an evaluation log"),
+    "anova": ("tomstats.log_cli", "add_anova_arguments", "run_anova",
+              "the paper's ANOVA table (η², partial η², ω², generalized η², intervals) for a "
+              "real evaluation log"),
     "report": ("tomstats.report.cli", "add_report_arguments", "run_report",
-               "write an HTML/Markdown report for a fit or a simulation folder"),
+               "write an HTML/Markdown report for a fit, an evaluation log or a simulation "
+               "folder"),
 }
+
+#: Exit codes of every subcommand (documented in the README and docs/getting-started.md).
+EXIT_OK, EXIT_ERRORED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def _version() -> str:
@@ -69,12 +83,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     module, _adder, runner, _help = COMMANDS[args.command]
     try:
         return int(getattr(importlib.import_module(module), runner)(args) or 0)
-    except (ValueError, FileNotFoundError, PermissionError) as exc:
-        print(f"tomstats {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except (ValueError, TypeError, OSError) as exc:
+        # bad input: a file, a field or a value the user can fix (OSError: unreadable input,
+        # unwritable --out); one line, no traceback
+        if os.environ.get("TOMSTATS_DEBUG"):
+            traceback.print_exc()
+        print(f"tomstats {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"tomstats {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: exit 3, not 1
+        if os.environ.get("TOMSTATS_DEBUG"):
+            traceback.print_exc()
+        print(f"tomstats {args.command}: internal error: {type(exc).__name__}: "
+              f"{_one_line(exc)} (a bug in tomstats: please report it; set TOMSTATS_DEBUG=1 "
+              "for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}"
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from tomstats._validate import check_keys, read_text
+
 __all__ = ["Factor", "Design", "paper_design", "load_design", "load_toml", "CONTEXT", "TOM"]
 
 #: Canonical factor names that equation (1) reads.
@@ -155,10 +157,7 @@ class Design:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Design:
         """Build from the ``[design]`` table of a simulation TOML (see :func:`load_design`)."""
-        known = {"factors", "questions_per_cell", "capability"}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"[design]: unknown keys {unknown} (known: {sorted(known)})")
+        check_keys(d, ("factors", "questions_per_cell", "capability"), "[design]")
         raw = d.get("factors")
         if not isinstance(raw, Sequence) or not raw:
             raise ValueError(f"[design].factors must be a non-empty list of tables, got {raw!r}")
@@ -187,13 +186,15 @@ def paper_design() -> Design:
 
 
 def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a TOML file, with an error naming the file on failure."""
+    """Read a TOML file, with an error naming the file (and line, for bad UTF-8) on failure.
+
+    The one TOML reader of tomstats: simulation files, storyboards and model files use it.
+    """
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"TOML file {str(p)!r} does not exist")
     try:
-        with open(p, "rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(read_text(p))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{p}: invalid TOML: {exc}") from exc
 

@@ -57,10 +57,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from tomstats._guards import check_footprint
 from tomstats._io import atomic_write_text, ensure_writable_dir
 from tomstats.model import Params
 from tomstats.sensitivity import sensitivity
-from tomstats.simulate import SOURCES, SYSTEMATIC, simulate
+from tomstats.simulate import SOURCES, SYSTEMATIC, simulate, simulation_footprint
 from tomstats.study import StudyConfig
 
 __all__ = ["PosteriorDraws", "posterior_draws", "posterior_study", "run_posterior_study"]
@@ -215,7 +216,8 @@ def _decomposition_table(sim: xr.Dataset, pd_: PosteriorDraws) -> pd.DataFrame:
 
 
 def _dominance(config: StudyConfig, pd_: PosteriorDraws, replicates: int,
-               progress: bool | None) -> tuple[pd.DataFrame, np.ndarray]:
+               progress: bool | None, allow_large: bool = False
+               ) -> tuple[pd.DataFrame, np.ndarray]:
     """γ × α map per draw → table and per-draw mean shares (draw, gamma, alpha)."""
     from tqdm.auto import tqdm
 
@@ -232,7 +234,7 @@ def _dominance(config: StudyConfig, pd_: PosteriorDraws, replicates: int,
         ds = sensitivity(p, design=config.design, gamma=config.gamma, alpha=config.alpha,
                          capability=config.sensitivity_capability, replicates=replicates,
                          seed=config.seed + 1 + 7919 * c, path=config.path,
-                         param_dims=("draw",), progress=False)
+                         param_dims=("draw",), progress=False, allow_large=allow_large)
         chunks.append(ds["tom_share"].transpose("replicate", "draw", "gamma", "alpha")
                       .to_numpy())
     share = np.concatenate(chunks, axis=1)   # (replicate, draw, gamma, alpha)
@@ -261,6 +263,7 @@ def posterior_study(
     replicates: int | None = None,
     sensitivity_replicates: int | None = None,
     progress: bool | None = None,
+    allow_large: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Run the decomposition and the dominance map once per posterior draw (in memory).
 
@@ -276,6 +279,8 @@ def posterior_study(
         number of draws, rounded up).
     progress : bool, optional
         Progress bars (default: only on a terminal).
+    allow_large : bool
+        Skip the size guard (decomposition and dominance map together, checked first).
 
     Returns
     -------
@@ -291,13 +296,21 @@ def posterior_study(
     for name, v in (("replicates", rep), ("sensitivity_replicates", rep_s)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    grid_points = len(config.gamma) * len(config.alpha)
+    check_footprint(
+        simulation_footprint(config.design, rep, path=config.path,
+                             n_points=S * len(draws.llm), what="posterior study")
+        + simulation_footprint(config.design, rep_s, path=config.path,
+                               n_points=S * grid_points, what="posterior study"),
+        allow_large=allow_large)
     t0 = time.perf_counter()
     sim = simulate(config.design, draws.params, replicates=rep, seed=config.seed,
                    path=config.path, param_dims=("draw", "llm"),
-                   capability=draws.capability[:, :, None], progress=progress)
+                   capability=draws.capability[:, :, None], progress=progress,
+                   allow_large=True)
     t1 = time.perf_counter()
     decomp = _decomposition_table(sim, draws)
-    dom, per_draw = _dominance(config, draws, rep_s, progress)
+    dom, per_draw = _dominance(config, draws, rep_s, progress, allow_large=True)
     t2 = time.perf_counter()
     tom_share = sim["share"].sel(systematic="tom_order").isel(capability=0) \
         .mean("replicate").transpose("draw", "llm").to_numpy()
@@ -352,6 +365,7 @@ def run_posterior_study(
     progress: bool | None = None,
     replicates: int | None = None,
     sensitivity_replicates: int | None = None,
+    allow_large: bool = False,
 ) -> str:
     """``tomstats simulate CONFIG --posterior FIT.nc``: calibrated decomposition and map.
 
@@ -370,6 +384,8 @@ def run_posterior_study(
         Progress bars.
     replicates, sensitivity_replicates : int, optional
         Simulated studies per draw (see :func:`posterior_study`).
+    allow_large : bool
+        Skip the size guard (see :func:`posterior_study`).
 
     Returns
     -------
@@ -394,7 +410,7 @@ def run_posterior_study(
     pdraws = posterior_draws(idata, draws, name=str(fit_path))
     decomp, dom, summary = posterior_study(config, pdraws, replicates=replicates,
                                            sensitivity_replicates=sensitivity_replicates,
-                                           progress=progress)
+                                           progress=progress, allow_large=allow_large)
     summary["fit"]["path"] = Path(fit_path).name
     summary["config"] = config.to_dict()
     files = {"decomposition_posterior.csv": decomp.to_csv(index=False),

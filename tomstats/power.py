@@ -59,7 +59,6 @@ the plug-in power at the posterior means is reported beside it (coordinate ``kin
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import math
 import os
@@ -79,7 +78,15 @@ import xarray as xr
 from jax import lax
 from tqdm.auto import tqdm
 
-from tomstats._io import ensure_writable_dir, staged_files
+from tomstats._guards import Footprint, check_footprint
+from tomstats._io import (
+    add_out_arguments,
+    ensure_writable_dir,
+    prepare_out_dir,
+    replaced_dir,
+    staged_files,
+)
+from tomstats._validate import closest_hint
 from tomstats.anova import anova_from_counts
 from tomstats.design import Design
 from tomstats.model import Params, cell_probabilities, context_load
@@ -91,6 +98,7 @@ __all__ = [
     "PowerFailureError",
     "PowerResult",
     "power",
+    "power_footprint",
     "wilson_interval",
     "add_power_arguments",
     "run_power",
@@ -126,9 +134,7 @@ class _Test:
 
 def _parse_test(name: str) -> _Test:
     if not isinstance(name, str) or name not in TESTS:
-        near = difflib.get_close_matches(str(name), TESTS, n=1)
-        hint = f"did you mean {near[0]!r}?" if near else f"known: {list(TESTS)}"
-        raise ValueError(f"tests: unknown test {name!r} ({hint})")
+        raise ValueError(f"tests: unknown test {name!r}{closest_hint(str(name), TESTS)}")
     head, term = name.split(":")
     if head == "anova":
         return _Test(name, "anova", "F", term)
@@ -548,6 +554,7 @@ def power(
     allow_failures: bool = False,
     keep_data: bool = False,
     progress: bool | None = None,
+    allow_large: bool = False,
 ) -> PowerResult:
     """Power (and assurance) of the planned tests along one design dimension or parameter.
 
@@ -589,6 +596,9 @@ def power(
         tests repeat theirs over ``llm_index``). Not with ``along="n_llms"``.
     progress : bool, optional
         Progress bar (default: on a terminal).
+    allow_large : bool
+        Skip the size guard (:func:`power_footprint`), which otherwise refuses a run needing
+        more memory than is available or more than a day, before any simulation.
 
     Returns
     -------
@@ -620,10 +630,8 @@ def power(
                              f"{{'questions_per_cell': [20, 50, 100]}}, got {along!r}")
         (name, values), = along.items()
         if name not in ALONG:
-            near = difflib.get_close_matches(str(name), ALONG, n=1)
             raise ValueError(f"along: unknown dimension {name!r}"
-                             + (f" (did you mean {near[0]!r}?)" if near else
-                                f" (known: {list(ALONG)})"))
+                             + closest_hint(str(name), ALONG))
         changes.update(along=name, values=tuple(np.atleast_1d(np.asarray(values)).tolist()))
     spec = cfg.power.replace(**changes)
     parsed = tuple(_parse_test(t) for t in spec.tests)
@@ -643,6 +651,8 @@ def power(
     settings = [_setting(spec, design, v, n_fit) for v in spec.values]
     _check_design(parsed, design, settings)
     kinds: list[tuple[str, Any]] = [("plug-in", None)]
+    check_footprint(power_footprint(spec, parsed, design, settings, 1 + (pdraws is not None)),
+                    allow_large=allow_large)
     base = cfg.params
     if pdraws is not None:
         mean = Params(*(np.asarray(getattr(pdraws.params, f)).mean(0) for f in
@@ -670,6 +680,38 @@ def power(
         equation="logit p = beta0*m - alpha*c*ln(1+c/500) - gamma*t - delta*c*t + eps",
     )
     return PowerResult(ds)
+
+
+# rough single-core costs for the size guard (about 5-10x above what a 2-CPU machine measures)
+_SECONDS_PER_STUDY = {"anova": 5e-5, "glm": 5e-4, "glmm": 0.05}
+_SECONDS_PER_ROW = {"anova": 3e-8, "glm": 3e-8, "glmm": 5e-6}
+
+
+def power_footprint(spec: PowerSpec, tests: Sequence[Any], design: Design,
+                    settings: Sequence[_Setting], n_kinds: int = 1) -> Footprint:
+    r"""Memory and time of a power run, estimated before it starts.
+
+    A study of setting :math:`s` has :math:`r_s = L_s \cdot C \cdot q_s` rows (LLMs × cells ×
+    items or questions per cell; one row per cell and LLM when only count analyses run on the
+    exact path). Studies are dispatched in chunks of at most 2^21 rows (200 studies when
+    models are fitted), so memory is about :math:`160\,\max_s \max(r_s, \text{chunk rows})`
+    bytes; time is :math:`R \cdot K \sum_s (a + b\, r_s)` with per-study and per-row costs
+    :math:`a, b` of the slowest analysis (ANOVA, GLM or GLMM).
+    """
+    analyses = {t.analysis for t in tests}
+    slowest = "glmm" if "glmm" in analyses else "glm" if "glm" in analyses else "anova"
+    cells = design.shape[0] * design.shape[1]
+    rows, seconds = 0.0, 0.0
+    for st in settings:
+        per_row = st.items is not None or "glmm" in analyses or spec.path != "exact"
+        r = float(st.n_llms) * cells * (float(st.items or st.n) if per_row else 1.0)
+        rows = max(rows, r)
+        seconds += _SECONDS_PER_STUDY[slowest] + _SECONDS_PER_ROW[slowest] * r
+    seconds *= float(spec.replicates) * n_kinds
+    chunk_rows = max(rows, min(float(spec.replicates) * rows, float(_CELLS_PER_CHUNK)))
+    detail = (f"{int(spec.replicates):,} studies × {len(settings)} value(s) of {spec.along}, "
+              f"up to {int(rows):,} rows per study, {slowest.upper()} tests")
+    return Footprint("power run", 160.0 * chunk_rows, seconds, detail)
 
 
 def _kept_data(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
@@ -880,7 +922,7 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``tomstats power``."""
     p.add_argument("config", help="simulation TOML (e.g. simulations/power.toml); its [power] "
                                   "table gives the defaults of the options below")
-    p.add_argument("--out", required=True, help="output folder (created if needed)")
+    add_out_arguments(p, folder=True, what="output folder", size_guard=True)
     p.add_argument("--along", default=None, metavar="NAME=V1,V2,...",
                    help=f"dimension and values to vary, NAME one of {', '.join(ALONG)}")
     p.add_argument("--test", action="append", default=None, metavar="TEST",
@@ -903,38 +945,24 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar or table")
 
 
-def _check_out(path: str | os.PathLike[str]) -> None:
-    """Refuse an ``--out`` that cannot become a writable folder, creating nothing."""
-    p = Path(path)
-    if p.exists():
-        if not p.is_dir():
-            raise ValueError(f"--out: {str(p)!r} exists and is not a directory")
-        if not os.access(p, os.W_OK | os.X_OK):
-            raise ValueError(f"--out: directory {str(p)!r} is not writable")
-        return
-    parent = next((a for a in p.absolute().parents if a.exists()), None)
-    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"--out: cannot create {str(p)!r} (folder {str(parent)!r} is not "
-                         "writable)")
-
-
 def run_power(args: argparse.Namespace) -> int:
     """``tomstats power``: a power curve from a simulation TOML (nothing is written when the
     input is refused or the run fails)."""
-    _check_out(args.out)
     if (Path(args.out) / "table1.csv").is_file():
         raise ValueError(f"--out: {args.out!r} holds a simulation run (table1.csv, "
                          "summary.json); write the power run into another folder, e.g. "
                          f"{str(Path(args.out) / 'power')!r}, where `tomstats report "
                          "--simulation` finds it")
+    prepare_out_dir(args.out, force=args.force)
     cfg = load_study(args.config)
     result = power(cfg, along=_parse_along(args.along) if args.along else None,
                    tests=args.test, alpha=args.alpha, replicates=args.replicates,
                    seed=args.seed, target=args.target, items_per_cell=args.items_per_cell,
                    n_llms=args.n_llms, path=args.path, posterior=args.posterior,
                    draws=args.draws, allow_failures=args.allow_failures,
-                   progress=False if args.quiet else None)
-    files = write_power(result, args.out, figure=not args.no_figure)
+                   progress=False if args.quiet else None, allow_large=args.allow_large)
+    with replaced_dir(args.out) as tmp:
+        files = write_power(result, tmp, figure=not args.no_figure)
     if not args.quiet:
         print(format_power(result))
         print(f"wrote {len(files)} files to {args.out} "

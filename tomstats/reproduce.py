@@ -21,15 +21,24 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from tomstats._io import ensure_writable_dir, staged_files
+from tomstats._guards import Footprint, check_footprint
+from tomstats._io import (
+    add_out_arguments,
+    ensure_writable_dir,
+    prepare_out_dir,
+    replaced_dir,
+    staged_files,
+)
+from tomstats._validate import check_type
 from tomstats.calibration import PAPER_BANDS, PAPER_TABLE1
 from tomstats.sensitivity import sensitivity, sensitivity_table
-from tomstats.simulate import PATHS, SOURCES, simulate
+from tomstats.simulate import PATHS, SOURCES, simulate, simulation_footprint
 from tomstats.study import StudyConfig, load_study, study_from_dict
 
 # StudyConfig and load_study are defined in tomstats.study and importable from here too
 __all__ = [
     "run_study",
+    "study_footprint",
     "table1",
     "write_study",
     "add_reproduce_arguments",
@@ -131,16 +140,31 @@ def _bands(t1: pd.DataFrame, n_dominant: int) -> dict[str, Any]:
     return out
 
 
-def run_study(config: StudyConfig, *, progress: bool | None = None) -> StudyResult:
-    """Run the main design and the sensitivity grid of ``config``; summarise both."""
+def study_footprint(config: StudyConfig) -> Footprint:
+    """Memory and time of :func:`run_study` (main design, then the sensitivity grid)."""
+    main = simulation_footprint(config.design, config.replicates, path=config.path)
+    grid = simulation_footprint(config.design, config.sensitivity_replicates, path=config.path,
+                                n_points=len(config.gamma) * len(config.alpha))
+    return main + grid
+
+
+def run_study(config: StudyConfig, *, progress: bool | None = None,
+              allow_large: bool = False) -> StudyResult:
+    """Run the main design and the sensitivity grid of ``config``; summarise both.
+
+    The size guard (:func:`study_footprint`) runs first; ``allow_large=True`` skips it.
+    """
+    check_type(config, StudyConfig, "config",
+               "a tomstats.StudyConfig (see tomstats.load_study)")
+    check_footprint(study_footprint(config), allow_large=allow_large)
     t0 = time.perf_counter()
     main = simulate(config.design, config.params, replicates=config.replicates,
-                    seed=config.seed, path=config.path, progress=progress)
+                    seed=config.seed, path=config.path, progress=progress, allow_large=True)
     t1 = time.perf_counter()
     grid = sensitivity(config.params, design=config.design, gamma=config.gamma,
                        alpha=config.alpha, capability=config.sensitivity_capability,
                        replicates=config.sensitivity_replicates, seed=config.seed + 1,
-                       path=config.path, progress=progress)
+                       path=config.path, progress=progress, allow_large=True)
     t2 = time.perf_counter()
     decomposition = _decomposition(main)
     tab = table1(decomposition)
@@ -225,7 +249,7 @@ def format_table1(t1: pd.DataFrame) -> str:
 
 
 def _common_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="output folder (created if needed)")
+    add_out_arguments(p, folder=True, what="output folder", size_guard=True)
     p.add_argument("--replicates", type=int, default=None,
                    help="Monte Carlo replicates (default 1000)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
@@ -257,11 +281,12 @@ def _validate_cli(args: argparse.Namespace) -> None:
         raise ValueError(f"--replicates must be >= 1, got {args.replicates}")
     if args.seed is not None and args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
-    ensure_writable_dir(args.out)
+    prepare_out_dir(args.out, force=args.force)
 
 
 def _finish(result: StudyResult, args: argparse.Namespace) -> int:
-    files = write_study(result, args.out, figures=not args.no_figures)
+    with replaced_dir(args.out) as tmp:
+        files = write_study(result, tmp, figures=not args.no_figures)
     if not args.quiet:
         print(format_table1(result.table1))
         s = result.summary["sensitivity"]
@@ -276,7 +301,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
     _validate_cli(args)
     config = study_from_dict({}, {"replicates": args.replicates, "seed": args.seed,
                                    "path": args.path})
-    result = run_study(config, progress=False if args.quiet else None)
+    result = run_study(config, progress=False if args.quiet else None,
+                       allow_large=args.allow_large)
     return _finish(result, args)
 
 
@@ -286,12 +312,15 @@ def run_simulate(args: argparse.Namespace) -> int:
     config = load_study(args.config, replicates=args.replicates, seed=args.seed,
                         path=args.path)
     if args.posterior is None:
-        return _finish(run_study(config, progress=False if args.quiet else None), args)
+        return _finish(run_study(config, progress=False if args.quiet else None,
+                                 allow_large=args.allow_large), args)
     from tomstats.posterior_sweep import run_posterior_study
 
-    out = run_posterior_study(config, args.posterior, draws=args.draws, out=args.out,
-                              progress=False if args.quiet else None)
+    with replaced_dir(args.out) as tmp:
+        out = run_posterior_study(config, args.posterior, draws=args.draws, out=tmp,
+                                  progress=False if args.quiet else None,
+                                  allow_large=args.allow_large)
     if not args.quiet:
-        print(out)
+        print(out.replace(str(tmp), str(args.out)))
     return 0
 

@@ -57,6 +57,7 @@ def sensitivity(
     path: str = "exact",
     param_dims: Sequence[str] = (),
     progress: bool | None = None,
+    allow_large: bool = False,
 ) -> xr.Dataset:
     """Simulate the γ × α grid and return per-study ToM shares.
 
@@ -71,7 +72,7 @@ def sensitivity(
         Grid values (default: the paper's 7 × 7).
     capability : float
         Capability level of the simulated model.
-    replicates, seed, path, progress
+    replicates, seed, path, progress, allow_large
         As in :func:`tomstats.simulate.simulate`.
 
     Returns
@@ -84,7 +85,7 @@ def sensitivity(
     design = (design or paper_design()).with_(capability=(float(capability),))
     sim = simulate(design, params, replicates=replicates, seed=seed, path=path,
                    grid={"gamma": list(gamma), "alpha": list(alpha)},
-                   param_dims=param_dims, progress=progress)
+                   param_dims=param_dims, progress=progress, allow_large=allow_large)
     share = sim["share"].sel(systematic="tom_order", capability=float(capability), drop=True)
     out = xr.Dataset({"tom_share": share})
     out["tom_share_mean"] = share.mean("replicate")

@@ -36,6 +36,8 @@ import xarray as xr
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
+from tomstats._guards import Footprint, check_footprint
+from tomstats._validate import check_type
 from tomstats.anova import anova_from_counts, systematic_share
 from tomstats.design import CONTEXT, TOM, Design
 from tomstats.model import Params, cell_probabilities, linear_predictor
@@ -46,6 +48,7 @@ __all__ = [
     "expected_cells",
     "simulate",
     "simulate_questions",
+    "simulation_footprint",
     "make_key",
     "bernoulli_counts",
     "item_trials",
@@ -59,6 +62,10 @@ SOURCES = ("tom_order", "context_length", "interaction", "residual")
 #: Systematic (between-cell) sources, in order.
 SYSTEMATIC = SOURCES[:3]
 _MAX_DRAWS_PER_CHUNK = 2**25  # per-question draws held in memory at once (bernoulli path)
+# Rough single-core throughputs for the size guard, about 10x below what a 2-CPU machine
+# measures (`simulate` of the paper design: ~7e6 cell-studies/s exact, ~3e8 draws/s bernoulli)
+_EXACT_CELL_STUDIES_PER_S = 1e6
+_BERNOULLI_DRAWS_PER_S = 3e7
 
 
 def make_key(seed: int | jax.Array) -> jax.Array:
@@ -336,6 +343,38 @@ def _run_replicates(
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
+def simulation_footprint(
+    design: Design, replicates: int, *, path: str = "exact", n_points: int | None = None,
+    what: str = "simulation",
+) -> Footprint:
+    r"""Memory and time a :func:`simulate` call needs, estimated before it starts.
+
+    ``n_points`` is the number of (parameter point, capability level) pairs simulated
+    (default: the design's capability levels). With :math:`S = R \cdot P` studies
+    (replicates × points), :math:`C` cells and :math:`n_\max` questions in the largest cell:
+
+    - exact path: the binomial CDF table holds :math:`P C (n_\max + 1)` numbers (20 bytes
+      each while it is built), time :math:`S C` / 1e6 cell-studies per second;
+    - bernoulli path: at most 2^25 draws at once, time :math:`S \sum n` / 3e7 draws per
+      second;
+    - results: about :math:`S (20 C + 200)` bytes, twice while they are gathered.
+    """
+    n = np.asarray(design.n_per_cell)
+    cells = int(n.size)
+    points = len(np.atleast_1d(design.capability)) if n_points is None else int(n_points)
+    studies = float(replicates) * points
+    out_bytes = 2.0 * studies * (20.0 * cells + 200.0)
+    if path == "exact":
+        work = 20.0 * points * cells * (float(n.max()) + 1.0)
+        seconds = studies * cells / _EXACT_CELL_STUDIES_PER_S
+    else:
+        work = 8.0 * _MAX_DRAWS_PER_CHUNK
+        seconds = studies * float(n.sum()) / _BERNOULLI_DRAWS_PER_S
+    detail = (f"{replicates:,} replicates × {points:,} parameter point(s) and capability "
+              f"level(s) × {cells} cells of up to {int(n.max()):,} questions, {path} path")
+    return Footprint(what, out_bytes + work, seconds, detail)
+
+
 def _check_common(replicates: int, path: str, ss_type: int) -> None:
     if isinstance(replicates, bool) or not isinstance(replicates, int | np.integer) \
             or replicates < 1:
@@ -359,6 +398,7 @@ def simulate(
     ss_type: int = 2,
     progress: bool | None = None,
     chunk: int | None = None,
+    allow_large: bool = False,
 ) -> xr.Dataset:
     """Simulate the design and decompose the variance of every simulated study.
 
@@ -393,6 +433,9 @@ def simulate(
         Show a progress bar (default: only on a terminal).
     chunk : int, optional
         Replicates per compiled call (default: as many as fit ~32 M draws).
+    allow_large : bool
+        Skip the size guard (:func:`simulation_footprint`), which otherwise refuses a run
+        needing more memory than is available or more than a day.
 
     Returns
     -------
@@ -404,14 +447,24 @@ def simulate(
         interaction, residual) and ``share`` (ToM / context / interaction share of the
         between-cell SS) over ``systematic``.
     """
+    check_type(design, Design, "design", "a tomstats.Design (e.g. tomstats.paper_design())")
+    check_type(params, Params, "params", "a tomstats.Params (e.g. tomstats.PAPER_PARAMS)")
     _check_common(replicates, path, ss_type)
-    key = make_key(seed)
+    n = np.asarray(design.n_per_cell)
+    if int(n.sum()) <= n.size:
+        raise ValueError(
+            "questions_per_cell: one question per cell leaves the ANOVA no residual degrees "
+            f"of freedom ({int(n.sum())} questions in {n.size} cells), so F and partial η² "
+            "are undefined; use at least 2 questions per cell")
     bp, dims, coords = _param_batch(params, grid, param_dims)
     cap = np.asarray(design.capability if capability is None else capability, dtype=float)
     if not np.all(np.isfinite(cap)):
         raise ValueError(f"capability must be finite, got {cap.tolist()}")
+    n_points = int(np.prod([len(coords[d]) for d in dims], dtype=float)) * cap.shape[-1]
+    check_footprint(simulation_footprint(design, int(replicates), path=path,
+                                         n_points=n_points), allow_large=allow_large)
+    key = make_key(seed)
     p = _cell_p(bp, design, cap)
-    n = np.asarray(design.n_per_cell)
     cells_per_rep = int(np.prod(p.shape)) * (int(n.max()) if path == "bernoulli" else 1)
     if chunk is None:
         chunk = max(1, min(replicates, _MAX_DRAWS_PER_CHUNK // max(cells_per_rep, 1)))

@@ -10,7 +10,6 @@ import it from here, so the data flow one way.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tomstats._validate import check_keys, check_type, closest_hint
 from tomstats.calibration import PAPER_PARAMS
 from tomstats.design import Design, load_toml, paper_design
 from tomstats.model import Params
@@ -31,11 +31,6 @@ _PARAM_NAMES = ("alpha", "gamma", "delta", "sigma")
 #: Dimensions a power analysis can vary: design sizes (whole numbers) and parameters.
 ALONG = ("questions_per_cell", "items_per_cell", "n_llms", *_PARAM_NAMES)
 _TABLES = ("design", "parameters", "simulation", "sensitivity", "power", "meta")
-
-
-def _closest(name: str, known: Sequence[str]) -> str:
-    near = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {near[0]!r}?)" if near else f" (known: {list(known)})"
 
 
 def _positive_int(name: str, v: Any, low: int = 1) -> int:
@@ -97,7 +92,7 @@ class PowerSpec:
     def __post_init__(self) -> None:
         if self.along not in ALONG:
             raise ValueError(f"along: unknown dimension {self.along!r}"
-                             + _closest(str(self.along), ALONG))
+                             + closest_hint(str(self.along), ALONG))
         try:
             values = tuple(float(v) for v in np.atleast_1d(np.asarray(self.values, dtype=float)))
         except (TypeError, ValueError) as exc:
@@ -162,9 +157,7 @@ class PowerSpec:
         """Build from the ``[power]`` table (``along = {questions_per_cell = [...]}``)."""
         known = ("along", "tests", "alpha", "replicates", "target", "seed", "items_per_cell",
                  "n_llms", "capability_sd", "path")
-        for k in d:
-            if k not in known:
-                raise ValueError(f"[power]: unknown key {k!r}" + _closest(k, known))
+        check_keys(d, known, "[power]")
         kw = {k: v for k, v in d.items() if k != "along"}
         if "along" in d:
             along = d["along"]
@@ -243,10 +236,15 @@ def load_study(file: str | os.PathLike[str], /, **overrides: Any) -> StudyConfig
     """Read a simulation TOML (``[design]``, ``[parameters]``, ``[simulation]``,
     ``[sensitivity]``, ``[power]``); keyword ``overrides`` (not None) replace simulation
     settings."""
+    check_type(file, (str, os.PathLike), "file", "a path to a simulation TOML")
     data = load_toml(file)
-    for k in data:
-        if k not in _TABLES:
-            raise ValueError(f"{file}: unknown table [{k}]" + _closest(k, _TABLES))
+    check_keys(data, _TABLES, f"{file}: table")
+    if not any(k in data for k in _TABLES if k != "meta"):
+        raise ValueError(
+            f"{file}: no simulation settings (none of the tables "
+            f"{', '.join(f'[{t}]' for t in _TABLES if t != 'meta')}); an empty file would run "
+            "the paper's defaults — use `tomstats reproduce` for that, or start from "
+            "simulations/paper.toml")
     try:
         return study_from_dict(data, overrides)
     except (ValueError, TypeError) as exc:
@@ -257,23 +255,15 @@ def study_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> St
     """A :class:`StudyConfig` from the parsed tables of a simulation TOML."""
     design = Design.from_dict(data["design"]) if "design" in data else paper_design()
     praw = dict(data.get("parameters", {}))
-    for k in praw:
-        if k not in _PARAM_NAMES:
-            raise ValueError(f"[parameters]: unknown name {k!r}" + _closest(k, _PARAM_NAMES))
+    check_keys(praw, _PARAM_NAMES, "[parameters]")
     for k, v in praw.items():
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise ValueError(f"[parameters].{k} must be a number, got {v!r}")
     params = PAPER_PARAMS.replace(**{k: float(v) for k, v in praw.items()})
     sim = dict(data.get("simulation", {}))
-    for k in sim:
-        if k not in ("replicates", "seed", "path"):
-            raise ValueError(f"[simulation]: unknown key {k!r}"
-                             + _closest(k, ("replicates", "seed", "path")))
+    check_keys(sim, ("replicates", "seed", "path"), "[simulation]")
     sens = dict(data.get("sensitivity", {}))
-    for k in sens:
-        if k not in ("gamma", "alpha", "capability", "replicates"):
-            raise ValueError(f"[sensitivity]: unknown key {k!r}"
-                             + _closest(k, ("gamma", "alpha", "capability", "replicates")))
+    check_keys(sens, ("gamma", "alpha", "capability", "replicates"), "[sensitivity]")
     kw: dict[str, Any] = {
         "design": design,
         "params": params,

@@ -3,6 +3,8 @@
 - :func:`load_model_config` — a ``models/*.toml`` file as a validated :class:`ModelConfig`;
 - :func:`evaluate` / :func:`evaluate_async` — the resumable, cached, concurrent run;
 - :func:`read_log` — the log as a validated long DataFrame (one row per question);
+- :func:`repair_log` — remove a key's second answer from logs of older versions (one writer
+  per log is enforced since: a second run on a locked log raises :class:`LogLocked`);
 - :func:`build_request`, :data:`PROMPTS` — StorySim's prompt table, chat and completion forms;
 - :func:`extract_answer_text`, :func:`score_response` — answer extraction and scoring;
 - :func:`heuristic_answer` — the oracle / recency / first-common-location / random baselines.
@@ -20,7 +22,7 @@ from tomstats.evaluate.config import (
     resolve_model_path,
 )
 from tomstats.evaluate.extract import Scored, extract_answer_text, score_response
-from tomstats.evaluate.log import LOG_FORMAT, read_log
+from tomstats.evaluate.log import LOG_FORMAT, LogLocked, RepairResult, read_log, repair_log
 from tomstats.evaluate.prompts import PROMPTS, Request, build_request
 from tomstats.evaluate.run import RunSummary, evaluate, evaluate_async
 
@@ -29,9 +31,11 @@ __all__ = [
     "DEFAULT_CACHE_DIR",
     "HEURISTIC_STRATEGIES",
     "LOG_FORMAT",
+    "LogLocked",
     "PROMPTS",
     "Completion",
     "ModelConfig",
+    "RepairResult",
     "Request",
     "RequestFailed",
     "ResponseCache",
@@ -44,6 +48,7 @@ __all__ = [
     "heuristic_answer",
     "load_model_config",
     "read_log",
+    "repair_log",
     "resolve_model_path",
     "score_response",
 ]

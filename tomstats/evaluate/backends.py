@@ -5,9 +5,13 @@ can work (server reachable, model file present, API key set) *before* any reques
 yields the async call. A call returns a :class:`~tomstats.evaluate.cache.Completion` or raises
 :class:`RequestFailed` once the retry budget is spent (the runner then logs an error record).
 
-- ``openai``: chat-completions (or completions) over async httpx; timeouts, connection errors,
-  HTTP 429 and 5xx are retried with exponential backoff and full jitter, bounded by
-  ``max_retries``; other HTTP errors fail at once.
+- ``openai``: chat-completions (or completions) over async httpx. ``timeout`` is a deadline
+  for the whole request (body included). Timeouts, connection and decoding errors, 200
+  replies that are not a usable completion (cut or non-JSON body, empty ``choices``,
+  ``content`` not a string), HTTP 408/409/425/429 and 5xx are retried with exponential
+  backoff and full jitter (``Retry-After`` honoured up to ``max_retry_after``), bounded by
+  ``max_retries``; other HTTP errors fail at once. Secrets are redacted from every text
+  before it is cut or written; 401/403 bodies are never quoted.
 - ``llamacpp``: llama-cpp-python in process, one request at a time in a worker thread so the
   event loop is never blocked; greedy decoding at temperature 0, seeded.
 - ``heuristic``: the deterministic baselines (no model).
@@ -17,8 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as _dt
+import email.utils
+import functools
 import hashlib
+import json
+import math
 import random
+import re
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -31,8 +42,8 @@ from tomstats.evaluate.config import ModelConfig, resolve_model_path
 from tomstats.evaluate.prompts import Request
 from tomstats.stories.items import Item
 
-__all__ = ["Call", "RequestFailed", "backoff_delay", "heuristic_answer", "load_llama",
-           "open_backend"]
+__all__ = ["REDACTED", "Call", "RequestFailed", "backoff_delay", "capped_retry_after",
+           "heuristic_answer", "load_llama", "open_backend", "redact"]
 
 #: A backend call: one request in, one completion out.
 Call = Callable[[Request], Awaitable[Completion]]
@@ -113,33 +124,147 @@ def backoff_delay(retry: int, base: float, cap: float, rng: random.Random,
                   retry_after: float | None = None) -> float:
     """Seconds to wait before retry ``retry`` (0-based): full jitter on an exponential cap.
 
-    ``uniform(0, min(cap, base * 2**retry))``, raised to a server's ``Retry-After`` (itself
-    capped at ``cap``) when one was sent.
+    ``uniform(0, min(cap, base * 2**retry))``, raised to a server's ``Retry-After`` when one
+    was sent (the caller caps that at ``max_retry_after`` first, see :func:`capped_retry_after`).
     """
     d = rng.uniform(0.0, min(cap, base * 2.0**retry))
     if retry_after is not None:
-        d = max(d, min(cap, retry_after))
+        d = max(d, retry_after)
     return d
 
 
-def _redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "***") if secret else text
+# --------------------------------------------------------------------------- redaction
+
+#: What replaces a secret in anything written (log, cache, stderr).
+REDACTED = "[REDACTED]"
+
+#: How far into a response body an error message quotes (after redaction).
+BODY_QUOTE_CHARS = 300
+
+# one character of a secret as a server may have written it: itself, JSON-escaped (``\/``,
+# ``\u002f``, also escaped twice), or URL-encoded (``%2F``, also twice: ``%252F``)
+_ESCAPE_PREFIX = r"\\*"
 
 
-def _retry_after(resp: httpx.Response) -> float | None:
+def _char_pattern(c: str) -> str:
+    alts = [_ESCAPE_PREFIX + re.escape(c)]
+    if c.isascii():
+        hx = f"{ord(c):02x}"
+        alts.append(_ESCAPE_PREFIX + "u00" + "".join(f"[{h}{h.upper()}]" if h.isalpha() else h
+                                                    for h in hx))
+        alts.append("%(?:25)*" + "".join(f"[{h}{h.upper()}]" if h.isalpha() else h
+                                         for h in hx))
+        if c == " ":
+            alts.append(r"\+")
+    return "(?:" + "|".join(alts) + ")"
+
+
+_TOKEN_CHAR = r"(?:[A-Za-z0-9_\-.~+=]|\\*/|\\*u[0-9A-Fa-f]{4}|%(?:25)*[0-9A-Fa-f]{2})"
+#: Secret-looking tokens: ``sk-…``/``sk_…``/``hf_…`` keys and ``Bearer …`` credentials of 12
+#: or more characters (shorter ones are words: "sk-learn", "the bearer of"), in plain,
+#: JSON-escaped or URL-encoded form.
+_TOKEN_RE = re.compile(
+    r"(?:(?<![A-Za-z])(?:sk|rk|pk|hf)[-_]" + _TOKEN_CHAR + r"{12,})"
+    r"|(?:(?<![A-Za-z])Bearer(?:\s|%20|\+|\\*u0020)+" + _TOKEN_CHAR + r"{12,})",
+    re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_re(secret: str) -> re.Pattern[str]:
+    # the whole key, or a prefix of at least 8 characters (a server that quotes part of it)
+    need = min(len(secret), 8)
+    pat = "".join(_char_pattern(c) for c in secret[:need])
+    tail = ""
+    for c in reversed(secret[need:]):
+        tail = "(?:" + _char_pattern(c) + tail + ")?"
+    return re.compile(pat + tail)
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    r"""``text`` with the API key and anything that looks like a credential replaced.
+
+    Covers the configured ``secret`` (whole, or a prefix of 8 or more characters) and
+    ``sk-…``/``hf_…``/``Bearer …`` tokens, each also in JSON-escaped (``\/``, ``\u002f``) and
+    URL-encoded (``%2F``) form. Apply it to a whole body *before* cutting it: a cut made first
+    could leave the start of a key the patterns no longer recognise.
+
+    Examples
+    --------
+    >>> redact('{"error": "bad key sk-AUD1T\\/9f8e7d6c5b4a"}')
+    '{"error": "bad key [REDACTED]"}'
+    """
+    if secret:
+        text = _secret_re(secret).sub(REDACTED, text)
+    return _TOKEN_RE.sub(REDACTED, text)
+
+
+def _quote_body(body: str, secret: str | None, n: int = BODY_QUOTE_CHARS) -> str:
+    """A redacted, then cut, one-line excerpt of a response body."""
+    text = " ".join(redact(body, secret).split())
+    return text if len(text) <= n else text[:n] + "…"
+
+
+# --------------------------------------------------------------------------- openai
+
+
+class _BadResponse(Exception):
+    """A reply that is not a usable completion (retried like a transient error)."""
+
+
+def capped_retry_after(resp: httpx.Response, cap: float) -> tuple[float | None, float | None]:
+    """``(asked, honoured)``: the server's ``Retry-After`` in seconds and that value capped at
+    ``cap``; ``(None, None)`` without a valid header. Seconds and HTTP dates are read."""
+    raw = resp.headers.get("retry-after")
+    if raw is None:
+        return None, None
     try:
-        return max(0.0, float(resp.headers.get("retry-after", "")))
+        asked = float(raw)
     except ValueError:
-        return None
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None, None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=_dt.UTC)
+        asked = (when - _dt.datetime.now(_dt.UTC)).total_seconds()
+    if not math.isfinite(asked):
+        return None, None
+    asked = max(0.0, asked)
+    return asked, min(asked, cap)
 
 
 def _parse_openai(data: Any, form: str) -> Completion:
-    choice = data["choices"][0]
-    text = choice["message"]["content"] if form == "chat" else choice["text"]
-    usage = data.get("usage") or {}
-    return Completion(text=text or "", prompt_tokens=usage.get("prompt_tokens"),
-                      completion_tokens=usage.get("completion_tokens"),
-                      finish_reason=choice.get("finish_reason"))
+    """A completion from a decoded 200 body; :class:`_BadResponse` says what is wrong."""
+    if not isinstance(data, dict):
+        raise _BadResponse(f"body is a JSON {type(data).__name__}, not an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _BadResponse("no 'choices' in the body" if not choices
+                           else f"'choices' is a {type(choices).__name__}, not a list")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise _BadResponse(f"choices[0] is a {type(choice).__name__}, not an object")
+    if form == "chat":
+        msg = choice.get("message")
+        if not isinstance(msg, dict):
+            raise _BadResponse("choices[0] has no 'message' object")
+        text = msg.get("content")
+        field = "message.content"
+    else:
+        text, field = choice.get("text"), "text"
+    if not isinstance(text, str):
+        raise _BadResponse(f"choices[0].{field} is {type(text).__name__}, not a string")
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+
+    def count(k: str) -> int | None:
+        v = usage.get(k)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+    finish = choice.get("finish_reason")
+    return Completion(text=text, prompt_tokens=count("prompt_tokens"),
+                      completion_tokens=count("completion_tokens"),
+                      finish_reason=finish if isinstance(finish, str) else None)
 
 
 def _openai_body(config: ModelConfig, request: Request) -> dict[str, Any]:
@@ -155,6 +280,66 @@ def _openai_body(config: ModelConfig, request: Request) -> dict[str, Any]:
     return body
 
 
+def _auth_reason(resp: httpx.Response, key: str | None) -> str:
+    """A short, redacted reason for a 401/403 (never the body verbatim)."""
+    reason = ""
+    with contextlib.suppress(Exception):
+        err = json.loads(resp.content.decode("utf-8", "replace")).get("error")
+        msg = err.get("message") if isinstance(err, dict) else err
+        if isinstance(msg, str):
+            reason = msg
+    reason = " ".join(redact(reason, key).split())[:80]
+    return f"authentication refused{': ' + reason if reason else ''} (check the API key)"
+
+
+def note(message: str) -> None:
+    """One line on stderr that does not break a progress bar."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(f"tomstats evaluate: {message}", file=sys.stderr)
+
+
+#: HTTP statuses that are retried (besides timeouts, connection and decoding errors and
+#: malformed 200 replies).
+RETRY_STATUS = frozenset({408, 409, 425, 429}) | frozenset(range(500, 600))
+
+
+async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any],
+                   config: ModelConfig, key: str | None,
+                   form: str) -> tuple[Completion | None, str, httpx.Response | None, bool]:
+    """One try: ``(completion, reason, response, retryable)``; never raises on a reply."""
+    try:
+        # the deadline covers the whole request: connecting, sending, and the last body byte
+        async with asyncio.timeout(config.timeout):
+            resp = await client.post(url, json=body)
+    except (TimeoutError, httpx.TimeoutException):
+        return None, f"timeout: no complete response within {config.timeout:g} s", None, True
+    except httpx.DecodingError as exc:
+        return None, f"undecodable response body ({_quote_body(str(exc), key, 80)})", None, True
+    except httpx.TransportError as exc:
+        return None, f"connection error ({type(exc).__name__})", None, True
+    except httpx.HTTPError as exc:
+        return None, f"HTTP error ({type(exc).__name__})", None, True
+    code = resp.status_code
+    if code == 200:
+        try:
+            data = json.loads(resp.content.decode("utf-8"))
+            return _parse_openai(data, form), "", resp, False
+        except UnicodeDecodeError:
+            reason = "response body is not UTF-8"
+        except ValueError as exc:  # json.JSONDecodeError
+            reason = f"response body is not JSON ({exc})"
+        except _BadResponse as exc:
+            reason = f"malformed response: {exc}"
+        except RecursionError:
+            reason = "response body is nested too deeply"
+        return None, f"{reason} (HTTP 200)", resp, True
+    if code in (401, 403):
+        return None, f"HTTP {code}: {_auth_reason(resp, key)}", resp, False
+    detail = _quote_body(resp.content.decode("utf-8", "replace"), key)
+    return None, f"HTTP {code}: {detail}", resp, code in RETRY_STATUS
+
+
 async def _post_with_retries(client: httpx.AsyncClient, config: ModelConfig, key: str | None,
                              request: Request, rng: random.Random) -> Completion:
     url = config.endpoint.rstrip("/") + ("/chat/completions" if request.form == "chat"
@@ -162,34 +347,26 @@ async def _post_with_retries(client: httpx.AsyncClient, config: ModelConfig, key
     body = _openai_body(config, request)
     reason = ""
     for attempt in range(config.max_retries + 1):
-        retry_after = None
         t0 = time.perf_counter()
-        try:
-            resp = await client.post(url, json=body)
-        except httpx.TimeoutException:
-            reason = f"timeout after {config.timeout:g} s"
-        except httpx.TransportError as exc:
-            reason = f"connection error ({type(exc).__name__})"
-        else:
-            if resp.status_code == 200:
-                try:
-                    comp = _parse_openai(resp.json(), request.form)
-                except (ValueError, KeyError, IndexError, TypeError) as exc:
-                    raise RequestFailed(f"malformed response from {url}: {exc!r}",
-                                        attempt + 1) from None
-                return Completion(text=_redact(comp.text, key), prompt_tokens=comp.prompt_tokens,
-                                  completion_tokens=comp.completion_tokens,
-                                  finish_reason=comp.finish_reason,
-                                  latency_s=time.perf_counter() - t0, attempts=attempt + 1)
-            detail = _redact(resp.text[:300], key)
-            if resp.status_code != 429 and resp.status_code < 500:
-                raise RequestFailed(f"HTTP {resp.status_code} from {url}: {detail}", attempt + 1)
-            reason = f"HTTP {resp.status_code}"
-            retry_after = _retry_after(resp)
+        comp, reason, resp, retryable = await _attempt(client, url, body, config, key,
+                                                       request.form)
+        if comp is not None:
+            return Completion(text=redact(comp.text, key), prompt_tokens=comp.prompt_tokens,
+                              completion_tokens=comp.completion_tokens,
+                              finish_reason=comp.finish_reason,
+                              latency_s=time.perf_counter() - t0, attempts=attempt + 1)
+        if not retryable:
+            raise RequestFailed(f"{reason} from {url}", attempt + 1)
         if attempt == config.max_retries:
             break
+        asked = honoured = None
+        if resp is not None:
+            asked, honoured = capped_retry_after(resp, config.max_retry_after)
+            if asked is not None and honoured is not None and asked > honoured:
+                note(f"{url} asked to wait {asked:g} s (Retry-After); waiting "
+                     f"{honoured:g} s, the cap (max_retry_after / --max-retry-after)")
         await asyncio.sleep(backoff_delay(attempt, config.backoff_base, config.backoff_max, rng,
-                                          retry_after))
+                                          honoured))
     raise RequestFailed(f"{reason} from {url}; gave up after {config.max_retries + 1} attempts",
                         config.max_retries + 1)
 
@@ -205,32 +382,61 @@ async def _openai_backend(config: ModelConfig) -> AsyncIterator[Call]:
                             max_keepalive_connections=config.concurrency),
         trust_env=host not in _LOOPBACK)
     try:
-        await _check_reachable(client, config)
         rng = random.Random(config.seed)
+        await _check_reachable(client, config, key, rng)
 
         async def call(request: Request) -> Completion:
             try:
                 return await _post_with_retries(client, config, key, request, rng)
             except RequestFailed as exc:
                 # an error text must never carry the key, whatever the server echoed
-                raise RequestFailed(_redact(str(exc), key), exc.attempts) from None
+                raise RequestFailed(redact(str(exc), key), exc.attempts) from None
+            except Exception as exc:  # noqa: BLE001 - no reply may crash the run
+                raise RequestFailed(redact(f"unexpected failure ({type(exc).__name__}: {exc})",
+                                           key)) from None
 
         yield call
     finally:
         await client.aclose()
 
 
-async def _check_reachable(client: httpx.AsyncClient, config: ModelConfig) -> None:
-    """Fail fast (with the URL) when nothing answers at the endpoint; any HTTP answer is fine."""
+#: Pre-flight retries (at most) and the longest wait between two (seconds): a server that is
+#: down fails within a few seconds, one dropped connection does not abort the run.
+PREFLIGHT_RETRIES, PREFLIGHT_BACKOFF_MAX = 3, 2.0
+
+
+async def _check_reachable(client: httpx.AsyncClient, config: ModelConfig, key: str | None,
+                           rng: random.Random) -> None:
+    """Fail fast (with the URL) when nothing answers at the endpoint.
+
+    ``GET <endpoint>/models`` is retried on timeouts and connection errors
+    (``min(max_retries, 3)`` retries, backoff as configured but at most 2 s a wait); any
+    HTTP answer but 401/403 counts as reachable.
+    """
     url = config.endpoint.rstrip("/") + "/models"
-    try:
-        await client.get(url, timeout=min(config.timeout, 10.0))
-    except httpx.TimeoutException:
-        raise ValueError(f"model server {config.endpoint!r} did not answer within "
-                         f"{min(config.timeout, 10.0):g} s (GET {url})") from None
-    except httpx.TransportError as exc:
-        raise ValueError(f"cannot reach model server {config.endpoint!r} "
-                         f"({type(exc).__name__}); is it running?") from None
+    limit = min(config.timeout, 10.0)
+    retries = min(config.max_retries, PREFLIGHT_RETRIES)
+    why = ""
+    for attempt in range(retries + 1):
+        try:
+            async with asyncio.timeout(limit):
+                resp = await client.get(url)
+        except (TimeoutError, httpx.TimeoutException):
+            why = f"model server {config.endpoint!r} did not answer within {limit:g} s"
+        except httpx.HTTPError as exc:
+            why = f"cannot reach model server {config.endpoint!r} ({type(exc).__name__})"
+        else:
+            if resp.status_code in (401, 403):
+                raise ValueError(redact(f"model server {config.endpoint!r} refused GET {url} "
+                                        f"with HTTP {resp.status_code}: "
+                                        f"{_auth_reason(resp, key)}; api_key_env = "
+                                        f"{config.api_key_env!r}", key))
+            return
+        if attempt < retries:
+            await asyncio.sleep(backoff_delay(attempt, config.backoff_base,
+                                              min(config.backoff_max, PREFLIGHT_BACKOFF_MAX),
+                                              rng))
+    raise ValueError(redact(f"{why} (GET {url}, {retries + 1} attempts); is it running?", key))
 
 
 # --------------------------------------------------------------------------- llamacpp

@@ -49,7 +49,8 @@ class ResponseCache:
             d = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if d.get("config_hash") != config_hash or d.get("request_hash") != request_hash:
+        if not isinstance(d, dict) or d.get("config_hash") != config_hash \
+                or d.get("request_hash") != request_hash or not isinstance(d.get("text"), str):
             return None
         try:
             return Completion(text=d["text"], prompt_tokens=d.get("prompt_tokens"),

@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from tomstats._io import json_dumps, sha256_text
+from tomstats._validate import check_keys, read_text
 
 __all__ = [
     "BACKENDS",
@@ -47,7 +48,7 @@ HEURISTIC_STRATEGIES = ("oracle", "recency", "first_common_location", "random")
 #: Fields that only one backend reads; elsewhere they are refused as a likely mistake.
 _BACKEND_FIELDS = {
     "openai": {"endpoint", "model", "api_key_env", "timeout", "max_retries", "backoff_base",
-               "backoff_max", "extra_body"},
+               "backoff_max", "max_retry_after", "extra_body"},
     "llamacpp": {"model_path", "n_ctx", "n_threads"},
     "heuristic": {"strategy"},
 }
@@ -55,7 +56,8 @@ _BACKEND_FIELDS = {
 #: Fields that change how a run is executed but not what a model answers: left out of the
 #: configuration hash so that, e.g., raising the concurrency keeps the cache valid.
 _RUNTIME_FIELDS = frozenset({"concurrency", "timeout", "max_retries", "backoff_base",
-                             "backoff_max", "api_key_env", "n_threads", "source"})
+                             "backoff_max", "max_retry_after", "api_key_env", "n_threads",
+                             "source"})
 
 #: Key names that would hold a secret; their presence in a model file is an error.
 _SECRET_KEYS = frozenset({"api_key", "apikey", "key", "token", "api_token", "secret",
@@ -113,12 +115,17 @@ class ModelConfig:
     stop : tuple of str
         Stop sequences.
     timeout : float
-        ``openai``: seconds per request before it counts as a (retried) timeout.
+        ``openai``: deadline of one request in seconds — the total wall time from sending it
+        to the last byte of the response, not the time per read — before it counts as a
+        (retried) timeout.
     max_retries : int
         ``openai``: retries after the first attempt on timeouts, connection errors, 429, 5xx.
     backoff_base, backoff_max : float
         ``openai``: retry ``r`` waits a uniform draw in ``[0, min(backoff_max,
         backoff_base * 2**r)]`` seconds (exponential backoff with full jitter).
+    max_retry_after : float
+        ``openai``: the longest wait a server's ``Retry-After`` header is honoured for
+        (seconds); a longer request is capped at this value and a line on stderr says so.
     concurrency : int
         Requests in flight at once.
     source : str
@@ -149,6 +156,7 @@ class ModelConfig:
     max_retries: int = 5
     backoff_base: float = 0.5
     backoff_max: float = 30.0
+    max_retry_after: float = 30.0
     concurrency: int = 4
     source: str = ""
 
@@ -226,7 +234,8 @@ def _validate(cfg: ModelConfig) -> None:
     ranges = {"temperature": (0.0, 2.0), "max_tokens": (1, 1 << 20), "prompt": (1, 12),
               "few_shot": (0, 16), "n_ctx": (64, 1 << 22), "n_threads": (0, 1024),
               "timeout": (1e-3, 86400.0), "max_retries": (0, 100), "backoff_base": (0.0, 3600.0),
-              "backoff_max": (0.0, 86400.0), "concurrency": (1, 4096), "seed": (0, 2**31 - 1),
+              "backoff_max": (0.0, 86400.0), "max_retry_after": (0.0, 86400.0),
+              "concurrency": (1, 4096), "seed": (0, 2**31 - 1),
               "few_shot_seed": (0, 2**31 - 1)}
     for k, (lo, hi) in ranges.items():
         v = getattr(cfg, k)
@@ -273,10 +282,8 @@ def _scan_secrets(raw: Mapping[str, Any], where: str) -> None:
 def _from_mapping(raw: Mapping[str, Any], source: str) -> ModelConfig:
     where = f"{source}: " if source else ""
     _scan_secrets(raw, where)
-    names = {f.name for f in dataclasses.fields(ModelConfig)} - {"source"}
-    unknown = sorted(set(raw) - names)
-    if unknown:
-        raise ValueError(f"{where}unknown field(s) {unknown}; known fields: {sorted(names)}")
+    names = [f.name for f in dataclasses.fields(ModelConfig) if f.name != "source"]
+    check_keys(raw, names, source or "model")
     for req in ("name", "backend"):
         if req not in raw:
             raise ValueError(f"{where}missing required field {req!r}")
@@ -286,7 +293,7 @@ def _from_mapping(raw: Mapping[str, Any], source: str) -> ModelConfig:
     if backend in BACKENDS and foreign:
         raise ValueError(f"{where}field(s) {foreign} are not used by backend {backend!r}")
     kw = dict(raw)
-    for k in ("temperature", "timeout", "backoff_base", "backoff_max"):
+    for k in ("temperature", "timeout", "backoff_base", "backoff_max", "max_retry_after"):
         if isinstance(kw.get(k), int) and not isinstance(kw.get(k), bool):
             kw[k] = float(kw[k])
     return ModelConfig(**kw, source=source)
@@ -318,7 +325,7 @@ def load_model_config(path: str | os.PathLike[str] | Mapping[str, Any]) -> Model
     if not p.is_file():
         raise FileNotFoundError(f"model file {str(p)!r} does not exist")
     try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_text(p, "--model"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{p}: not valid TOML: {exc}") from exc
     cfg = _from_mapping(raw, str(p))

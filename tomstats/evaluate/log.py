@@ -15,21 +15,40 @@ one key.
 Records are written with one ``write`` call each on a file opened for appending and are
 visible to readers as soon as they are complete. A run killed mid-write can leave a torn last
 line; the next run truncates it (:func:`repair_tail`) before appending.
+
+One writer at a time: a run holds an exclusive lock (:class:`LogLock`, ``fcntl.flock`` on the
+sidecar file ``<log>.lock``, which records the holder's pid, host and start time) from before
+it reads the log until its last record is written. A second run on the same log refuses at
+once, naming the holder, or waits for it. The kernel releases a ``flock`` when its process
+dies, so the lock of a killed run is never stale: the next run takes it over. Logs written by
+older versions without the lock may hold a key answered twice; :func:`repair_log` keeps the
+first answer of every key.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
+import fcntl
 import json
+import math
 import os
+import socket
+import sys
+import time
 import warnings
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["LOG_FORMAT", "REQUIRED_FIELDS", "LogWriter", "read_log", "read_records",
-           "repair_tail"]
+from tomstats._io import atomic_write_text
+from tomstats._validate import read_text
+
+__all__ = ["LOG_FORMAT", "REQUIRED_FIELDS", "LogLock", "LogLocked", "LogWriter", "RepairResult",
+           "read_log", "read_records", "repair_log", "repair_tail"]
 
 #: Version tag of every log record.
 LOG_FORMAT = "tomstats.evallog/1"
@@ -104,8 +123,7 @@ def read_records(path: str | os.PathLike[str], *,
         ``path:line: ...`` for a line that is not a JSON object (a torn last line says so).
     """
     p = Path(path)
-    with open(p, encoding="utf-8") as fh:
-        lines = fh.read().split("\n")
+    lines = read_text(p).split("\n")
     last = len(lines)
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -148,6 +166,32 @@ def _check_record(p: Path, lineno: int, rec: Mapping[str, Any]) -> None:
                              f"got {rec[k]!r}")
 
 
+def checked_records(p: Path, *, allow_torn_tail: bool = False
+                    ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of a log with their line numbers, each validated (:func:`read_records`),
+    all of the one supported format version.
+
+    Raises
+    ------
+    ValueError
+        On a malformed record, an unsupported format, or mixed format versions (naming the
+        line of each).
+    """
+    first_format: tuple[int, Any] | None = None
+    for lineno, rec in read_records(p, allow_torn_tail=allow_torn_tail):
+        fmt = rec.get("format")
+        if first_format is None:
+            first_format = (lineno, fmt)
+            if fmt != LOG_FORMAT:
+                raise ValueError(f"{p}:{lineno}: log format {fmt!r} is not supported "
+                                 f"(expected {LOG_FORMAT!r})")
+        elif fmt != first_format[1]:
+            raise ValueError(f"{p}:{lineno}: mixed log format versions: {fmt!r} here, "
+                             f"{first_format[1]!r} on line {first_format[0]}")
+        _check_record(p, lineno, rec)
+        yield lineno, rec
+
+
 def load_records(path: str | os.PathLike[str], *,
                  allow_torn_tail: bool = False) -> dict[Key, tuple[int, dict[str, Any]]]:
     """Validate a log and return the effective record of every key, with its line number.
@@ -165,18 +209,7 @@ def load_records(path: str | os.PathLike[str], *,
     if not p.is_file():
         raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist")
     out: dict[Key, tuple[int, dict[str, Any]]] = {}
-    first_format: tuple[int, Any] | None = None
-    for lineno, rec in read_records(p, allow_torn_tail=allow_torn_tail):
-        fmt = rec.get("format")
-        if first_format is None:
-            first_format = (lineno, fmt)
-            if fmt != LOG_FORMAT:
-                raise ValueError(f"{p}:{lineno}: log format {fmt!r} is not supported "
-                                 f"(expected {LOG_FORMAT!r})")
-        elif fmt != first_format[1]:
-            raise ValueError(f"{p}:{lineno}: mixed log format versions: {fmt!r} here, "
-                             f"{first_format[1]!r} on line {first_format[0]}")
-        _check_record(p, lineno, rec)
+    for lineno, rec in checked_records(p, allow_torn_tail=allow_torn_tail):
         key = record_key(rec)
         prev = out.get(key)
         if prev is not None and prev[1]["status"] == "ok":
@@ -264,24 +297,224 @@ class LogWriter:
         self._fd: int | None = None
 
     def __enter__(self) -> LogWriter:
-        repair_tail(self.path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            repair_tail(self.path)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise _write_error(self.path, exc) from None
         return self
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Append one record as one line."""
+        """Append one record as one line (``OSError`` naming the log when that fails)."""
         if self._fd is None:
             raise RuntimeError("LogWriter is not open")
         data = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
         view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except OSError as exc:
+            raise _write_error(self.path, exc) from None
 
     def __exit__(self, *exc: object) -> None:
         if self._fd is not None:
             try:
                 os.fsync(self._fd)
+            except OSError as err:
+                if not exc[0]:
+                    raise _write_error(self.path, err) from None
             finally:
                 os.close(self._fd)
                 self._fd = None
+
+
+def _write_error(path: Path, exc: OSError) -> OSError:
+    return OSError(f"cannot write evaluation log (--out) {str(path)!r}: "
+                   f"{exc.strerror or exc}")
+
+
+# --------------------------------------------------------------------------- lock
+
+
+class LogLocked(ValueError):
+    """Another process holds the lock of an evaluation log."""
+
+
+def _describe(info: Mapping[str, Any] | None) -> str:
+    if not info:
+        return "another process (it has not written its details yet)"
+    return (f"pid {info.get('pid', '?')} on host {info.get('host', '?')} "
+            f"(since {info.get('since', '?')})")
+
+
+class LogLock:
+    """An exclusive lock on an evaluation log: ``fcntl.flock`` on ``<log>.lock``.
+
+    The sidecar file (beside the log's real path, so a symlink to a log shares its lock)
+    holds the holder's pid, host and start time as JSON. It is removed on
+    release; a sidecar left by a killed process is not locked (the kernel drops a ``flock``
+    with its process) and is simply taken over, with a note. Use
+    :meth:`acquire` / :meth:`release`, or ``with LogLock(path).held(wait):``.
+    """
+
+    def __init__(self, log: str | os.PathLike[str]) -> None:
+        self.log = Path(log)
+        real = self.log.resolve()  # a symlinked log shares its target's lock
+        self.path = real.with_name(real.name + ".lock")
+        self._fd: int | None = None
+        self.taken_over: dict[str, Any] | None = None
+
+    def holder(self) -> dict[str, Any] | None:
+        """The details written by the current (or last) holder, or ``None``."""
+        try:
+            d = json.loads(self.path.read_text(encoding="utf-8") or "null")
+        except (OSError, ValueError):
+            return None
+        return d if isinstance(d, dict) else None
+
+    def try_acquire(self) -> bool:
+        """Take the lock without waiting; ``False`` when another process holds it."""
+        if self._fd is not None:
+            return True
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise OSError(f"cannot create the lock file {str(self.path)!r} of --out "
+                              f"{str(self.log)!r}: {exc.strerror or exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            try:  # the holder we waited for may have removed the file: lock the current one
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            old = os.read(fd, 4096)
+            with contextlib.suppress(ValueError):
+                prev = json.loads(old) if old.strip() else None
+                self.taken_over = prev if isinstance(prev, dict) else None
+            info = {"pid": os.getpid(), "host": socket.gethostname(),
+                    "since": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                    "log": str(self.log)}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
+            self._fd = fd
+            return True
+
+    def refusal(self) -> LogLocked:
+        """The error for a lock held by another process (naming it)."""
+        return LogLocked(f"--out {str(self.log)!r} is in use by another tomstats evaluate: "
+                         f"{_describe(self.holder())}; wait for it to finish, or pass "
+                         f"--wait to queue behind it (lock file {str(self.path)!r})")
+
+    def release(self) -> None:
+        """Remove the sidecar and drop the lock (removed first, so no one locks a ghost)."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        os.close(self._fd)
+        self._fd = None
+
+    def note_takeover(self) -> None:
+        """Say on stderr when the lock of a killed run was taken over."""
+        if self.taken_over is not None:
+            print(f"tomstats evaluate: took over the lock of {str(self.log)!r} left by "
+                  f"{_describe(self.taken_over)}, which is no longer running",
+                  file=sys.stderr)
+
+    @contextlib.contextmanager
+    def held(self, wait: float = 0.0) -> Iterator[LogLock]:
+        """Hold the lock for a block; wait up to ``wait`` seconds (``math.inf``: forever)."""
+        deadline = time.monotonic() + wait
+        said = False
+        while not self.try_acquire():
+            if time.monotonic() >= deadline:
+                raise self.refusal()
+            if not said:
+                print(f"tomstats evaluate: waiting for {_describe(self.holder())} to release "
+                      f"{str(self.log)!r}", file=sys.stderr)
+                said = True
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())) or 0.01)
+        try:
+            self.note_takeover()
+            yield self
+        finally:
+            self.release()
+
+
+def check_wait(wait: float) -> float:
+    """Validate a ``wait`` argument (seconds, ``math.inf`` allowed)."""
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or math.isnan(wait) \
+            or wait < 0:
+        raise ValueError(f"--wait must be a number of seconds >= 0, got {wait!r}")
+    return float(wait)
+
+
+# --------------------------------------------------------------------------- repair
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """What :func:`repair_log` did: records kept and duplicates removed (``torn_bytes``:
+    bytes of a torn last line cut off)."""
+
+    path: Path
+    n_kept: int
+    n_removed: int
+    torn_bytes: int
+
+
+def repair_log(path: str | os.PathLike[str], *, wait: float = 0.0) -> RepairResult:
+    """Remove duplicated records from a log written by a version without the log lock.
+
+    For every (model, item, sample) the records up to and including its first answered
+    record are kept; any record of that key after it (a second answer from a concurrent
+    runner, or a later error) is removed. The log is rewritten atomically (temporary file,
+    then rename) under the log lock, and only when something was removed; a torn last line
+    is cut off first. The result is accepted by :func:`read_log` unless the log has other
+    faults (which are reported, naming the line, and nothing is changed).
+
+    Raises
+    ------
+    ValueError
+        The log is in use (:class:`LogLocked`), malformed, or does not exist.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist")
+    check_wait(wait)
+    with LogLock(p).held(wait):
+        lines = read_text(p).split("\n")
+        keep: list[int] = []
+        answered: set[Key] = set()
+        torn = 0
+        for lineno, rec in checked_records(p, allow_torn_tail=True):
+            key = record_key(rec)
+            if key in answered:
+                continue
+            if rec["status"] == "ok":
+                answered.add(key)
+            keep.append(lineno)
+        n_records = sum(1 for line in lines if line.strip())
+        if lines and lines[-1].strip() and not _is_json(lines[-1]):
+            torn = len(lines[-1].encode("utf-8"))
+            n_records -= 1
+        removed = n_records - len(keep)
+        if removed or torn:
+            atomic_write_text(p, "".join(lines[i - 1] + "\n" for i in keep))
+    return RepairResult(path=p, n_kept=len(keep), n_removed=removed, torn_bytes=torn)
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True

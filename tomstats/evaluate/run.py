@@ -8,9 +8,12 @@ and a progress bar with throughput, error and cache-hit counts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as _dt
+import json
 import os
 import re
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,16 +22,17 @@ from typing import Any
 
 from tomstats import __version__
 from tomstats._io import ensure_writable_file
-from tomstats.evaluate.backends import Call, RequestFailed, open_backend
+from tomstats._validate import read_text
+from tomstats.evaluate.backends import Call, RequestFailed, note, open_backend, redact
 from tomstats.evaluate.cache import DEFAULT_CACHE_DIR, Completion, ResponseCache
 from tomstats.evaluate.config import ModelConfig, load_model_config
 from tomstats.evaluate.extract import score_response
-from tomstats.evaluate.log import LOG_FORMAT, LogWriter, load_records
+from tomstats.evaluate.log import LOG_FORMAT, LogLock, LogWriter, check_wait, load_records
 from tomstats.evaluate.prompts import Request, build_request
-from tomstats.stories.items import Item, read_items
+from tomstats.stories.items import Item
 
-__all__ = ["RunSummary", "error_category", "evaluate", "evaluate_async", "few_shot_examples",
-           "make_record"]
+__all__ = ["RunSummary", "check_items", "error_category", "evaluate", "evaluate_async",
+           "few_shot_examples", "load_items", "make_record"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,87 @@ def make_record(config: ModelConfig, request: Request, completion: Completion | 
     return rec
 
 
+def _check_item(it: Item, where: str) -> None:
+    if not it.candidates:
+        raise ValueError(f"{where}item {it.item_id!r} has no candidate locations "
+                         "(field 'candidates' is empty)")
+    if it.answer not in it.candidates:
+        raise ValueError(f"{where}item {it.item_id!r}: gold answer {it.answer!r} is not among "
+                         f"its candidates {list(it.candidates)}")
+
+
+def load_items(path: str | os.PathLike[str]) -> list[Item]:
+    """Read and validate an item file for a run; every error names the file and line.
+
+    Besides the checks of :meth:`Item.from_dict`: the file must be UTF-8, each line a JSON
+    object, item ids unique, and every item's gold answer one of its candidates (an item
+    that could never be scored correct is a broken item, not a hard question).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"--items: item file {str(p)!r} does not exist")
+    items: list[Item] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(read_text(p, "--items").split("\n"), 1):
+        if not line.strip():
+            continue
+        where = f"{p}:{lineno}: "
+        try:
+            d = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{where}not a JSON record: {exc}") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}an item must be a JSON object, got {type(d).__name__}")
+        try:
+            if not isinstance(d.get("candidates", []), list):
+                raise ValueError(f"item {d.get('item_id', '?')!r}: field 'candidates' must be "
+                                 f"a list, got {d['candidates']!r}")
+            it = Item.from_dict(d)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"{where}{exc}") from None
+        if it.item_id in seen:
+            raise ValueError(f"{where}duplicated item_id {it.item_id!r} (first on line "
+                             f"{seen[it.item_id]})")
+        seen[it.item_id] = lineno
+        _check_item(it, where)
+        items.append(it)
+    if not items:
+        raise ValueError(f"--items: item file {str(p)!r} holds no items")
+    return items
+
+
+def check_items(items: Sequence[Item]) -> None:
+    """The checks of :func:`load_items` for items given in memory.
+
+    ``TypeError`` for an object that is not an :class:`~tomstats.stories.items.Item`,
+    ``ValueError`` for a duplicated id or a gold answer that is not a candidate.
+    """
+    bad = next((x for x in items if not isinstance(x, Item)), None)
+    if bad is not None:
+        raise TypeError(f"items must be Item objects, got {type(bad).__name__}")
+    seen: set[str] = set()
+    for it in items:
+        if it.item_id in seen:
+            raise ValueError(f"items: duplicated item_id {it.item_id!r}")
+        seen.add(it.item_id)
+        _check_item(it, "items: ")
+
+
+def _check_cache_dir(cache_dir: str | os.PathLike[str]) -> Path:
+    """Check (without creating anything) that the cache folder is, or can become, a folder."""
+    p = Path(cache_dir)
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "exists and is not a directory" if probe == p else (
+            f"cannot be created: {str(probe)!r} is not a directory")
+        raise ValueError(f"--cache-dir: {str(p)!r} {what}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"--cache-dir: folder {str(probe)!r} is not writable")
+    return p
+
+
 def _check_args(samples: int, limit: int | None, concurrency: int | None) -> None:
     for name, v, lo in (("samples", samples, 1), ("limit", limit, 1),
                         ("concurrency", concurrency, 1)):
@@ -152,26 +237,63 @@ class _Counts:
     errors: int = 0
     cached: int = 0
     requests: int = 0
+    cache_warned: bool = False
 
 
 async def _one(call: Call, config: ModelConfig, request: Request, cache: ResponseCache | None,
-               counts: _Counts) -> dict[str, Any]:
+               counts: _Counts, secret: str | None) -> dict[str, Any]:
     ch, rh = config.config_hash, request.request_hash
     hit = cache.get(ch, rh) if cache is not None else None
     if hit is not None:
         counts.cached += 1
         counts.answered += 1
+        hit = Completion(text=redact(hit.text, secret), prompt_tokens=hit.prompt_tokens,
+                         completion_tokens=hit.completion_tokens,
+                         finish_reason=hit.finish_reason, latency_s=hit.latency_s)
         return make_record(config, request, hit, cached=True, attempts=0)
     counts.requests += 1
     try:
         comp = await call(request)
     except RequestFailed as exc:
         counts.errors += 1
-        return make_record(config, request, None, error=str(exc), attempts=exc.attempts)
+        return make_record(config, request, None, error=redact(str(exc), secret),
+                           attempts=exc.attempts)
+    if not isinstance(comp.text, str):  # e.g. an in-process model returning no text
+        counts.errors += 1
+        return make_record(config, request, None, attempts=comp.attempts,
+                           error=f"backend returned {type(comp.text).__name__}, not text")
+    # whatever a backend returned, nothing secret reaches the log or the cache
+    comp = Completion(text=redact(comp.text, secret), prompt_tokens=comp.prompt_tokens,
+                      completion_tokens=comp.completion_tokens,
+                      finish_reason=comp.finish_reason, latency_s=comp.latency_s,
+                      attempts=comp.attempts)
     if cache is not None:
-        await asyncio.to_thread(cache.put, ch, rh, comp)
+        try:
+            await asyncio.to_thread(cache.put, ch, rh, comp)
+        except OSError as exc:  # a cache is an optimisation: warn once, keep the answer
+            if not counts.cache_warned:
+                counts.cache_warned = True
+                note(f"cannot write the response cache {str(cache.root)!r} "
+                     f"({exc.strerror or exc}); answers are still logged")
     counts.answered += 1
     return make_record(config, request, comp, attempts=comp.attempts)
+
+
+async def _acquire(lock: LogLock, wait: float) -> None:
+    deadline = time.monotonic() + wait
+    said = False
+    while not lock.try_acquire():
+        if time.monotonic() >= deadline:
+            raise lock.refusal()
+        if not said:
+            holder = lock.holder()
+            who = (f"pid {holder.get('pid')} on host {holder.get('host')}" if holder
+                   else "another process")
+            print(f"tomstats evaluate: waiting for {who} to finish with {str(lock.log)!r}",
+                  file=sys.stderr)
+            said = True
+        await asyncio.sleep(max(0.01, min(0.1, deadline - time.monotonic())))
+    lock.note_takeover()
 
 
 async def evaluate_async(
@@ -184,32 +306,45 @@ async def evaluate_async(
     concurrency: int | None = None,
     cache_dir: str | os.PathLike[str] | None = DEFAULT_CACHE_DIR,
     progress: bool = True,
+    wait: float = 0.0,
+    max_retry_after: float | None = None,
 ) -> RunSummary:
     """Asynchronous :func:`evaluate` (use it where an event loop already runs)."""
     t0 = time.perf_counter()
     _check_args(samples, limit, concurrency)
+    wait = check_wait(wait)
+    if max_retry_after is not None and (isinstance(max_retry_after, bool) or not isinstance(
+            max_retry_after, int | float) or not 0 <= max_retry_after <= 86400):
+        raise ValueError(f"--max-retry-after must be in [0, 86400] seconds, "
+                         f"got {max_retry_after!r}")
     config = model if isinstance(model, ModelConfig) else load_model_config(model)
-    its = read_items(items) if isinstance(items, str | os.PathLike) else list(items)
+    if max_retry_after is not None:
+        config = dataclasses.replace(config, max_retry_after=float(max_retry_after))
+    its = load_items(items) if isinstance(items, str | os.PathLike) else list(items)
     if not its:
         raise ValueError("items: no items to evaluate")
-    bad = next((x for x in its if not isinstance(x, Item)), None)
-    if bad is not None:
-        raise ValueError(f"items: expected Item objects, got {type(bad).__name__}")
-    if len({it.item_id for it in its}) != len(its):
-        raise ValueError("items: item ids are not unique")
+    check_items(its)
     its = its[:limit] if limit is not None else its
-    out = ensure_writable_file(out, "out")
-    done = _done_keys(out, config)
-    jobs = [(it, s) for it in its for s in range(samples)
-            if (config.name, it.item_id, s) not in done]
-    examples = few_shot_examples(config, its) if jobs else {}
-    cache = ResponseCache(Path(cache_dir)) if (
+    out = ensure_writable_file(out, "--out")
+    cache_root = _check_cache_dir(cache_dir) if (
         cache_dir is not None and config.backend != "heuristic") else None
-    n_workers = min(concurrency or config.concurrency, max(1, len(jobs)))
-    counts = _Counts()
-    if jobs:
-        async with open_backend(config) as call:
-            await _run_jobs(call, config, jobs, examples, cache, out, n_workers, counts, progress)
+    secret = config.api_key() if config.backend == "openai" else None
+    lock = LogLock(out)
+    await _acquire(lock, wait)
+    try:
+        done = _done_keys(out, config)
+        jobs = [(it, s) for it in its for s in range(samples)
+                if (config.name, it.item_id, s) not in done]
+        examples = few_shot_examples(config, its) if jobs else {}
+        cache = ResponseCache(cache_root) if cache_root is not None else None
+        n_workers = min(concurrency or config.concurrency, max(1, len(jobs)))
+        counts = _Counts()
+        if jobs:
+            async with open_backend(config) as call:
+                await _run_jobs(call, config, jobs, examples, cache, out, n_workers, counts,
+                                progress, secret)
+    finally:
+        lock.release()
     return RunSummary(out=out, model=config.name, config_hash=config.config_hash,
                       n_planned=len(its) * samples, n_skipped=len(its) * samples - len(jobs),
                       n_answered=counts.answered, n_errors=counts.errors, n_cached=counts.cached,
@@ -218,7 +353,8 @@ async def evaluate_async(
 
 async def _run_jobs(call: Call, config: ModelConfig, jobs: list[tuple[Item, int]],
                     examples: dict[int, tuple[Item, ...]], cache: ResponseCache | None,
-                    out: Path, n_workers: int, counts: _Counts, progress: bool) -> None:
+                    out: Path, n_workers: int, counts: _Counts, progress: bool,
+                    secret: str | None) -> None:
     from tqdm.auto import tqdm
 
     pending = iter(jobs)
@@ -228,13 +364,21 @@ async def _run_jobs(call: Call, config: ModelConfig, jobs: list[tuple[Item, int]
         async def worker() -> None:
             for item, sample in pending:  # one shared iterator: each job is taken once
                 req = build_request(item, config, sample, examples.get(item.tom_order, ()))
-                log.write(await _one(call, config, req, cache, counts))
+                log.write(await _one(call, config, req, cache, counts, secret))
                 bar.update(1)
                 bar.set_postfix(errors=counts.errors, cached=counts.cached, refresh=False)
 
-        async with asyncio.TaskGroup() as tg:
-            for _ in range(n_workers):
-                tg.create_task(worker())
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(n_workers):
+                    tg.create_task(worker())
+        except BaseExceptionGroup as group:
+            # one worker's failure (e.g. the disk filled up) is the run's failure: raise it
+            # as itself, not wrapped, so the command line can classify it
+            first = group.exceptions[0]
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
 
 
 def evaluate(
@@ -247,6 +391,8 @@ def evaluate(
     concurrency: int | None = None,
     cache_dir: str | os.PathLike[str] | None = DEFAULT_CACHE_DIR,
     progress: bool = True,
+    wait: float = 0.0,
+    max_retry_after: float | None = None,
 ) -> RunSummary:
     """Put items to a model and append one record per (model, item, sample) to ``out``.
 
@@ -272,6 +418,13 @@ def evaluate(
         disables it. Heuristic models are never cached (they cost nothing).
     progress : bool
         Show a progress bar (throughput, errors, cache hits) on stderr.
+    wait : float
+        Seconds to wait for another run that holds the log's lock (``math.inf``: as long
+        as it takes); 0 refuses at once with :class:`~tomstats.evaluate.LogLocked`
+        naming the other process (its pid, host and start time).
+    max_retry_after : float, optional
+        Override the model file's ``max_retry_after``: the longest ``Retry-After`` wait
+        honoured (seconds).
 
     Returns
     -------
@@ -280,9 +433,15 @@ def evaluate(
     Raises
     ------
     ValueError
-        Before any request: bad items or model file, unwritable or malformed log, a log
-        holding this model under another configuration, unreachable server, unset API key.
+        Before any request: bad items or model file, unwritable or malformed log,
+        ``cache_dir`` not a writable folder, a log holding this model under another
+        configuration, unreachable server, unset API key, or the log locked by another run
+        (:class:`~tomstats.evaluate.LogLocked`). Nothing a server sends raises: a
+        request that fails after its retries is logged as an error record.
+    OSError
+        When the log cannot be written during the run (naming the log).
     """
     return asyncio.run(evaluate_async(items, model, out, samples=samples, limit=limit,
                                       concurrency=concurrency, cache_dir=cache_dir,
-                                      progress=progress))
+                                      progress=progress, wait=wait,
+                                      max_retry_after=max_retry_after))

@@ -29,7 +29,25 @@ from tomstats.glmm.fit import fit_spec, structural_param_draws
 from tomstats.glmm.spec import StructuralSpec
 from tomstats.model import Params
 
-__all__ = ["posterior_params", "posterior_summary", "write_params"]
+__all__ = ["PARAMS_FORMATS", "params_format", "posterior_params", "posterior_summary",
+           "write_params"]
+
+#: Formats of :func:`write_params`, by file suffix.
+PARAMS_FORMATS = {".toml": "toml", ".json": "json"}
+
+
+def params_format(path: str | os.PathLike[str], field: str = "path") -> str:
+    """``"toml"`` or ``"json"`` from the suffix of ``path``; any other suffix is refused.
+
+    Raises ``ValueError`` naming ``field`` and the suffix (``--out 'p.csv': unknown suffix
+    '.csv'; ...``).
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix not in PARAMS_FORMATS:
+        raise ValueError(f"{field} {str(path)!r}: unknown suffix {suffix or '(none)'!r}; the "
+                         f"parameters file is written as TOML (.toml, a simulation file) or "
+                         f"JSON (.json), chosen by the suffix")
+    return PARAMS_FORMATS[suffix]
 
 
 def _flat(post: xr.Dataset, name: str) -> np.ndarray:
@@ -78,8 +96,8 @@ def posterior_summary(idata: Any, prob: float = 0.95) -> dict[str, Any]:
     Returns ``{"params": {alpha|gamma|delta|sigma: {...}}, "capability": {llm: {...}},
     "interval": prob, "source": {provenance of the fit}}``.
     """
-    if not 0 < prob < 1:
-        raise ValueError(f"prob must be in (0, 1), got {prob!r}")
+    if isinstance(prob, bool) or not isinstance(prob, (int, float)) or not 0 < prob < 1:
+        raise ValueError(f"prob must be a number in (0, 1), got {prob!r}")
     params, cap = posterior_params(idata)
     attrs = dict(idata.posterior.attrs)
     return {
@@ -88,9 +106,18 @@ def posterior_summary(idata: Any, prob: float = 0.95) -> dict[str, Any]:
         "capability": {str(llm): _summ(cap.sel(llm=llm).to_numpy(), prob)
                        for llm in cap.coords["llm"].values},
         "interval": prob,
-        "source": {k: attrs.get(k) for k in ("model", "data_hash", "backend", "seed",
-                                             "created_at", "n_rows")},
+        "source": {k: _plain(attrs.get(k)) for k in ("model", "data_hash", "backend", "seed",
+                                                     "created_at", "n_rows")},
     }
+
+
+def _plain(v: Any) -> Any:
+    """A netCDF attribute as a plain Python value (``numpy.int64`` → ``int``), for JSON."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return v
 
 
 def _toml_value(v: Any) -> str:
@@ -120,14 +147,25 @@ def _toml(d: dict[str, Any], prefix: str = "") -> str:
 
 def write_params(idata: Any, path: str | os.PathLike[str], *, prob: float = 0.95,
                  fmt: str | None = None) -> Path:
-    """Write :func:`posterior_summary` as TOML or JSON (by suffix, or ``fmt``), atomically."""
-    p = ensure_writable_file(path, field="--out")
-    fmt = fmt or ("toml" if p.suffix.lower() == ".toml" else "json")
-    if fmt not in ("toml", "json"):
-        raise ValueError(f"format must be 'toml' or 'json', got {fmt!r}")
+    """Write :func:`posterior_summary` as TOML or JSON, atomically.
+
+    The format comes from ``fmt`` or else the suffix of ``path`` (``.toml``: a simulation
+    file that ``tomstats simulate`` and :func:`tomstats.study.load_study` read, with the
+    whole summary under ``[meta.calibration]``; ``.json``: the summary). Any other suffix
+    without ``fmt`` raises ``ValueError`` before any work.
+    """
+    from tomstats._validate import check_type
+
+    check_type(path, (str, os.PathLike), "path")
+    if fmt is None:
+        fmt = params_format(path)
+    elif fmt not in ("toml", "json"):
+        raise ValueError(f"fmt must be 'toml' or 'json', got {fmt!r}")
+    p = ensure_writable_file(path, field="path")
     summary = posterior_summary(idata, prob)
     text = (_simulation_toml(summary) if fmt == "toml"
-            else json.dumps(summary, indent=2, sort_keys=True) + "\n")
+            else json.dumps(summary, indent=2, sort_keys=True, default=_plain,
+                            allow_nan=False) + "\n")
     atomic_write_text(p, text)
     return p
 

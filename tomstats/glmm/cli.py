@@ -3,12 +3,18 @@
 ::
 
     tomstats fit LOG --model structural|"<formula>" --backend numpyro|pymc|pymc-numpyro \\
-        --chains 4 --draws 1000 --out fit.nc [--seed S] [--map correct=is_correct,...] \\
-        [--trials COL --successes COL] [--query "quality_flag != 'failed_run'"] \\
+        --chains 4 --draws 1000 --out fit.nc [--force] [--seed S] \\
+        [--map correct=is_correct,...] [--trials COL --successes COL] \\
+        [--query "quality_flag != 'failed_run'"] [--errors drop|keep] [--allow-warnings] \\
         [--option item_effects=false --option 'fixed={"alpha": 0, "delta": 0}']
     tomstats fit LOG --model "correct ~ x + (1 | model) + (1 | item)" --backend laplace \\
         --out fit.json [--option se=conditional --option max_iter=200]
-    tomstats calibrate fit.nc --out params.toml [--prob 0.95]
+    tomstats calibrate fit.nc --out params.toml|params.json [--prob 0.95] [--force]
+
+Exit status: 0 done; 1 the fit is written but its sampler diagnostics failed (or the
+Laplace fit did not converge) and ``--allow-warnings`` was not given; 2 bad input (nothing
+written); 3 internal error. Every hint printed names a flag of this command
+(:func:`tomstats.glmm._hints.cli_syntax`), never a Python keyword.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ def parse_options(items: list[str] | None) -> dict[str, Any]:
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``tomstats fit``."""
+    from tomstats.glmm.data import ERROR_POLICIES
     from tomstats.glmm.fit import BACKENDS
 
     p.add_argument("log", help="evaluation log: runner JSONL, CSV or parquet")
@@ -72,6 +79,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                         "default all usable CPUs; pymc: processes, default 1); never "
                         "changes the numpyro draws")
     p.add_argument("--target-accept", type=float, default=0.9)
+    p.add_argument("--max-tree-depth", type=int, default=10,
+                   help="NUTS maximum tree depth of the draws (default 10)")
     p.add_argument("--family", choices=("bernoulli", "binomial"), default=None)
     p.add_argument("--map", action="append", metavar="STD=COL,...",
                    help="rename columns to the standard names (correct, successes, trials, "
@@ -81,27 +90,50 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query", metavar="EXPR",
                    help="keep only rows matching a pandas query, e.g. \"experiment == "
                         "'triplets'\"")
+    p.add_argument("--errors", choices=ERROR_POLICIES, default="drop",
+                   help="questions of the log that ended in an error (no answer, e.g. a "
+                        "prompt longer than the context window): 'drop' leaves them out "
+                        "(default; a note counts them), 'keep' scores them as incorrect; "
+                        "recorded in the fit's provenance")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="spec option (JSON value), e.g. item_effects=false, "
                         "random_slopes='[\"tom_order\"]', aggregate=false")
     p.add_argument("--out", required=True,
                    help="output file, written atomically: netCDF for the samplers, .json for "
-                        "--backend laplace")
+                        "--backend laplace; an existing file is refused unless --force")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.add_argument("--allow-warnings", action="store_true",
+                   help="exit 0 even when sampler diagnostics fail (or the Laplace fit does "
+                        "not converge); the warning is still printed")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    """Run ``tomstats fit``: read, map, fit, check, save, print a summary."""
+    """Run ``tomstats fit``: read, map, fit, check, save, print a summary.
+
+    Returns 0, or 1 when the fit is written but its diagnostics failed (unless
+    ``--allow-warnings``). Hints in error messages name this command's flags.
+    """
+    from tomstats.glmm._hints import cli_syntax
+
+    with cli_syntax():
+        return _run_fit(args)
+
+
+#: Posterior variables ``tomstats fit`` tabulates (and every ``sd_*``/``corr_*``).
+_SUMMARY_VARS = ("alpha", "gamma", "delta", "sigma_item", "capability", "capability_mu",
+                 "capability_sd", "gamma_llm", "alpha_llm", "beta")
+
+
+def _run_fit(args: argparse.Namespace) -> int:
     import warnings
 
-    import arviz as az
-
-    from tomstats._io import ensure_writable_file
-    from tomstats.glmm.data import read_table
+    from tomstats._io import prepare_out_file
+    from tomstats.glmm.data import _read_table
     from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
     from tomstats.glmm.fit import fit, save_fit
 
-    out = ensure_writable_file(args.out, field="--out")
+    out = prepare_out_file(args.out, force=args.force, field="--out")
     if args.backend == "laplace":
         _check_laplace_args(args)
     columns = parse_mapping(args.map)
@@ -110,39 +142,107 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.trials:
         columns["trials"] = args.trials
     options = parse_options(args.option)
-    df = read_table(args.log)
+    df = _read_table(args.log, errors=args.errors)
+    _note_errors(df, args)
     if args.query:
+        attrs = dict(df.attrs)
         try:
             df = df.query(args.query)
         except Exception as exc:
             raise ValueError(f"--query {args.query!r}: {exc}") from exc
         if len(df) == 0:
             raise ValueError(f"--query {args.query!r} keeps no rows")
+        df.attrs.update(attrs)
     if args.backend == "laplace":
         return _run_laplace(args, df, columns, options, out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DiagnosticsWarning)  # reported below instead
         idata = fit(df, args.model, args.backend, chains=args.chains, draws=args.draws,
                     tune=args.tune, seed=args.seed, target_accept=args.target_accept,
-                    cores=args.cores,
+                    max_tree_depth=args.max_tree_depth, cores=args.cores,
                     family=args.family, progress=not args.no_progress, columns=columns,
                     **options)
     save_fit(idata, out)
     names = [v for v in idata.posterior.data_vars
-             if v in ("alpha", "gamma", "delta", "sigma_item", "capability", "capability_mu",
-                      "capability_sd", "gamma_llm", "alpha_llm", "beta")
-             or v.startswith(("sd_", "corr_"))] or None
-    with az.rc_context({"plot.max_subplots": 40}):
-        print(az.summary(idata, var_names=names, hdi_prob=0.95).to_string())
+             if v in _SUMMARY_VARS or v.startswith(("sd_", "corr_"))] or None
+    print(summary_text(idata, names))
     report = check_diagnostics(idata)
-    print(report.message(), file=sys.stderr if not report.passed else sys.stdout)
     print(f"wrote {out}")
-    return 0
+    if report.passed:
+        print(report.message())
+        return 0
+    print(report.message(syntax="cli"), file=sys.stderr)
+    what = (f"{len(report.failed)} of {len(report.checks)} sampler diagnostics failed "
+            f"({', '.join(c.name for c in report.failed)})")
+    if args.allow_warnings:
+        print(f"tomstats fit: warning: {what}; {out} is written but its estimates may be "
+              f"unreliable (exit 0: --allow-warnings)", file=sys.stderr)
+        return 0
+    print(f"tomstats fit: error: {what}; {out} is written but its estimates may be "
+          f"unreliable (see the advice above; pass --allow-warnings to accept them)",
+          file=sys.stderr)
+    return 1
+
+
+def _note_errors(df: Any, args: argparse.Namespace) -> None:
+    """One line on stderr about the log's errored questions (none: silent)."""
+    info = df.attrs.get("errored_questions") or {}
+    n = int(info.get("n", 0))
+    if not n:
+        return
+    if args.errors == "drop":
+        print(f"tomstats fit: note: {n} question(s) of {args.log} ended in an error (no "
+              f"answer) and are left out; pass --errors keep to score them as incorrect",
+              file=sys.stderr)
+    else:
+        print(f"tomstats fit: note: {n} question(s) of {args.log} ended in an error (no "
+              f"answer) and are scored as incorrect (--errors keep)", file=sys.stderr)
+
+
+def _sig(x: float, digits: int = 3) -> str:
+    """``x`` to ``digits`` significant digits: 0.000213, not 0.000."""
+    import math
+
+    if x is None or not math.isfinite(float(x)):
+        return "nan"
+    return format(float(x), f".{digits}g")
+
+
+def summary_text(idata: Any, var_names: list[str] | None = None,
+                 prob: float | None = None) -> str:
+    """The posterior table ``tomstats fit`` prints, to three significant digits.
+
+    Columns: posterior mean, sd, the ``prob`` highest-density interval (default
+    :data:`~tomstats.glmm.diagnostics.INTERVAL_PROB`, the fit report's), bulk and tail ESS,
+    R-hat. Estimates keep three significant digits, so a small effect (α per word ≈ 2e-4)
+    never prints as ``0.000``; a header line states the interval.
+    """
+    import arviz as az
+
+    from tomstats.glmm.diagnostics import INTERVAL_PROB
+
+    prob = INTERVAL_PROB if prob is None else prob
+    with az.rc_context({"plot.max_subplots": 40}):
+        tab = az.summary(idata, var_names=var_names, hdi_prob=prob, round_to="none")
+    lo, hi = tab.columns[2], tab.columns[3]  # hdi_3%, hdi_97%
+    shown = {
+        "mean": tab["mean"].map(_sig), "sd": tab["sd"].map(_sig),
+        lo: tab[lo].map(_sig), hi: tab[hi].map(_sig),
+        "ess_bulk": tab["ess_bulk"].map(lambda v: "nan" if v != v else f"{v:.0f}"),
+        "ess_tail": tab["ess_tail"].map(lambda v: "nan" if v != v else f"{v:.0f}"),
+        "r_hat": tab["r_hat"].map(lambda v: "nan" if v != v else f"{v:.3f}"),
+    }
+    import pandas as pd
+
+    table = pd.DataFrame(shown, index=tab.index)
+    head = (f"posterior mean, sd and {prob:.0%} HDI (highest-density interval, columns "
+            f"{lo}–{hi}; the fit report uses the same), 3 significant digits")
+    return head + "\n" + table.to_string()
 
 
 #: ``tomstats fit`` arguments that configure a sampler, with their defaults.
 _SAMPLER_ARGS = {"chains": 4, "draws": 1000, "tune": 1000, "seed": 0, "cores": None,
-                 "target_accept": 0.9}
+                 "target_accept": 0.9, "max_tree_depth": 10}
 
 
 def _check_laplace_args(args: argparse.Namespace) -> None:
@@ -176,11 +276,14 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
     print(str(res))
     print(f"wrote {path}")
     if not res.converged:
-        print(f"tomstats fit: error: the Laplace fit did not converge after {res.iterations} "
-              f"iteration(s); {path} records converged=false and its estimates are "
-              f"unreliable (try --option max_iter=..., rescaled predictors or simpler "
-              f"random effects)", file=sys.stderr)
-        return 1
+        level = "warning" if args.allow_warnings else "error"
+        print(f"tomstats fit: {level}: the Laplace fit did not converge after "
+              f"{res.iterations} iteration(s); {path} records converged=false and its "
+              f"estimates are unreliable (try --option max_iter=..., rescaled predictors or "
+              f"simpler random effects)"
+              + (" (exit 0: --allow-warnings)" if args.allow_warnings else ""),
+              file=sys.stderr)
+        return 0 if args.allow_warnings else 1
     return 0
 
 
@@ -188,23 +291,38 @@ def add_calibrate_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``tomstats calibrate``."""
     p.add_argument("fit", help="netCDF written by 'tomstats fit' (structural model)")
     p.add_argument("--out", required=True,
-                   help="parameters file: .toml or .json (means, sds and intervals)")
-    p.add_argument("--prob", type=float, default=0.95, help="interval probability")
+                   help="parameters file, format by suffix: .toml (a simulation file that "
+                        "'tomstats simulate' reads) or .json (means, sds and intervals); an "
+                        "existing file is refused unless --force")
+    p.add_argument("--prob", type=float, default=0.95,
+                   help="probability of the central (equal-tailed) intervals (default 0.95)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
     """Run ``tomstats calibrate``: posterior draws → simulator parameters with intervals."""
-    from tomstats._io import ensure_writable_file
-    from tomstats.glmm.calibrate import posterior_summary, write_params
+    from tomstats.glmm._hints import cli_syntax
+
+    with cli_syntax():
+        return _run_calibrate(args)
+
+
+def _run_calibrate(args: argparse.Namespace) -> int:
+    from tomstats._io import prepare_out_file
+    from tomstats.glmm.calibrate import params_format, posterior_summary, write_params
     from tomstats.glmm.fit import load_fit
 
-    ensure_writable_file(args.out, field="--out")
+    params_format(args.out, field="--out")  # the suffix, before any work
+    if not 0 < args.prob < 1:
+        raise ValueError(f"--prob must be in (0, 1), got {args.prob!r}")
+    out = prepare_out_file(args.out, force=args.force, field="--out")
     idata = load_fit(args.fit)
-    path = write_params(idata, args.out, prob=args.prob)
     s = posterior_summary(idata, args.prob)
+    path = write_params(idata, out, prob=args.prob)
     for k, v in s["params"].items():
         print(f"{k:>6} = {v['mean']:.4g}  [{v['lower']:.4g}, {v['upper']:.4g}]")
     for k, v in s["capability"].items():
         print(f"capability[{k}] = {v['mean']:.4g}  [{v['lower']:.4g}, {v['upper']:.4g}]")
+    print(f"({args.prob:.0%} central intervals)")
     print(f"wrote {path}")
     return 0

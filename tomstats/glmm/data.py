@@ -23,6 +23,10 @@ the rows up to a constant.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats._validate import check_keys, check_type, closest_hint
+from tomstats.glmm._hints import InputError, column_hint, hint, option_hint
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec
 
 __all__ = [
@@ -55,33 +61,97 @@ STANDARD_COLUMNS = ("correct", "successes", "trials", "model", "item", "tom_orde
                     "context_words")
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
+#: What :func:`read_table` does with questions that ended in an error (no answer).
+ERROR_POLICIES = ("drop", "keep")
+
+
+def read_table(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.DataFrame:
     """Read an evaluation log: the runner's JSON Lines, CSV or parquet (by suffix).
 
-    JSON Lines go through ``tomstats.evaluate.read_log`` when the runner is installed
-    (one row per question), else ``pandas.read_json(lines=True)``.
+    JSON Lines go through :func:`tomstats.evaluate.read_log` (one row per question).
+
+    Parameters
+    ----------
+    path : path-like
+        ``.jsonl`` (the runner's log), ``.csv``, ``.tsv`` or ``.parquet``.
+    errors : {"drop", "keep"}
+        Questions that ended in an error (a record with ``status == "error"``: no answer
+        after the retry budget, e.g. a prompt longer than the model's context window):
+        ``"drop"`` leaves them out (with a warning that counts them); ``"keep"`` keeps them
+        scored as incorrect (``correct = 0``: the model gave no correct answer). The count
+        and the policy are kept in ``df.attrs["errored_questions"]`` and recorded in the
+        provenance of a fit made from the frame.
     """
+    df = _read_table(path, errors)
+    info = df.attrs.get("errored_questions") or {}
+    if info.get("n") and info.get("policy") == "drop":
+        warnings.warn(f"{path}: dropped {info['n']} question(s) that ended in an error (no "
+                      f"answer); pass errors='keep' to score them as incorrect", stacklevel=2)
+    return df
+
+
+def _read_table(path: str | os.PathLike[str], errors: str = "drop") -> pd.DataFrame:
+    """:func:`read_table` without the warning (the command line prints its own note)."""
+    from tomstats._validate import check_type, read_text
+
+    check_type(path, (str, os.PathLike), "path", "a path to an evaluation log")
+    if errors not in ERROR_POLICIES:
+        raise ValueError(f"errors must be 'drop' or 'keep', got {errors!r}")
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"log file {str(p)!r} does not exist")
+        raise FileNotFoundError(f"log file {str(p)!r} does not exist"
+                                + (" (it is a folder)" if p.is_dir() else ""))
     suffix = "".join(p.suffixes[-2:]).lower() if p.suffix == ".gz" else p.suffix.lower()
     try:
         if suffix in (".jsonl", ".json", ".jsonl.gz", ".ndjson"):
             try:
                 from tomstats.evaluate import read_log  # type: ignore[attr-defined]
-            except ImportError:
-                return pd.read_json(p, lines=True)
-            return read_log(p)
-        if suffix in (".csv", ".csv.gz"):
-            return pd.read_csv(p)
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(p)
-        if suffix in (".tsv", ".tsv.gz"):
-            return pd.read_csv(p, sep="\t")
+            except ImportError:  # pragma: no cover - the runner ships with tomstats
+                df = pd.read_json(p, lines=True)
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # counted and reported below
+                    df = read_log(p, errors="keep")
+        elif suffix in (".csv", ".csv.gz"):
+            df = pd.read_csv(p)
+        elif suffix in (".parquet", ".pq"):
+            df = pd.read_parquet(p)
+        elif suffix in (".tsv", ".tsv.gz"):
+            df = pd.read_csv(p, sep="\t")
+        else:
+            raise ValueError(f"log {str(p)!r}: unknown format {suffix or '(no suffix)'!r}; "
+                             f"expected .jsonl, .csv, .tsv or .parquet")
+    except UnicodeDecodeError:
+        read_text(p)  # raises a ValueError naming the file, line and column
+        raise
     except (ValueError, OSError) as exc:
+        if str(exc).startswith(f"log {str(p)!r}: unknown format"):
+            raise
         raise ValueError(f"cannot read log {str(p)!r} as {suffix[1:]}: {exc}") from exc
-    raise ValueError(f"log {str(p)!r}: unknown format {suffix!r}; expected .jsonl, .csv or "
-                     f".parquet")
+    return _apply_error_policy(df, errors)
+
+
+def _apply_error_policy(df: pd.DataFrame, errors: str) -> pd.DataFrame:
+    """Drop errored questions or keep them scored 0 (see :func:`read_table`)."""
+    if "status" not in df.columns:
+        return df
+    bad = (df["status"].astype(str) == "error").to_numpy()
+    n = int(bad.sum())
+    attrs = dict(df.attrs)
+    if n and errors == "drop":
+        df = df.loc[~bad].reset_index(drop=True)
+    elif n and "correct" in df.columns:
+        df = df.copy()
+        df.loc[bad, "correct"] = 0
+    if n and "correct" in df.columns and df["correct"].notna().all():
+        df["correct"] = df["correct"].astype("int64")
+    if n and len(df) == 0:
+        raise InputError(f"every question of the log ended in an error (no answer): nothing "
+                         f"to fit; {hint('pass errors=' + repr('keep'), 'pass --errors keep')} "
+                         f"to score them as incorrect")
+    df.attrs.update(attrs)
+    df.attrs["errored_questions"] = {"n": n, "policy": errors}
+    return df
 
 
 def prepare_data(
@@ -103,28 +173,68 @@ def prepare_data(
     successes, trials : str, optional
         Columns holding binomial counts (copied to ``successes`` / ``trials``).
     """
-    if not isinstance(data, pd.DataFrame):
-        raise ValueError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+    check_type(data, pd.DataFrame, "data",
+               "a pandas DataFrame (read a log file with tomstats.glmm.read_table(path))")
+    if columns is not None:
+        check_type(columns, Mapping, "columns", "a mapping {standard_name: your_column}")
     df = data.copy()
     mapping = dict(columns or {})
     if successes is not None:
         mapping["successes"] = successes
     if trials is not None:
         mapping["trials"] = trials
+    own = list(map(str, data.columns))
     for std, src in mapping.items():
         if src not in df.columns:
-            raise ValueError(f"column mapping {std}={src}: column {src!r} is not in the data "
-                             f"(columns: {list(map(str, df.columns))})")
+            given = hint(f"columns={{{std!r}: {src!r}}}", f"--map {std}={src}")
+            raise InputError(f"column mapping {given}: "
+                             f"column {src!r} is not in the data"
+                             f"{_near(str(src), own)} (columns: {', '.join(own)})")
+    derived: dict[str, str] = {}
     for std, src in mapping.items():
         if std != src:
             df[std] = data[src]
+            derived[std] = f"mapped from {src!r}"
     if "item" not in df.columns and "item_id" in df.columns:
         df["item"] = df["item_id"]
+        derived["item"] = "copied from 'item_id'"
     if "context_words" in df.columns and "log_context" not in df.columns:
         c = pd.to_numeric(df["context_words"], errors="coerce")
         with np.errstate(divide="ignore", invalid="ignore"):
             df["log_context"] = np.where(c > 0, np.log(c.where(c > 0, 1.0)), np.nan)
+        derived["log_context"] = "ln(context_words)"
+    df.attrs = {k: v for k, v in data.attrs.items() if k not in ("source_columns", "derived")}
+    df.attrs["source_columns"] = own
+    df.attrs["derived"] = derived
     return df
+
+
+def describe_columns(df: pd.DataFrame) -> str:
+    """The columns a user can name: their own, then those tomstats added (for messages).
+
+    Only the data's own columns are listed as such, so a message never claims the user's
+    file has a column (such as ``item`` or ``log_context``) that tomstats derived.
+    """
+    own = df.attrs.get("source_columns")
+    if own is None:
+        return f"columns: {', '.join(map(str, df.columns))}"
+    derived = df.attrs.get("derived") or {}
+    text = f"your columns: {', '.join(own)}"
+    if derived:
+        text += "; also available: " + ", ".join(f"{k} ({v})" for k, v in derived.items())
+    return text
+
+
+def _missing_message(missing: Sequence[str], df: pd.DataFrame) -> str:
+    """``"'itme' (did you mean 'item'?)"`` for each missing column."""
+    names = [*(df.attrs.get("source_columns") or map(str, df.columns)),
+             *(df.attrs.get("derived") or {})]
+    return ", ".join(f"{c!r}{_near(c, names)}" for c in missing)
+
+
+def _near(name: str, known: Sequence[str]) -> str:
+    h = closest_hint(name, known)
+    return h if "did you mean" in h else ""
 
 
 # --------------------------------------------------------------------------- validation
@@ -137,8 +247,8 @@ def _first_rows(mask: np.ndarray, k: int = 3) -> list[int]:
 def _require(df: pd.DataFrame, cols: Sequence[str], why: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise ValueError(f"{why}: column(s) {missing} not in the data (columns: "
-                         f"{list(map(str, df.columns))}); rename with columns={{...}} / --map")
+        raise InputError(f"{why}: column(s) {_missing_message(missing, df)} not in the data "
+                         f"({describe_columns(df)}); rename yours with {column_hint()}")
 
 
 def _no_nan(df: pd.DataFrame, cols: Sequence[str]) -> None:
@@ -171,9 +281,11 @@ def response_arrays(
         bad = ~np.isin(y, (0.0, 1.0))
         if bad.any():
             vals = sorted(set(np.unique(y[bad]).tolist()))[:5]
-            raise ValueError(f"column {response!r} must be 0/1 for family='bernoulli'; found "
-                             f"{vals} in rows {_first_rows(bad)}; for counts use "
-                             f"family='binomial' with a trials column")
+            raise InputError(
+                f"column {response!r} must be 0/1 for a Bernoulli outcome; found {vals} in rows "
+                f"{_first_rows(bad)}; for counts use "
+                + hint("family='binomial' with a trials column",
+                       "--successes COLUMN --trials COLUMN"))
         return y.astype(np.int64), None
     assert trials is not None
     y = _numeric(df, response)
@@ -273,7 +385,9 @@ def _resolve_aggregate(aggregate: bool | str, keys: np.ndarray) -> bool:
         n_unique = np.unique(keys, axis=0).shape[0]
         return n_unique * 2 <= keys.shape[0]
     if not isinstance(aggregate, bool):
-        raise ValueError(f"aggregate must be True, False or 'auto', got {aggregate!r}")
+        raise InputError(f"{hint('aggregate', '--option aggregate')} must be "
+                         f"{hint(repr(True), 'true')}, {hint(repr(False), 'false')} or "
+                         f"{hint(repr('auto'), json.dumps('auto'))}, got {aggregate!r}")
     return aggregate
 
 
@@ -302,23 +416,27 @@ def build_structural(
     family = _family(df, family, "correct", "successes", "trials")
     response, trials = ("correct", None) if family == "bernoulli" else ("successes", "trials")
     y, n = response_arrays(df, response, trials, family)
+    check_outcome_varies(y, n, response, trials)
     cov = structural_columns(df)
     fixed = dict(opts.get("fixed", {}) or {})
     if np.unique(cov["tom"]).size < 2 and "gamma" not in fixed:
-        raise ValueError(
+        raise InputError(
             f"the structural model needs several ToM orders, but column 'tom_order' has the "
             f"single value {cov['tom'][0]:g}: gamma and delta are not identified. Use a "
-            f"formula model, or pass fixed={{'gamma': ..., 'delta': ...}}")
+            f"formula model, or pass "
+            + hint("fixed={'gamma': G, 'delta': D}",
+                   "--option 'fixed={\"gamma\": G, \"delta\": D}'")
+            + " with values G, D taken from elsewhere")
     c_min, c_max = float(cov["context"].min()), float(cov["context"].max())
     if c_max < CONTEXT_MIN_RATIO * c_min and not {"alpha", "delta"} <= set(fixed):
         what = (f"the single value {c_min:g}" if c_max == c_min else
                 f"values from {c_min:g} to {c_max:g} only (max/min = {c_max / c_min:.2f} < "
                 f"{CONTEXT_MIN_RATIO:g})")
-        raise ValueError(
+        raise InputError(
             f"the structural model needs several context lengths that differ clearly, but "
             f"column 'context_words' has {what}: alpha and delta are not identified (over "
             f"so narrow a range the context terms merge into the capability and gamma). Pass "
-            f"fixed={{'alpha': 0.0, 'delta': 0.0}} to fit the ToM effect alone")
+            f"{option_hint('fixed', {'alpha': 0, 'delta': 0})} to fit the ToM effect alone")
     if "model" in df.columns:
         _no_nan(df, ["model"])
         llm, llm_levels = group_codes(df["model"])
@@ -333,23 +451,28 @@ def build_structural(
         else:
             item_opt = False
     elif item_opt and not has_item:
-        raise ValueError("item_effects=True needs an 'item' column (or item_id); map yours "
-                         "with columns={'item': ...}")
+        raise InputError(f"{option_hint('item_effects', True)} needs an 'item' column (or "
+                         f"item_id), but the data have none ({describe_columns(df)}); map "
+                         f"yours with {column_hint('item')}")
     item_opt = bool(item_opt)
     if item_opt:
         _no_nan(df, ["item"])
         item, item_levels = group_codes(df["item"])
         if len(item_levels) < 2:
-            raise ValueError("grouping factor 'item' has a single level; item effects need "
-                             "at least two items (pass item_effects=False)")
+            raise InputError(f"grouping factor 'item' has the single level "
+                             f"{item_levels[0]!r}; item effects need at least two items (pass "
+                             f"{option_hint('item_effects', False)})")
     hier = opts.pop("hierarchical", "auto")
     if hier == "auto":  # a population sd from fewer than 5 LLMs is mostly prior (and a funnel)
         hier = len(llm_levels) >= HIERARCHY_MIN_LLMS
     if not isinstance(hier, bool):
-        raise ValueError(f"hierarchical must be True, False or 'auto', got {hier!r}")
+        raise InputError(f"{hint('hierarchical', '--option hierarchical')} must be "
+                         f"{hint(repr(True), 'true')}, {hint(repr(False), 'false')} or "
+                         f"{hint(repr('auto'), json.dumps('auto'))}, got {hier!r}")
     slopes = tuple(opts.get("random_slopes", ()) or ())
     if slopes and len(llm_levels) < 2:
-        raise ValueError(f"random_slopes={list(slopes)} need several LLMs, but column 'model' "
+        raise InputError(f"{option_hint('random_slopes', list(slopes))} need several LLMs, "
+                         f"but column 'model' "
                          f"has the single level {llm_levels[0]!r}")
     arrays: dict[str, np.ndarray] = {"context": cov["context"], "tom": cov["tom"], "llm": llm}
     keys = [cov["context"], cov["tom"], llm.astype(float)]
@@ -390,9 +513,11 @@ def _family(df: pd.DataFrame, family: str | None, response: str, succ: str, tria
             return "bernoulli"
         if succ in df.columns and trials in df.columns:
             return "binomial"
-        raise ValueError(f"no outcome: the data need a {response!r} column (0/1) or "
-                         f"{succ!r} and {trials!r} columns (binomial counts); map yours with "
-                         f"columns={{...}} / --map, or --successes/--trials")
+        raise InputError(
+            f"no outcome: the data need a {response!r} column (0/1) or {succ!r} and "
+            f"{trials!r} columns (binomial counts) ({describe_columns(df)}); map yours with "
+            + hint("columns={'correct': ...} (or successes=..., trials=...)",
+                   "--map correct=COLUMN (or --successes COLUMN --trials COLUMN)"))
     if family not in ("bernoulli", "binomial"):
         raise ValueError(f"family must be 'bernoulli' or 'binomial', got {family!r}")
     return family
@@ -420,8 +545,8 @@ def formula_matrices(
 
     missing = sorted(_required_variables(expr, what) - set(map(str, train.columns)))
     if missing:
-        raise ValueError(f"{what} {expr!r} names column(s) {missing} that are not in the data "
-                         f"(columns: {list(map(str, train.columns))})")
+        raise InputError(f"{what} {expr!r} names column(s) {_missing_message(missing, train)} "
+                         f"that are not in the data ({describe_columns(train)})")
     try:
         mm = formulaic.model_matrix(expr, train, na_action="raise")
         if new is not None:
@@ -442,6 +567,84 @@ def formula_variables(spec: FormulaSpec) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
+def check_outcome_varies(y: np.ndarray, n: np.ndarray | None, response: str,
+                         trials: str | None = None) -> None:
+    """Refuse an outcome without variance: every question right, or every one wrong.
+
+    A logistic model learns its effects from the contrast between correct and wrong answers;
+    with none, the likelihood is flat in every effect, each estimate is its prior, and the
+    sampler's diagnostics pass all the same. Raises ``ValueError`` naming the column and its
+    single value.
+    """
+    if y.size == 0:
+        return
+    if n is None:
+        if np.all(y == y[0]):
+            what = "correct" if y[0] == 1 else "wrong"
+            raise ValueError(
+                f"the outcome has no variance: column {response!r} is {int(y[0])} in all "
+                f"{y.size} rows (every answer {what}); a logistic model cannot "
+                f"estimate any effect from it (each estimate would be its prior). Fit a log "
+                f"with both correct and wrong answers")
+        return
+    if np.all(y == 0) or np.all(y == n):
+        value, what = ("0", "wrong") if np.all(y == 0) else (f"equal to {trials!r}", "correct")
+        raise ValueError(
+            f"the outcome has no variance: column {response!r} is {value} in all {y.size} "
+            f"rows (every answer {what}); a logistic model cannot estimate any effect "
+            f"from it (each estimate would be its prior). Fit data with both correct and wrong "
+            f"answers")
+
+
+_CALL = re.compile(r"\bC\(\s*([A-Za-z_][A-Za-z0-9_.]*)")
+
+
+def _call_text(expr: str, start: int) -> str:
+    """The text of the call opening at ``start`` (``C(x, Treatment(0))``), parentheses
+    balanced."""
+    depth = 0
+    for i in range(start, len(expr)):
+        if expr[i] == "(":
+            depth += 1
+        elif expr[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return expr[start:i + 1]
+    return expr[start:]
+
+
+def check_categorical_levels(expr: str, df: pd.DataFrame, what: str) -> None:
+    """Refuse a categorical term whose column has a single value in the data.
+
+    ``C(x)`` terms, and variables that are text, categorical or boolean (which formulaic
+    codes as factors), need at least two levels: with one, the term's columns vanish from
+    the design without a word. lme4 refuses such a factor too ("contrasts can be applied
+    only to factors with 2 or more levels"). Raises ``ValueError`` naming the term and the
+    single value.
+    """
+    terms: dict[str, str] = {}
+    for m in _CALL.finditer(expr):
+        terms.setdefault(m.group(1), _call_text(expr, m.start()))
+    for var in _required_variables(expr, what):
+        if var in df.columns and var not in terms:
+            s = df[var]
+            if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
+                terms[var] = var
+    for var, term in terms.items():
+        if var not in df.columns:
+            continue
+        values = df[var].dropna().unique()
+        if len(values) == 1:
+            v = values[0]
+            shown = f"{v:g}" if isinstance(v, (float, np.floating)) else repr(
+                v.item() if hasattr(v, "item") else v)
+            raise ValueError(
+                f"{what}: the categorical term {term} has a single level in the data (column "
+                f"{var!r} is {shown} in all {len(df)} rows); a factor needs at least two levels "
+                f"and would be dropped from the model without a word (lme4 refuses it too). "
+                f"Remove the term from the formula, or fit data with several levels")
+
+
 def build_formula(
     formula: str, options: Mapping[str, Any], df: pd.DataFrame, family: str | None
 ) -> tuple[FormulaSpec, ModelData]:
@@ -456,16 +659,22 @@ def build_formula(
     opts.pop("trials", None)
     fam = "binomial" if trials else (family or "bernoulli")
     if family is not None and family != fam:
-        raise ValueError(f"family={family!r} but the formula {formula!r} implies {fam!r}")
+        raise InputError(f"{hint(f'family={family!r}', f'--family {family}')} but the "
+                         f"formula {formula!r} implies {fam!r}")
     agg_opt = opts.pop("aggregate", "auto")
     spec = FormulaSpec(formula=formula, response=response, trials=trials, family=fam,
                        fixed=fixed, random=random, aggregate=False, **opts)
     missing = [c for c in formula_variables(spec) if c not in df.columns]
     if missing:
-        raise ValueError(f"formula {formula!r} names column(s) {missing} that are not in the "
-                         f"data (columns: {list(map(str, df.columns))})")
+        raise InputError(f"formula {formula!r} names column(s) {_missing_message(missing, df)} "
+                         f"that are not in the data ({describe_columns(df)}); rename yours "
+                         f"with {column_hint()}")
     _no_nan(df, formula_variables(spec))
     y, n = response_arrays(df, response, trials, fam)
+    check_outcome_varies(y, n, response, trials)
+    check_categorical_levels(fixed, df, "fixed part")
+    for t in random:
+        check_categorical_levels(t.expr, df, f"random term {t.label}")
     X, names = formula_matrices(fixed, df, what="fixed part")
     if not np.all(np.isfinite(X)):
         bad = ~np.isfinite(X).all(axis=1)
@@ -557,29 +766,27 @@ def build_design(
     ``priors``, ``alpha_scale``, ``delta_scale``, ``aggregate``; formula: ``priors``,
     ``noncentered``, ``center``, ``aggregate``, ``trials``).
     """
+    check_type(model, str, "model", "'structural' or an lme4-style formula string")
     if len(df) == 0:
         raise ValueError("data has no rows")
     if model == "structural":
-        allowed = {"item_effects", "random_slopes", "noncentered", "fixed", "priors",
-                   "alpha_scale", "delta_scale", "aggregate", "hierarchical"}
-        bad = sorted(set(options) - allowed)
-        if bad:
-            raise ValueError(f"unknown option(s) {bad} for the structural model; "
-                             f"known: {sorted(allowed)}")
+        allowed = ["item_effects", "random_slopes", "noncentered", "fixed", "priors",
+                   "alpha_scale", "delta_scale", "aggregate", "hierarchical"]
+        check_keys(options, allowed, "options of the structural model")
+        for name in ("priors", "fixed"):
+            if name in options:
+                check_type(options[name], Mapping, name, "a mapping {name: value}")
         if "priors" in options:
             options = dict(options, priors=tuple(dict(options["priors"]).items()))
         if "fixed" in options:
             options = dict(options, fixed=tuple(dict(options["fixed"]).items()))
         return build_structural(options, df, family)
-    if isinstance(model, str) and "~" in model:
-        allowed = {"priors", "noncentered", "center", "aggregate", "trials"}
-        bad = sorted(set(options) - allowed)
-        if bad:
-            raise ValueError(f"unknown option(s) {bad} for a formula model; "
-                             f"known: {sorted(allowed)}")
+    if "~" in model:
+        allowed = ["priors", "noncentered", "center", "aggregate", "trials"]
+        check_keys(options, allowed, "options of a formula model")
         if "priors" in options:
+            check_type(options["priors"], Mapping, "priors", "a mapping {name: Prior}")
             options = dict(options, priors=tuple(dict(options["priors"]).items()))
         return build_formula(model, options, df, family)
     raise ValueError(f"model must be 'structural' or an lme4-style formula "
                      f"'correct ~ ...', got {model!r}")
-

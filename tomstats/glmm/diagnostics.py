@@ -26,7 +26,12 @@ import pandas as pd
 
 from tomstats.glmm.convergence import dataset_convergence
 
-__all__ = ["DiagnosticCheck", "DiagnosticsReport", "DiagnosticsWarning", "check_diagnostics"]
+__all__ = ["INTERVAL_PROB", "DiagnosticCheck", "DiagnosticsReport", "DiagnosticsWarning",
+           "check_diagnostics"]
+
+#: Probability of every posterior interval tomstats shows for a fit: a 94 % highest-density
+#: interval (ArviZ's default), in ``tomstats fit``'s summary and in the fit report alike.
+INTERVAL_PROB = 0.94
 
 
 class DiagnosticsWarning(UserWarning):
@@ -34,21 +39,36 @@ class DiagnosticsWarning(UserWarning):
 
 
 _ADVICE = {
-    "divergences": "raise target_accept (e.g. 0.95 or 0.99); keep the non-centred "
-                   "parametrisation (noncentered=True); tighter priors on random-effect "
+    "divergences": "raise {target_accept} (e.g. 0.95 or 0.99); keep the non-centred "
+                   "parametrisation ({noncentered}); tighter priors on random-effect "
                    "scales help when a group has few observations",
     "tree_depth": "the posterior is badly scaled or strongly correlated: more tuning "
-                  "(e.g. tune=2000), centre/scale predictors, or raise max_tree_depth",
+                  "(e.g. {tune}), centre/scale predictors, or raise {max_tree_depth}",
     "ebfmi": "the sampler explores the energy distribution poorly (typically a funnel): use "
-             "the non-centred parametrisation (noncentered=True) and more tuning",
+             "the non-centred parametrisation ({noncentered}) and more tuning",
     "rhat": "the chains disagree: run more tuning and draws, check for multimodality or "
             "unidentified parameters (e.g. a random effect with too few levels); do not "
             "trust these estimates yet",
-    "ess_bulk": "too few effective draws for reliable means: more draws, more tuning, or "
-                "reparametrise (non-centred random effects)",
-    "ess_tail": "too few effective draws for reliable intervals: more draws, more tuning, or "
-                "reparametrise (non-centred random effects)",
+    "ess_bulk": "too few effective draws for reliable means: more draws (e.g. {draws}), more "
+                "tuning, or reparametrise (non-centred random effects)",
+    "ess_tail": "too few effective draws for reliable intervals: more draws (e.g. {draws}), "
+                "more tuning, or reparametrise (non-centred random effects)",
 }
+#: The options the advice names, as Python keywords (:func:`tomstats.glmm.fit`) and as
+#: ``tomstats fit`` flags.
+_ADVICE_OPTIONS = {
+    "python": {"target_accept": "target_accept", "noncentered": "noncentered=True",
+               "tune": "tune=2000", "max_tree_depth": "max_tree_depth",
+               "draws": "draws=2000"},
+    "cli": {"target_accept": "--target-accept", "noncentered": "--option noncentered=true",
+            "tune": "--tune 2000", "max_tree_depth": "--max-tree-depth",
+            "draws": "--draws 2000"},
+}
+
+
+def advice(name: str, syntax: str = "python") -> str:
+    """What to try when check ``name`` fails, naming options in ``syntax`` ("python"/"cli")."""
+    return _ADVICE[name].format(**_ADVICE_OPTIONS[syntax])
 
 
 @dataclass(frozen=True)
@@ -109,8 +129,12 @@ class DiagnosticsReport:
                               "passed": c.passed, "offending": ", ".join(c.offending),
                               "advice": c.advice} for c in self.checks])
 
-    def message(self) -> str:
-        """Multi-line summary: each failed check with what to try."""
+    def message(self, syntax: str = "python") -> str:
+        """Multi-line summary: each failed check with what to try.
+
+        ``syntax="cli"`` names the options as ``tomstats fit`` flags (``--target-accept``)
+        instead of the keywords of :func:`tomstats.glmm.fit` (``target_accept``).
+        """
         if self.passed:
             return (f"all sampler diagnostics passed ({self.chains} chains x {self.draws} "
                     f"draws)")
@@ -118,7 +142,7 @@ class DiagnosticsReport:
                  f"({self.chains} chains x {self.draws} draws); estimates may be unreliable:"]
         for c in self.failed:
             lines.append(f"  - {c.line()}")
-            lines.append(f"      try: {c.advice}")
+            lines.append(f"      try: {advice(c.name, syntax) if c.name in _ADVICE else c.advice}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -172,7 +196,7 @@ def check_diagnostics(
 
     div = int(np.asarray(ss["diverging"]).sum()) if "diverging" in ss else 0
     checks.append(DiagnosticCheck(
-        "divergences", float(div), 0.0, div == 0, (), _ADVICE["divergences"],
+        "divergences", float(div), 0.0, div == 0, (), advice("divergences"),
         f"{div} divergent transition(s) after warm-up (threshold 0)"))
 
     if "reached_max_treedepth" in ss:
@@ -181,7 +205,7 @@ def check_diagnostics(
         hits = 0
     max_depth = idata.attrs.get("max_tree_depth", "?") if hasattr(idata, "attrs") else "?"
     checks.append(DiagnosticCheck(
-        "tree_depth", float(hits), 0.0, hits == 0, (), _ADVICE["tree_depth"],
+        "tree_depth", float(hits), 0.0, hits == 0, (), advice("tree_depth"),
         f"{hits} transition(s) hit the maximum tree depth {max_depth} (threshold 0)"))
 
     if "energy" in ss:
@@ -189,7 +213,7 @@ def check_diagnostics(
         low = tuple(f"chain {i}" for i in np.flatnonzero(bfmi < ebfmi_min))
         worst = float(np.nanmin(bfmi))
         checks.append(DiagnosticCheck(
-            "ebfmi", worst, ebfmi_min, bool(worst >= ebfmi_min), low, _ADVICE["ebfmi"],
+            "ebfmi", worst, ebfmi_min, bool(worst >= ebfmi_min), low, advice("ebfmi"),
             f"lowest E-BFMI {worst:.3f} (threshold {ebfmi_min})"))
 
     names = _sample_vars(post, var_names)
@@ -219,5 +243,5 @@ def check_diagnostics(
             continue
         worst = max(worst_vals) if key == "rhat" else min(worst_vals)
         checks.append(DiagnosticCheck(key, worst, float(thr), not offending, tuple(offending),
-                                      _ADVICE[key], fmt.format(v=worst)))
+                                      advice(key), fmt.format(v=worst)))
     return DiagnosticsReport(tuple(checks), chains, draws)

@@ -278,7 +278,30 @@ def fit(
         ``backend="laplace"``: a :class:`~tomstats.glmm.laplace_backend.LaplaceFit`
         (a :class:`~tomstats.glmm.laplace_backend.LaplaceConvergenceWarning`, a
         ``DiagnosticsWarning``, when it did not converge).
+
+    Raises
+    ------
+    TypeError
+        An argument of the wrong type (``data`` not a DataFrame, ``model`` not a string,
+        ``columns`` not a mapping, ...), naming the argument.
+    ValueError
+        Bad data or options, before any sampling, naming the column and value: among
+        others an outcome without variance (every answer correct, or every one wrong), a
+        categorical term (``C(x)`` or a text column) with one level in the data, a grouping
+        factor with one level, the structural model without several ToM orders or
+        context lengths. Messages that give advice name options as keywords of this
+        function (the command line re-words them as flags; see
+        :mod:`tomstats.glmm._hints`). If ``data.attrs`` holds ``errored_questions`` (from
+        :func:`~tomstats.glmm.data.read_table`), it is recorded in the fit's provenance.
     """
+    from tomstats._validate import check_type
+
+    check_type(data, pd.DataFrame, "data",
+               "a pandas DataFrame (read a log file with tomstats.glmm.read_table(path))")
+    check_type(model, str, "model", "'structural' or an lme4-style formula string")
+    check_type(backend, str, "backend")
+    if columns is not None:
+        check_type(columns, Mapping, "columns", "a mapping {standard_name: your_column}")
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "laplace":
@@ -331,6 +354,14 @@ def fit(
                                   cores=cores, **kw)
     used = _used_columns(spec, df)
     spec_d = spec.to_dict()
+    sampler = {"chains": chains, "draws": draws, "tune": tune,
+               "target_accept": target_accept, "max_tree_depth": max_tree_depth,
+               "warmup_max_tree_depth": (tree_depths(max_tree_depth)[0]
+                                         if backend == "numpyro" else max_tree_depth),
+               "dense_mass": dense_mass if backend == "numpyro" else False,
+               "chain_groups": groups, "cores": cores}
+    if backend != "pymc":  # PyMC's own sampler runs chains as processes (``cores``)
+        sampler["chain_method"] = chain_method
     attrs = {
         _FORMAT_KEY: FORMAT_VERSION,
         "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -347,20 +378,15 @@ def fit(
         "column_mapping": json.dumps(dict(columns or {}), sort_keys=True),
         "data_hash": _data_hash(df, used),
         "backend": backend,
-        "sampler": json.dumps({"chains": chains, "draws": draws, "tune": tune,
-                               "target_accept": target_accept, "chain_method": chain_method,
-                               "max_tree_depth": max_tree_depth,
-                               "warmup_max_tree_depth": (tree_depths(max_tree_depth)[0]
-                                                         if backend == "numpyro"
-                                                         else max_tree_depth),
-                               "dense_mass": dense_mass if backend == "numpyro" else False,
-                               "chain_groups": groups,
-                               "cores": cores},
-                              sort_keys=True),
+        "sampler": json.dumps(sampler, sort_keys=True),
         "max_tree_depth": max_tree_depth,
         "seed": seed,
         "versions": json.dumps(_versions(backend), sort_keys=True),
     }
+    errored = data.attrs.get("errored_questions")
+    if isinstance(errored, Mapping):
+        # questions of the log that ended in an error, and what read_table did with them
+        attrs["errored_questions"] = json.dumps(dict(errored), sort_keys=True)
     idata = _assemble(spec, md, df, res, attrs)
     report = check_diagnostics(idata)
     if not report.passed:
@@ -369,8 +395,20 @@ def fit(
     return idata
 
 
+def check_fit_type(idata: Any, name: str = "idata") -> None:
+    """``TypeError`` naming ``name`` unless ``idata`` is an ArviZ InferenceData."""
+    import arviz as az
+
+    from tomstats._validate import check_type
+
+    check_type(idata, az.InferenceData, name,
+               "an arviz.InferenceData from tomstats.glmm.fit or load_fit (load a saved fit "
+               "with tomstats.glmm.load_fit(path))")
+
+
 def fit_spec(idata: Any) -> StructuralSpec | FormulaSpec:
     """The spec a fit was made with (from its ``spec`` attribute)."""
+    check_fit_type(idata)
     attrs = dict(idata.posterior.attrs)
     if _FORMAT_KEY not in attrs:
         raise ValueError("this InferenceData was not made by tomstats.glmm.fit (no "
@@ -380,6 +418,7 @@ def fit_spec(idata: Any) -> StructuralSpec | FormulaSpec:
 
 def training_data(idata: Any) -> pd.DataFrame:
     """The data columns the fit read, one row per data row (from ``constant_data``)."""
+    check_fit_type(idata)
     cd = idata.constant_data
     cols = {k[5:]: cd[k].to_numpy() for k in cd.data_vars if k.startswith("data_")}
     return pd.DataFrame(cols)
@@ -399,6 +438,10 @@ def _netcdf_engine() -> str:
 
 def save_fit(idata: Any, path: str | os.PathLike[str]) -> Path:
     """Write a fit to netCDF atomically (temporary file, then rename); return the path."""
+    from tomstats._validate import check_type
+
+    check_fit_type(idata)
+    check_type(path, (str, os.PathLike), "path")
     p = ensure_writable_file(path, field="path")
     if _FORMAT_KEY not in getattr(idata, "posterior", xr.Dataset()).attrs:
         raise ValueError("save_fit expects an InferenceData made by tomstats.glmm.fit")
@@ -420,6 +463,9 @@ def load_fit(path: str | os.PathLike[str]) -> Any:
     """
     import arviz as az
 
+    from tomstats._validate import check_type
+
+    check_type(path, (str, os.PathLike), "path")
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"fit file {str(p)!r} does not exist")
@@ -516,6 +562,10 @@ def predict(
     """
     if new_levels not in ("sample", "zero"):
         raise ValueError(f"new_levels must be 'sample' or 'zero', got {new_levels!r}")
+    if new_data is not None:
+        from tomstats._validate import check_type
+
+        check_type(new_data, pd.DataFrame, "new_data", "a pandas DataFrame (or None)")
     spec = fit_spec(idata)
     train = training_data(idata)
     df = train if new_data is None else prepare_data(new_data, columns).reset_index(drop=True)

@@ -366,8 +366,11 @@ def _check_random_intercepts(spec: Any, md: Any) -> None:
     for t in spec.random:
         effects = list(md.coords[f"{t.key}_effect"])
         if effects != ["Intercept"]:
-            raise ValueError(
-                f"backend='laplace' fits formula models with random intercepts only; "
+            from tomstats.glmm._hints import InputError, hint
+
+            laplace = hint("backend='laplace'", "--backend laplace")
+            raise InputError(
+                f"{laplace} fits formula models with random intercepts only; "
                 f"{t.label} has the varying effect(s) {effects}. Write (1 | {t.group}), or "
                 f"use a sampler backend (numpyro, pymc) for random slopes")
 
@@ -415,18 +418,21 @@ def fit_laplace(
     import jax
 
     from tomstats._compile_cache import enable_compilation_cache
+    from tomstats.glmm._hints import InputError, hint
     from tomstats.glmm.data import build_design, prepare_data, response_arrays
     from tomstats.glmm.fit import _data_hash, _used_columns, _versions
     from tomstats.glmm.spec import FormulaSpec
 
+    laplace = hint("backend='laplace'", "--backend laplace")
     if not isinstance(model, str) or "~" not in model:
-        raise ValueError(
-            f"backend='laplace' fits formula models with random intercepts only, e.g. "
-            f"'correct ~ tom_order + (1 | model) + (1 | item)'; got model={model!r} (the "
-            f"structural model needs a sampler backend: numpyro or pymc)")
+        raise InputError(
+            f"{laplace} fits formula models with random intercepts only, e.g. "
+            f"'correct ~ tom_order + (1 | model) + (1 | item)'; got "
+            f"{hint(f'model={model!r}', f'--model {model}')} (the structural model needs a "
+            f"sampler backend: numpyro or pymc)")
     bad = sorted(set(spec_options) - set(_SPEC_OPTIONS))
     if bad:
-        raise ValueError(f"backend='laplace' does not take the option(s) {bad} (priors and "
+        raise InputError(f"{laplace} does not take the option(s) {bad} (priors and "
                          f"parametrisation concern the Bayesian samplers); it takes "
                          f"{sorted(_SPEC_OPTIONS + LAPLACE_OPTIONS)}")
     if se not in ("hessian", "conditional"):

@@ -412,8 +412,12 @@ class FormulaSpec:
         if self.family not in ("bernoulli", "binomial"):
             raise ValueError(f"family must be 'bernoulli' or 'binomial', got {self.family!r}")
         if self.family == "binomial" and not self.trials:
-            raise ValueError("family='binomial' needs a trials column: write "
-                             "'successes | trials(n) ~ ...' or pass trials='<column>'")
+            from tomstats.glmm._hints import InputError, hint
+
+            family = hint("family='binomial'", "--family binomial")
+            trials = hint("trials='<column>'", "--trials COLUMN")
+            raise InputError(f"{family} needs a trials column: write 'successes | trials(n) ~ "
+                             f"...' or pass {trials}")
         object.__setattr__(self, "priors", _priors_tuple(dict(self.priors)))
         object.__setattr__(self, "noncentered",
                            _nc_tuple(self.noncentered, tuple(t.key for t in self.random)))

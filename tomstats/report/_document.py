@@ -44,7 +44,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Text:
-    """A paragraph; ``kind`` is ``"p"`` (plain), ``"note"`` (boxed) or ``"missing"``."""
+    """A paragraph; ``kind`` is ``"p"`` (plain), ``"note"`` (boxed), ``"missing"`` (a part
+    that could not be drawn) or ``"warning"`` (a finding the reader must not miss)."""
 
     text: str
     kind: str = "p"
@@ -197,6 +198,7 @@ td.pass { color: var(--pass); font-weight: 600; } td.fail { color: var(--fail);
           font-weight: 600; } td.unknown { color: var(--unknown); font-weight: 600; }
 .note { background: #ddf4ff; border-left: 4px solid #0969da; padding: 6px 12px; }
 .missing { background: #fff8c5; border-left: 4px solid var(--unknown); padding: 6px 12px; }
+.warning { background: #ffebe9; border-left: 4px solid var(--fail); padding: 6px 12px; }
 code { background: #f6f8fa; padding: 0 4px; border-radius: 4px; }
 """
 
@@ -303,7 +305,8 @@ def render_markdown(doc: Document) -> tuple[str, dict[str, bytes]]:
             parts += [f"## {s.title}", ""]
         for b in s.blocks:
             if isinstance(b, Text):
-                prefix = {"p": "", "note": "> ", "missing": "> **Missing:** "}.get(b.kind, "")
+                prefix = {"p": "", "note": "> ", "missing": "> **Missing:** ",
+                          "warning": "> **Warning:** "}.get(b.kind, "")
                 parts.append(prefix + b.text)
             elif isinstance(b, Table):
                 parts.append(_md_table(b))

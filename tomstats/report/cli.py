@@ -1,40 +1,73 @@
-"""``tomstats report``: an HTML or Markdown report for a fit or a simulation folder.
+"""``tomstats report``: an HTML or Markdown report for a fit, an evaluation log or a simulation.
 
 Examples
 --------
 ``tomstats report fit.nc --out report.html`` — a GLMM fit (ArviZ InferenceData netCDF);
+``tomstats report run.jsonl --out log.html`` — an evaluation log (the runner's ``.jsonl``, or a
+``.csv``/``.tsv``/``.parquet`` table with one row per question; ``--map``/``--query`` as in
+``tomstats fit``): accuracy by cell, the ANOVA table, the error taxonomy, the next command;
 ``tomstats report --simulation out/ --out paper.html`` — a ``reproduce``/``simulate`` output
 folder, or a calibrated sweep (``simulate CONFIG --posterior FIT.nc --out DIR``);
 ``tomstats report fit.nc --format md --out report/`` — Markdown plus PNGs in a folder.
+
+An existing ``--out`` file (or non-empty ``--format md`` folder) is refused unless ``--force``;
+the Markdown folder is written beside ``--out`` and swapped in whole.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from tomstats.report.calibrated import SWEEP_DRAWS
 
 __all__ = ["add_report_arguments", "run_report"]
 
 _DEFAULT_OUT = {"html": "report.html", "md": "report"}
+_LOG_ONLY = {"map": "--map", "query": "--query", "n_boot": "--n-boot"}
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``report`` subcommand's arguments to ``parser``."""
-    parser.add_argument("fit", nargs="?", metavar="FIT.nc",
-                        help="a fit written by `tomstats fit` (ArviZ InferenceData netCDF)")
+    parser.add_argument("fit", nargs="?", metavar="FIT.nc|LOG",
+                        help="a fit written by `tomstats fit` (ArviZ InferenceData netCDF), or "
+                             "an evaluation log (.jsonl from `tomstats evaluate`, or a .csv/"
+                             ".tsv/.parquet table with one row per question)")
     parser.add_argument("--simulation", metavar="DIR",
                         help="report on a `tomstats reproduce`/`simulate` output folder "
                              "(or a calibrated sweep: `simulate --posterior`) instead")
     parser.add_argument("--out", metavar="PATH",
                         help="output: the HTML file (default report.html) or, with --format "
                              "md, the folder for report.md and its PNGs (default report/)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing --out file (or --format md folder, swapped in "
+                             "whole)")
     parser.add_argument("--format", choices=("html", "md"), default="html", dest="format",
                         help="html: one self-contained file (default); md: Markdown + PNGs")
     parser.add_argument("--sweep-draws", type=int, default=None, metavar="N",
                         help="structural fits: posterior draws of the calibrated η² and "
                              f"dominance sweep in the report (default {SWEEP_DRAWS}; 0 "
                              "leaves it out)")
+    parser.add_argument("--map", action="append", metavar="STD=COL,...",
+                        help="evaluation logs: rename columns to the standard names "
+                             "(correct, model, tom_order, context_words), as in tomstats fit")
+    parser.add_argument("--query", metavar="EXPR",
+                        help="evaluation logs: keep only rows matching a pandas query")
+    parser.add_argument("--n-boot", type=int, default=None, metavar="N",
+                        help="evaluation logs: bootstrap resamples of the effect-size "
+                             "intervals (default 2000; 0 leaves them out)")
+
+
+def _check_out(out: str, fmt: str, force: bool) -> None:
+    """``--out`` is valid for ``fmt`` and, unless ``force``, does not hold an earlier report."""
+    from tomstats._io import prepare_out_dir, prepare_out_file
+    from tomstats.report._document import check_output
+
+    check_output(out, fmt)
+    if fmt == "html":
+        prepare_out_file(out, force=force)
+    else:
+        prepare_out_dir(out, force=force)
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -49,14 +82,57 @@ def run_report(args: argparse.Namespace) -> int:
     sweep_draws = getattr(args, "sweep_draws", None)
     if sweep_draws is not None and args.simulation is not None:
         raise ValueError("--sweep-draws applies to a fit report (FIT.nc), not to --simulation")
+    from tomstats.report.log import is_log
+
+    log = args.fit is not None and is_log(args.fit)
+    if not log:
+        given = [flag for name, flag in _LOG_ONLY.items() if getattr(args, name, None)
+                 is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to "
+                             "an evaluation log report (.jsonl/.csv/.parquet), not to "
+                             + ("--simulation" if args.simulation is not None else
+                                f"{args.fit!r}"))
+    elif sweep_draws is not None:
+        raise ValueError("--sweep-draws applies to a fit report (FIT.nc), not to an "
+                         "evaluation log")
+    _check_out(out, fmt, getattr(args, "force", False))
     if args.simulation is not None:
         from tomstats.report.simulation import write_simulation_report
 
-        path = write_simulation_report(args.simulation, out, fmt)
+        def write(dest: Path) -> Path:
+            return write_simulation_report(args.simulation, dest, fmt)
+    elif log:
+        from tomstats.glmm.cli import parse_mapping
+        from tomstats.report.log import write_log_report
+
+        n_boot = 2000 if args.n_boot is None else args.n_boot
+        if n_boot < 0:
+            raise ValueError(f"--n-boot must be a non-negative integer, got {n_boot}")
+        columns = parse_mapping(args.map)
+
+        def write(dest: Path) -> Path:
+            return write_log_report(args.fit, dest, fmt, columns=columns, query=args.query,
+                                    n_boot=n_boot)
     else:
         from tomstats.report.fit import write_fit_report
 
-        path = write_fit_report(args.fit, out, fmt,
-                                sweep_draws=SWEEP_DRAWS if sweep_draws is None else sweep_draws)
+        draws = SWEEP_DRAWS if sweep_draws is None else sweep_draws
+
+        def write(dest: Path) -> Path:
+            return write_fit_report(args.fit, dest, fmt, sweep_draws=draws)
+    if fmt == "html":
+        path = write(Path(out))
+    else:  # the Markdown folder is written beside --out and swapped in whole
+        from tomstats._io import replaced_dir
+
+        with replaced_dir(out) as tmp:
+            try:
+                path = Path(out) / write(tmp).relative_to(tmp)
+            except OSError as exc:  # an unreadable input, not a failed write: say so
+                if exc.filename is not None and str(exc.filename).startswith(str(tmp)):
+                    raise
+                text = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+                raise ValueError(text) from None
     print(f"wrote {path}")
     return 0

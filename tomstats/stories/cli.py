@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from tomstats._io import ensure_writable_file
+from tomstats._guards import Footprint, check_footprint
+from tomstats._io import add_out_arguments, prepare_out_file
+from tomstats._validate import check_keys
+from tomstats.design import load_toml
 from tomstats.stories.anatom import Composition, anatom_items
 from tomstats.stories.beliefs import belief, well_defined
 from tomstats.stories.items import Item, write_items
@@ -33,12 +35,22 @@ from tomstats.stories.render import render, word_count
 from tomstats.stories.settings import SETTINGS, get_setting
 from tomstats.stories.storyboard import KINDS, Scripted, Storyboard, generate_story
 
-__all__ = ["add_stories_arguments", "load_storyboard", "run_stories", "storyboard_items"]
+__all__ = ["add_stories_arguments", "load_storyboard", "run_stories", "storyboard_items",
+           "stories_footprint"]
+
+# keys of a storyboard TOML (top level, [[events]], [[questions]])
+_STORYBOARD_KEYS = ("name", "setting", "n", "characters", "locations", "edges", "start",
+                    "roles", "events", "questions")
+_EVENT_KEYS = ("name", "actors", "actor", "t", "location", "stop")
+_QUESTION_KEYS = ("chain", "target")
+# rough costs for the size guard: a story of w words takes ~1 ms + 1 µs/word to build
+# (2-CPU machine; 5x margin below) and ~7 bytes/word as JSON, several times that as objects
+_SECONDS_PER_ITEM, _SECONDS_PER_WORD, _BYTES_PER_WORD, _BYTES_PER_ITEM = 5e-3, 5e-6, 30.0, 4e3
 
 
 def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``stories`` subcommand's arguments to ``parser``."""
-    parser.add_argument("--out", required=True, help="output JSON Lines file")
+    add_out_arguments(parser, folder=False, what="output JSON Lines file", size_guard=True)
     parser.add_argument("--design", choices=("paper", "anatom"), default="paper",
                         help="item set to build (ignored with --storyboard)")
     parser.add_argument("--storyboard", metavar="FILE.toml",
@@ -67,13 +79,42 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
                         help="progress bar (default: when stderr is a terminal)")
 
 
+def stories_footprint(n_items: float, mean_words: float) -> Footprint:
+    r"""Memory and time to build ``n_items`` items of about ``mean_words`` words each.
+
+    Items are built in memory and then written, so memory is
+    :math:`n (30 w + 4000)` bytes and time :math:`n (5\,\text{ms} + 5\,\mu\text{s}\cdot w)`
+    (rough single-core costs with a margin).
+    """
+    return Footprint(
+        "story set", n_items * (_BYTES_PER_WORD * mean_words + _BYTES_PER_ITEM),
+        n_items * (_SECONDS_PER_ITEM + _SECONDS_PER_WORD * mean_words),
+        f"{int(n_items):,} items of about {int(mean_words):,} words")
+
+
+def _planned_items(args: argparse.Namespace, questions: int | None) -> tuple[float, float]:
+    """(number of items, mean words per item) that ``args`` asks for."""
+    if questions is not None:  # storyboard: one item per question and story
+        return float(args.n) * questions, 100.0
+    if args.design == "anatom":  # up to six questions per story
+        return float(args.n) * 6, 150.0
+    contexts = [max(int(c), 1) for c in args.contexts]
+    n_items = float(args.n) * len(contexts) * len(args.orders) * len(args.question_types)
+    return n_items, sum(contexts) / len(contexts)
+
+
 def run_stories(args: argparse.Namespace) -> int:
     """Validate the arguments, build the items, write them atomically; return 0."""
-    out = ensure_writable_file(args.out, "--out")
+    out = prepare_out_file(args.out, force=getattr(args, "force", False))
     if args.n < 1:
         raise ValueError(f"--n-per-cell must be a positive integer, got {args.n}")
+    sb = questions = None
     if args.storyboard:
         sb, questions = load_storyboard(args.storyboard)
+    check_footprint(stories_footprint(*_planned_items(args, None if questions is None
+                                                      else len(questions))),
+                    allow_large=getattr(args, "allow_large", False))
+    if sb is not None and questions is not None:
         items = storyboard_items(sb, questions, n_stories=args.n, seed=args.seed)
     elif args.design == "anatom":
         items = anatom_items(args.n, args.seed, Composition(*args.composition), args.timeline,
@@ -118,15 +159,14 @@ def load_storyboard(path: str | Path) -> tuple[Storyboard, list[tuple[tuple[str,
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"storyboard file {str(p)!r} does not exist")
-    try:
-        d = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{p}: not valid TOML: {exc}") from exc
+    d = load_toml(p)
+    check_keys(d, _STORYBOARD_KEYS, str(p))
     st = get_setting(d.get("setting", "rooms"))
     chars = tuple(_need(d, "characters", list, str(p)))
     events: list[Scripted] = []
     for i, e in enumerate(d.get("events", [])):
         where = f"{p}: event {i}"
+        check_keys(e, _EVENT_KEYS, where)
         name = _need(e, "name", str, where)
         if name not in KINDS:
             raise ValueError(f"{where}: unknown name {name!r} (expected one of {KINDS})")
@@ -146,6 +186,7 @@ def load_storyboard(path: str | Path) -> tuple[Storyboard, list[tuple[tuple[str,
     questions = []
     for i, q in enumerate(d.get("questions", [])):
         where = f"{p}: question {i}"
+        check_keys(q, _QUESTION_KEYS, where)
         questions.append((tuple(q.get("chain", [])), _need(q, "target", str, where)))
     if not questions:
         raise ValueError(f"{p}: no [[questions]] (each needs 'chain' and 'target')")

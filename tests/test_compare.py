@@ -1,0 +1,181 @@
+"""``tomstats compare`` and :func:`tomstats.glmm.compare.compare`: LOO tables equal to
+:func:`arviz.compare` on the same fits, and clear refusals (fewer than two fits, no
+log-likelihood, different data, duplicate names, existing outputs).
+
+The fits are small synthetic InferenceData in the layout of :func:`tomstats.glmm.fit`
+(pointwise Bernoulli log-likelihood ``y`` over ``obs``), so no sampler runs here.
+"""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pytest
+
+from tomstats.cli import main
+from tomstats.glmm import save_fit
+from tomstats.glmm.compare import compare, fit_names
+
+N_OBS = 40
+
+
+def _outcomes(n: int = N_OBS, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(0.3 + 1.2 * x)))).astype(np.int8)
+    return x, y
+
+
+def make_fit(slope: bool, *, n: int = N_OBS, seed: int = 0, y: np.ndarray | None = None,
+             log_likelihood: bool = True, wild: bool = False) -> az.InferenceData:
+    """A logistic 'fit' with (slope=True) or without the predictor: posterior draws near the
+    maximum-likelihood values, its pointwise log-likelihood, and tomstats' attributes."""
+    x, y0 = _outcomes(n)
+    y = y0 if y is None else y
+    rng = np.random.default_rng(seed + 10)
+    chains, draws = 2, 200
+    a = 0.3 + 0.15 * rng.standard_normal((chains, draws))
+    b = (1.2 + 0.2 * rng.standard_normal((chains, draws))) if slope else np.zeros((chains,
+                                                                                 draws))
+    eta = a[..., None] + b[..., None] * x
+    p = 1 / (1 + np.exp(-eta))
+    ll = np.where(y == 1, np.log(p), np.log1p(-p))
+    if wild:  # one observation whose likelihood swings wildly over the draws: high Pareto k
+        ll[..., 0] = -np.exp(rng.normal(0, 2.5, (chains, draws)))
+    attrs = {"tomstats_glmm_format": "1", "model": "synthetic"}
+    groups = dict(
+        posterior={"Intercept": a, **({"x": b} if slope else {})},
+        sample_stats={"diverging": np.zeros((chains, draws), dtype=bool)},
+        observed_data={"y": y},
+        constant_data={"obs_trials": np.ones(n, dtype=np.int64)},
+        dims={"y": ["obs"], "obs_trials": ["obs"]},
+        attrs=attrs,
+    )
+    if log_likelihood:
+        groups["log_likelihood"] = {"y": ll.astype(np.float32)}
+    idata = az.from_dict(**groups)
+    idata.posterior.attrs.update(attrs)
+    return idata
+
+
+@pytest.fixture()
+def two_fits(tmp_path):
+    a, b = tmp_path / "slope.nc", tmp_path / "flat.nc"
+    save_fit(make_fit(True), a)
+    save_fit(make_fit(False, seed=1), b)
+    return a, b
+
+
+def test_compare_equals_arviz():
+    fits = {"slope": make_fit(True), "flat": make_fit(False, seed=1)}
+    ours = compare(fits)
+    ref = az.compare(fits, ic="loo")
+    pd.testing.assert_frame_equal(ours, ref)
+    assert list(ours.index) == ["slope", "flat"]  # the true predictor wins
+    assert ours.loc["flat", "elpd_diff"] > 0
+
+
+def test_cli_table_csv_and_plot(two_fits, tmp_path, capsys):
+    import matplotlib.image as mpimg
+
+    a, b = two_fits
+    csv, png = tmp_path / "cmp.csv", tmp_path / "cmp.png"
+    rc = main(["compare", str(a), str(b), "--out", str(csv), "--plot", str(png)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    head = cap.out.splitlines()[1].split()
+    assert head == ["rank", "elpd_loo", "p_loo", "elpd_diff", "se", "dse", "weight",
+                    "warning"]
+    ref = az.compare({"slope": make_fit(True), "flat": make_fit(False, seed=1)}, ic="loo")
+    table = pd.read_csv(csv, index_col="fit")
+    assert list(table.index) == list(ref.index)
+    for col in ("elpd_loo", "p_loo", "elpd_diff", "weight", "se", "dse"):
+        np.testing.assert_allclose(table[col].to_numpy(), ref[col].to_numpy(dtype=float),
+                                   rtol=1e-6, atol=1e-9)
+    row = next(ln for ln in cap.out.splitlines() if ln.startswith("slope"))
+    assert row.split()[2] == format(ref.loc["slope", "elpd_loo"], ".4g")
+    img = mpimg.imread(png)
+    assert img.shape[0] > 50 and img.shape[1] > 50 and np.ptp(img[..., :3]) > 0
+    # NAME=PATH names the rows
+    rc = main(["compare", f"with_x={a}", f"without={b}"])
+    assert rc == 0 and "with_x" in capsys.readouterr().out
+
+
+def _err(capsys) -> list[str]:
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert all("Traceback" not in ln for ln in err)
+    return err
+
+
+def test_cli_refusals(two_fits, tmp_path, capsys):
+    a, b = two_fits
+    csv = tmp_path / "t.csv"
+    # fewer than two fits
+    assert main(["compare", str(a), "--out", str(csv)]) == 2
+    err = _err(capsys)
+    assert len(err) == 1 and "at least two fits, got 1" in err[0]
+    # no log-likelihood
+    nolog = tmp_path / "nolog.nc"
+    save_fit(make_fit(True, log_likelihood=False), nolog)
+    assert main(["compare", str(a), str(nolog), "--out", str(csv)]) == 2
+    err = _err(capsys)
+    assert len(err) == 1 and "'nolog' has no pointwise log-likelihood" in err[0]
+    assert "log_likelihood=True" not in err[0]  # CLI syntax, not the Python keyword
+    # different data: another number of observations, or other outcomes
+    other = tmp_path / "other.nc"
+    save_fit(make_fit(True, n=30), other)
+    assert main(["compare", str(a), str(other), "--out", str(csv)]) == 2
+    err = _err(capsys)
+    assert len(err) == 1 and "different data: 40 vs 30 observations" in err[0]
+    assert "--option aggregate=false" in err[0]
+    flipped = tmp_path / "flipped.nc"
+    save_fit(make_fit(True, y=1 - _outcomes()[1]), flipped)
+    assert main(["compare", str(a), str(flipped)]) == 2
+    assert "outcomes differ" in _err(capsys)[0]
+    # duplicate names: the same stem in two folders, or one file twice
+    (tmp_path / "d").mkdir()
+    twin = tmp_path / "d" / "slope.nc"
+    save_fit(make_fit(False), twin)
+    assert main(["compare", str(a), str(twin)]) == 2
+    err = _err(capsys)
+    assert len(err) == 1 and "two fits are named 'slope'" in err[0] and "NAME=PATH" in err[0]
+    assert main(["compare", str(a), str(a)]) == 2
+    assert "the same file is given twice" in _err(capsys)[0]
+    # outputs: unknown suffixes, and existing files without --force (checked before work)
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "t.txt")]) == 2
+    assert "--out" in _err(capsys)[0]
+    assert main(["compare", str(a), str(b), "--plot", str(tmp_path / "p.gif")]) == 2
+    assert "--plot" in _err(capsys)[0]
+    csv.write_text("keep me")
+    png = tmp_path / "p.png"
+    assert main(["compare", str(a), str(b), "--out", str(csv), "--plot", str(png)]) == 2
+    assert "already exists; pass --force" in _err(capsys)[0]
+    assert csv.read_text() == "keep me" and not png.exists()
+    assert main(["compare", str(a), str(b), "--out", str(csv), "--force"]) == 0
+    assert pd.read_csv(csv).shape[0] == 2
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_pareto_warning_exit_code(two_fits, tmp_path, capsys):
+    a, _ = two_fits
+    wild = tmp_path / "wild.nc"
+    save_fit(make_fit(True, seed=3, wild=True), wild)
+    assert main(["compare", str(a), str(wild)]) == 1
+    cap = capsys.readouterr()
+    last = cap.err.strip().splitlines()[-1]
+    assert last.startswith("tomstats compare: error: the LOO estimate of wild is unreliable")
+    assert "--allow-warnings" in last and "True" in cap.out
+    assert main(["compare", str(a), str(wild), "--allow-warnings"]) == 0
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "tomstats compare: warning:")
+
+
+def test_python_api_refusals():
+    with pytest.raises(TypeError, match="^fits must be a mapping"):
+        compare([make_fit(True), make_fit(False)])
+    with pytest.raises(TypeError, match=r"^fits\['b'\] must be an arviz.InferenceData"):
+        compare({"a": make_fit(True), "b": "b.nc"})
+    with pytest.raises(ValueError, match="log_likelihood=True"):  # Python syntax here
+        compare({"a": make_fit(True), "b": make_fit(True, log_likelihood=False)})
+    assert list(fit_names(["x/a.nc", "b=y/a.nc"])) == ["a", "b"]

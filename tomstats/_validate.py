@@ -1,0 +1,96 @@
+"""Input validation shared by every stage: unknown keys, argument types, text decoding.
+
+One definition of each check, so a typo in a storyboard, a simulation or a model TOML gets the
+same "did you mean" message, and a wrong type anywhere in the Python API is a ``TypeError``
+that names the argument.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["check_keys", "check_type", "closest_hint", "read_text"]
+
+
+def closest_hint(name: str, known: Iterable[str]) -> str:
+    """A suffix for an error message: ``" (did you mean 'x'?)"`` or the list of known names.
+
+    The suggestion is the closest known name by :func:`difflib.get_close_matches` (ratio
+    :math:`\\geq 0.6`); without one, the known names are listed so the user can pick.
+    """
+    known = [str(k) for k in known]
+    near = difflib.get_close_matches(str(name), known, n=1)
+    if near:
+        return f" (did you mean {near[0]!r}?)"
+    return f" (known: {', '.join(known)})" if known else ""
+
+
+def check_keys(given: Mapping[str, Any] | Iterable[str], known: Iterable[str], where: str) -> None:
+    """Raise ``ValueError`` naming the first key of ``given`` that is not in ``known``.
+
+    Parameters
+    ----------
+    given
+        A mapping (its keys are checked) or an iterable of key names, in file order.
+    known
+        The accepted keys.
+    where
+        Where the keys come from, e.g. ``"storyboard.toml [world]"``; it starts the message:
+        ``"<where>: unknown key 'seting' (did you mean 'setting'?)"``.
+    """
+    known = list(known)
+    allowed = set(known)
+    for key in given:
+        if key not in allowed:
+            raise ValueError(f"{where}: unknown key {key!r}{closest_hint(key, known)}")
+
+
+def _type_names(expected: type | tuple[type, ...]) -> str:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    names = [t.__name__ for t in types]
+    return names[0] if len(names) == 1 else " or ".join(names)
+
+
+def check_type(
+    value: Any, expected: type | tuple[type, ...], name: str, what: str | None = None
+) -> None:
+    """Raise ``TypeError`` naming argument ``name`` unless ``isinstance(value, expected)``.
+
+    ``what`` describes the expected value in words (default: the type names), e.g.
+    ``check_type(design, Design, "design", "a tomstats.Design (see tomstats.paper_design())")``.
+    """
+    if not isinstance(value, expected):
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        raise TypeError(
+            f"{name} must be {what or _type_names(expected)}, "
+            f"got {type(value).__name__} {shown}"
+        )
+
+
+def read_text(path: str | os.PathLike[str], field: str | None = None) -> str:
+    """Read a UTF-8 text file; a decoding error names the file, line and column.
+
+    Raises ``ValueError`` (not ``UnicodeDecodeError``) such as
+    ``"data.jsonl: line 12, column 5: not valid UTF-8 (byte 0xff); save the file as UTF-8"``;
+    ``field`` (e.g. ``"--items"``) prefixes the message when given.
+    """
+    p = Path(path)
+    raw = p.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        head = raw[: exc.start]
+        line = head.count(b"\n") + 1
+        column = exc.start - (head.rfind(b"\n") + 1) + 1
+        prefix = f"{field}: " if field else ""
+        raise ValueError(
+            f"{prefix}{p}: line {line}, column {column}: not valid UTF-8 "
+            f"(byte 0x{raw[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+

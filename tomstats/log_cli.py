@@ -1,0 +1,404 @@
+"""``tomstats summarize`` and ``tomstats anova``: the classical analysis of a real evaluation log.
+
+``tomstats summarize LOG`` prints the accuracy per LLM × context length × ToM order with Wilson
+intervals, the questions and errors per cell and StorySim's error taxonomy
+(:func:`tomstats.summarize.summarize`); ``--out cells.csv`` writes the same table.
+
+``tomstats anova LOG`` prints the simulation paper's Table 1 for a real log: the two-way
+ANOVA context length × ToM order of the binary outcome with η², partial η², ω², partial ω² and
+generalized η² (:func:`tomstats.anova.anova`), pooled over the LLMs and, with ``--by model``,
+per LLM; ``--ci 0.95`` adds cluster-bootstrap intervals; ``--within``/``--subject`` give the
+repeated-measures form (LLMs as subjects). :func:`log_anova` is the same analysis as a
+function.
+
+Both read the runner's JSON Lines log or any CSV/parquet table with one row per question;
+columns with other names are renamed with ``--map STANDARD=COLUMN`` as in ``tomstats fit``.
+Bad input (an unknown column, a factor with one level, an empty cell, a missing or non-numeric
+outcome, a factor named twice, a file that is not UTF-8, an existing ``--out`` without
+``--force``) is refused before any work with one line naming the column and the value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import itertools
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tomstats.glmm.cli import parse_mapping
+from tomstats.summarize import (
+    apply_mapping,
+    format_summary,
+    outcome,
+    read_evaluation,
+    require_column,
+    summarize,
+)
+
+__all__ = ["DEFAULT_BETWEEN", "EFFECT_SIZES", "POOLED", "add_anova_arguments",
+           "add_summarize_arguments", "format_anova", "load_table", "log_anova", "run_anova",
+           "run_summarize"]
+
+#: Factors of the default analysis: the paper's two-way design.
+DEFAULT_BETWEEN: tuple[str, str] = ("context_words", "tom_order")
+#: Value of the ``--by`` column on the rows of the pooled table.
+POOLED = "(pooled)"
+#: Effect-size columns of the ANOVA table, in the order shown.
+EFFECT_SIZES = ("eta2", "partial_eta2", "omega2", "partial_omega2", "generalized_eta2")
+
+
+# --------------------------------------------------------------------------- shared input
+
+
+def load_table(path: str | os.PathLike[str] | pd.DataFrame, columns: dict[str, str] | None = None,
+               query: str | None = None) -> pd.DataFrame:
+    """Read a log or table (:func:`tomstats.summarize.read_evaluation`), filter, rename.
+
+    ``query`` (a pandas query on the file's own column names, like ``tomstats fit --query``)
+    is applied before the ``columns`` mapping.
+    """
+    df = read_evaluation(path)
+    if query:
+        try:
+            df = df.query(query)
+        except Exception as exc:  # noqa: BLE001 - any pandas/numexpr failure is bad input
+            raise ValueError(f"--query {query!r}: {' '.join(str(exc).split())}") from None
+        if len(df) == 0:
+            raise ValueError(f"--query {query!r} keeps no rows")
+        df = df.reset_index(drop=True)
+    return apply_mapping(df, columns)
+
+
+# --------------------------------------------------------------------------- summarize
+
+
+def add_summarize_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``tomstats summarize``."""
+    p.add_argument("log", help="evaluation log: the runner's JSONL, or a CSV/parquet table "
+                               "with one row per question")
+    p.add_argument("--by", nargs="+", metavar="COL", default=None,
+                   help="grouping columns before context × order (default: model, when the "
+                        "log has it); 'none' pools all rows of a cell")
+    p.add_argument("--map", action="append", metavar="STD=COL,...",
+                   help="rename columns to the standard names (correct, model, tom_order, "
+                        "context_words, error_category), as in tomstats fit")
+    p.add_argument("--query", metavar="EXPR",
+                   help="keep only rows matching a pandas query (on the file's columns)")
+    p.add_argument("--level", type=float, default=0.95,
+                   help="coverage of the Wilson intervals (default 0.95)")
+    p.add_argument("--out", metavar="CSV", help="also write the table as CSV (atomically)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+
+
+def _by_arg(by: Sequence[str] | None) -> list[str] | None:
+    if by is None:
+        return None
+    if [b.lower() for b in by] == ["none"]:
+        return []
+    return list(by)
+
+
+def run_summarize(args: argparse.Namespace) -> int:
+    """Run ``tomstats summarize``: read, map, count per cell, print, write ``--out``."""
+    from tomstats._io import atomic_write_text, prepare_out_file
+
+    out = prepare_out_file(args.out, force=args.force) if args.out else None
+    columns = parse_mapping(args.map)
+    df = load_table(args.log, columns, args.query)
+    table = summarize(df, by=_by_arg(args.by), level=args.level)
+    print(format_summary(table))
+    reasons = table.attrs.get("errors_by_reason", {})
+    n_err = int(table["n_errors"].sum())
+    print(f"{int(table['n'].sum())} questions, {int(table['n_answered'].sum())} answered, "
+          f"{int(table['n_correct'].sum())} correct, {n_err} without an answer"
+          + (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if n_err else "")
+          + f"; {args.level:.0%} Wilson intervals")
+    if out is not None:
+        atomic_write_text(out, table.to_csv(index=False))
+        print(f"wrote {out}")
+    return 0
+
+
+# --------------------------------------------------------------------------- anova
+
+
+def _as_list(x: str | Sequence[str] | None) -> list[str]:
+    if x is None:
+        return []
+    return [x] if isinstance(x, str) else list(x)
+
+
+def _engine() -> tuple[Any, set[str]]:
+    from tomstats.anova import anova
+
+    return anova, set(inspect.signature(anova).parameters)
+
+
+def _show(v: Any) -> str:
+    return repr(v.item() if isinstance(v, np.generic) else v)
+
+
+def _check_levels(df: pd.DataFrame, between: list[str], within: list[str],
+                  subject: str | None, where: str) -> None:
+    """One-level factors and empty cells (and subjects missing a within cell), named."""
+    factors = between + within
+    levels = {}
+    for f in factors:
+        lv = sorted(pd.unique(df[f]), key=lambda v: (str(type(v)), v))
+        if len(lv) < 2:
+            shown = _show(lv[0]) if lv else "(none)"
+            raise ValueError(f"factor {f!r} has a single level {shown}{where}; an ANOVA "
+                             "factor needs at least 2")
+        levels[f] = lv
+    present = set(map(tuple, df[factors].drop_duplicates().itertuples(index=False, name=None)))
+    for combo in itertools.product(*(levels[f] for f in factors)):
+        if combo not in present:
+            cell = ", ".join(f"{f}={_show(v)}" for f, v in zip(factors, combo, strict=True))
+            raise ValueError(f"empty cell: no rows with {cell}{where}; every factor "
+                             "combination needs data")
+    if within and subject is not None:
+        need = len(list(itertools.product(*(levels[f] for f in within))))
+        have = df.groupby(subject)[within].apply(lambda g: len(g.drop_duplicates()))
+        short = have[have < need]
+        if len(short):
+            raise ValueError(f"subject {subject}={_show(short.index[0])} lacks "
+                             f"{need - int(short.iloc[0])} of the {need} within cells "
+                             f"({' × '.join(within)}){where}; a repeated-measures ANOVA needs "
+                             "every subject in every within cell")
+
+
+def log_anova(
+    data: str | os.PathLike[str] | pd.DataFrame,
+    *,
+    dv: str = "correct",
+    between: str | Sequence[str] | None = None,
+    within: str | Sequence[str] | None = None,
+    subject: str | None = None,
+    by: str | None = None,
+    ss_type: int = 2,
+    ci: float | None = None,
+    n_boot: int = 2000,
+    cluster: str | None = None,
+    seed: int = 0,
+    columns: dict[str, str] | None = None,
+) -> pd.DataFrame:
+    """The paper's ANOVA table for an evaluation log: pooled and, with ``by``, per group.
+
+    Parameters
+    ----------
+    data : path or pandas.DataFrame
+        Evaluation log or table, one row per question (see
+        :func:`tomstats.summarize.read_evaluation`). Runner error records (``status =
+        "error"``: no answer) are left out; :func:`tomstats.summarize.summarize` counts them.
+    dv : str, default ``"correct"``
+        Outcome column; ``"correct"`` must be 0/1 (``binary=True``), others any number.
+    between, within : str or sequence of str, optional
+        Factors. Without either, ``between = ("context_words", "tom_order")`` (the paper's
+        two-way design). With ``within`` (repeated measures on the cell means of each
+        subject), ``subject`` defaults to ``"model"``.
+    subject : str, optional
+        The subject column of a repeated-measures design (the LLM).
+    by : str, optional
+        Also one table per value of this column (e.g. ``"model"``), before the pooled one.
+    ss_type : {1, 2, 3}
+        Type of sums of squares.
+    ci : float, optional
+        Coverage of cluster-bootstrap intervals of every effect size (``n_boot`` resamples of
+        ``cluster``, seeded by ``seed``); needs an engine with bootstrap support.
+    cluster : str, optional
+        Resampling unit of the bootstrap; default ``story_id``, else ``item_id``/``item``
+        when the data have it (else rows).
+    columns : mapping, optional
+        ``{standard name: your column}`` (the ``--map`` convention of ``tomstats fit``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`tomstats.anova.anova`'s columns; with ``by``, a first column named after it
+        holding the group, ``"(pooled)"`` on the pooled table's rows.
+    """
+    df = apply_mapping(read_evaluation(data), columns)
+    between_l, within_l = _as_list(between), _as_list(within)
+    if not between_l and not within_l:
+        between_l = list(DEFAULT_BETWEEN)
+    if within_l and subject is None:
+        subject = "model"
+    factors = between_l + within_l
+    seen: set[str] = set()
+    for f in factors:
+        if f in seen:
+            where = ("--between and --within" if f in between_l and f in within_l
+                     else "--within" if f in within_l else "--between")
+            raise ValueError(f"factor {f!r} is named twice ({where})")
+        seen.add(f)
+    if dv in seen:
+        raise ValueError(f"--dv {dv!r} is also a factor")
+    for f in factors:
+        require_column(df, f, "factor")
+    if subject is not None:
+        require_column(df, subject, "--subject")
+        if subject in seen:
+            raise ValueError(f"--subject {subject!r} is also a factor")
+    if by is not None:
+        require_column(df, by, "--by")
+        if by in seen or by == dv:
+            raise ValueError(f"--by {by!r} is also a factor or the outcome; a table per "
+                             f"{by!r} value cannot have it as a factor")
+        if by == subject:
+            raise ValueError(f"--by {by!r} is also the --subject of the repeated-measures "
+                             "design; one table per subject has no subjects to compare")
+    require_column(df, dv, "--dv")
+    if "status" in df.columns:
+        df = df[df["status"].astype("string").fillna("ok").ne("error").to_numpy()]
+        df = df.reset_index(drop=True)
+        if len(df) == 0:
+            raise ValueError("the log holds no answered questions (every record is an error)")
+    y = outcome(df, dv, binary=dv == "correct", allow_missing=False)
+    df = df.assign(**{dv: y})
+    for c in [*factors, *([subject] if subject else []), *([by] if by else [])]:
+        na = df[c].isna().to_numpy()
+        if na.any():
+            raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
+
+    anova, params = _engine()
+    kwargs: dict[str, Any] = {"ss_type": ss_type, "binary": dv == "correct"}
+    if within_l:
+        if "within" not in params:
+            raise ValueError("--within: this tomstats.anova has no repeated-measures form")
+        kwargs.update(within=within_l, subject=subject)
+    if ci is not None:
+        if isinstance(ci, bool) or not 0 < float(ci) < 1:
+            raise ValueError(f"--ci must be in (0, 1), got {ci!r}")
+        if isinstance(n_boot, bool) or int(n_boot) != n_boot or n_boot < 1:
+            raise ValueError(f"--n-boot must be a positive integer, got {n_boot!r}")
+        if "ci" not in params:
+            raise ValueError("--ci: this tomstats.anova has no bootstrap intervals")
+        if cluster is None:
+            cluster = next((c for c in ("story_id", "item_id", "item") if c in df.columns),
+                           None)
+        else:
+            require_column(df, cluster, "--cluster")
+        kwargs.update(ci=float(ci), n_boot=int(n_boot), seed=int(seed))
+        if cluster is not None and "cluster" in params:
+            kwargs["cluster"] = cluster
+    groups: list[tuple[Any, pd.DataFrame, str]] = []
+    if by is not None:
+        for value, sub in df.groupby(by, sort=True):
+            groups.append((value, sub.reset_index(drop=True), f" (in {by}={_show(value)})"))
+    groups.append((POOLED, df, ""))
+    for _value, sub, where in groups:  # every check before any work
+        _check_levels(sub, between_l, within_l, subject, where)
+    tables = []
+    for value, sub, where in groups:
+        try:
+            tab = anova(sub, dv, between=between_l or None, **kwargs) if within_l else \
+                anova(sub, dv, between_l, **kwargs)
+        except ValueError as exc:  # the engine's own checks: say which table
+            raise ValueError(f"{' '.join(str(exc).split())}{where}") from None
+        if by is not None:
+            tab.insert(0, by, value if value == POOLED else str(value))
+        tab.attrs = {}
+        tables.append(tab)
+    out = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
+    out.attrs.update({"n_rows": len(df), "dv": dv, "between": between_l, "within": within_l,
+                      "subject": subject, "by": by, "cluster": kwargs.get("cluster"),
+                      "ci": kwargs.get("ci"), "n_boot": kwargs.get("n_boot")})
+    return out
+
+
+def format_anova(table: pd.DataFrame) -> str:
+    """The ANOVA table as text: sources, DF, F, p and each effect size (with its interval)."""
+    def num(v: Any, fmt: str) -> str:
+        return "—" if v is None or (isinstance(v, float) and np.isnan(v)) else fmt.format(v)
+
+    show = pd.DataFrame({"source": table["source"]})
+    repeated = "eps_gg" in table.columns  # error DF differs by effect only with within factors
+    for c in ("DF", "DF_error", "F"):
+        if c in table.columns and (c != "DF_error" or repeated):
+            show[c] = [num(v, "{:.4g}") for v in table[c]]
+    if "p" in table.columns:
+        show["p"] = [num(v, "{:.3g}") for v in table["p"]]
+    for c in EFFECT_SIZES:
+        if c not in table.columns:
+            continue
+        cells = [num(v, "{:.4f}") for v in table[c]]
+        if f"{c}_low" in table.columns:
+            cells = [s if s == "—" else f"{s} [{num(lo, '{:.4f}')}, {num(hi, '{:.4f}')}]"
+                     for s, lo, hi in zip(cells, table[f"{c}_low"], table[f"{c}_high"],
+                                          strict=True)]
+        show[c] = cells
+    for c in ("eps_gg", "p_gg", "p_hf", "mauchly_p"):
+        if c in table.columns:
+            show[c] = [num(v, "{:.3g}") for v in table[c]]
+    return show.to_string(index=False)
+
+
+def add_anova_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``tomstats anova``."""
+    p.add_argument("log", help="evaluation log: the runner's JSONL, or a CSV/parquet table "
+                               "with one row per question")
+    p.add_argument("--dv", default="correct", help="outcome column (default correct, 0/1)")
+    p.add_argument("--between", nargs="+", metavar="COL", default=None,
+                   help="between factors (default: context_words tom_order, the paper's "
+                        "two-way design)")
+    p.add_argument("--within", nargs="+", metavar="COL", default=None,
+                   help="within (repeated-measures) factors, e.g. context_words tom_order with "
+                        "the LLMs as subjects")
+    p.add_argument("--subject", metavar="COL", default=None,
+                   help="subject column of a repeated-measures design (default model)")
+    p.add_argument("--by", metavar="COL", default=None,
+                   help="also one table per value of this column (e.g. model), before the "
+                        "pooled one")
+    p.add_argument("--ss-type", type=int, choices=(1, 2, 3), default=2,
+                   help="type of sums of squares (default 2)")
+    p.add_argument("--ci", type=float, default=None, metavar="LEVEL",
+                   help="cluster-bootstrap intervals of every effect size, e.g. 0.95")
+    p.add_argument("--n-boot", type=int, default=2000, metavar="N",
+                   help="bootstrap resamples (default 2000)")
+    p.add_argument("--cluster", metavar="COL", default=None,
+                   help="bootstrap resampling unit (default story_id, else item_id)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    p.add_argument("--map", action="append", metavar="STD=COL,...",
+                   help="rename columns to the standard names (correct, model, tom_order, "
+                        "context_words), as in tomstats fit")
+    p.add_argument("--query", metavar="EXPR",
+                   help="keep only rows matching a pandas query (on the file's columns)")
+    p.add_argument("--out", metavar="CSV", help="also write the table(s) as CSV (atomically)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+
+
+def run_anova(args: argparse.Namespace) -> int:
+    """Run ``tomstats anova``: read, map, check, one table per group and pooled, print, write."""
+    from tomstats._io import atomic_write_text, prepare_out_file
+
+    out = prepare_out_file(args.out, force=args.force) if args.out else None
+    df = load_table(args.log, parse_mapping(args.map), args.query)
+    n_all = len(df)
+    table = log_anova(df, dv=args.dv, between=args.between, within=args.within,
+                      subject=args.subject, by=args.by, ss_type=args.ss_type, ci=args.ci,
+                      n_boot=args.n_boot, cluster=args.cluster, seed=args.seed)
+    a = table.attrs
+    design = " × ".join(a["between"] + a["within"])
+    head = (f"ANOVA of {a['dv']} on {design} (type {args.ss_type} sums of squares"
+            + (f", repeated measures within {a['subject']}" if a["within"] else "")
+            + (f"; {a['ci']:.0%} cluster-bootstrap intervals, {a['n_boot']} resamples of "
+               f"{a['cluster'] or 'rows'}, seed {args.seed}" if a["ci"] else "") + ")")
+    print(head)
+    dropped = n_all - a["n_rows"]
+    print(f"{a['n_rows']} questions" + (f" ({dropped} error record(s) without an answer left "
+                                        "out)" if dropped else ""))
+    if args.by is None:
+        print(format_anova(table))
+    else:
+        for value, tab in table.groupby(args.by, sort=False):
+            print(f"\n{args.by} = {value}")
+            print(format_anova(tab))
+    if out is not None:
+        atomic_write_text(out, table.to_csv(index=False))
+        print(f"wrote {out}")
+    return 0

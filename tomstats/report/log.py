@@ -1,0 +1,387 @@
+"""Report on an evaluation log: the page a researcher sends a colleague after an evaluation.
+
+``tomstats report LOG --out report.html`` (``LOG`` a runner ``.jsonl`` log, or a ``.csv`` /
+``.tsv`` / ``.parquet`` table with one row per question) shows, in order:
+
+1. the log: LLMs, questions, answers, errors by reason;
+2. accuracy by context length and ToM order per LLM (the simulation paper's Figure 2) with
+   Wilson intervals, as a figure and a table (:func:`tomstats.summarize.summarize`);
+3. the two-way ANOVA context length × ToM order per LLM and pooled, with η², partial η²,
+   ω², partial ω² and generalized η² where the engine gives them, and cluster-bootstrap
+   intervals when it supports them (:func:`tomstats.log_cli.log_anova`);
+4. StorySim's error taxonomy per cell (first common location, recency, refusal/unparseable,
+   other), as a stacked-bar figure and a table;
+5. the exact ``tomstats fit`` command that fits the GLMM next, and the report command after it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from tomstats.log_cli import EFFECT_SIZES, load_table, log_anova
+from tomstats.report._document import (
+    Document,
+    Image,
+    Section,
+    Table,
+    Text,
+    check_output,
+    figure_png,
+    write_document,
+)
+from tomstats.summarize import ERROR_COLUMNS, outcome, summarize
+
+__all__ = ["LOG_SUFFIXES", "fit_command", "is_log", "log_document", "write_log_report"]
+
+#: File suffixes read as an evaluation log by ``tomstats report``.
+LOG_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet", ".pq")
+
+#: Section titles, in order (the HTML and the Markdown forms share them).
+SECTIONS = ("The log", "Accuracy by context length and ToM order",
+            "ANOVA: context length × ToM order", "Error taxonomy", "Next: fit the GLMM")
+
+_ORDER_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e")
+_TAX_LABELS = {"n_correct": "correct", "first_common_location": "first common location",
+               "recency": "recency (last location)",
+               "refusal_unparseable": "refusal / unparseable", "other": "other location",
+               "n_errors": "no answer (error)"}
+_TAX_COLORS = {"n_correct": "#1a7f37", "first_common_location": "#d95f02",
+               "recency": "#7570b3", "refusal_unparseable": "#9a6700", "other": "#8c959f",
+               "n_errors": "#cf222e"}
+_ES_LABELS = {"eta2": "η²", "partial_eta2": "partial η²", "omega2": "ω²",
+              "partial_omega2": "partial ω²", "generalized_eta2": "generalized η²"}
+
+
+def is_log(path: str | os.PathLike[str]) -> bool:
+    """Whether ``tomstats report`` reads ``path`` as an evaluation log (by its suffix)."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".gz":
+        suffix = Path(p.stem).suffix.lower()
+    return suffix in LOG_SUFFIXES
+
+
+def _order_label(t: Any) -> str:
+    try:
+        return f"order {int(t)}" if float(t) == int(t) else f"order {t}"
+    except (TypeError, ValueError):
+        return f"order {t}"
+
+
+def fig_accuracy(cells: pd.DataFrame, group: str | None) -> Figure:
+    """Accuracy by context length (log axis when positive) and ToM order, one panel per group.
+
+    ``cells`` is :func:`tomstats.summarize.summarize`'s table; error bars are its Wilson
+    intervals; cells without answers are left out.
+    """
+    groups = list(pd.unique(cells[group])) if group else [None]
+    ncol = min(len(groups), 3)
+    nrow = -(-len(groups) // ncol)
+    fig = Figure(figsize=(4.4 * ncol + 0.6, 3.6 * nrow + 0.4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False).ravel())
+    numeric = pd.to_numeric(cells["context_words"], errors="coerce")
+    if numeric.notna().all():
+        position = dict(zip(cells["context_words"], numeric, strict=True))
+        contexts = np.sort(numeric.unique())
+        labels = [f"{v:,.0f}" if float(v).is_integer() else f"{v:g}" for v in contexts]
+        log_x = len(contexts) > 1 and contexts.min() > 0
+    else:  # a categorical stand-in for context (e.g. a prompt variant): evenly spaced
+        levels = sorted(pd.unique(cells["context_words"]), key=str)
+        position = {v: float(i) for i, v in enumerate(levels)}
+        contexts, labels, log_x = np.arange(len(levels), dtype=float), list(map(str, levels)), False
+    for ax, g in zip(axes, groups, strict=False):
+        sub = cells if g is None else cells[cells[group] == g]
+        for i, t in enumerate(sorted(pd.unique(sub["tom_order"]))):
+            d = sub[(sub["tom_order"] == t) & (sub["n_answered"] > 0)]
+            d = d.sort_values("context_words")
+            if d.empty:
+                continue
+            x = np.array([position[v] for v in d["context_words"]], dtype=float)
+            acc = d["accuracy"].to_numpy(dtype=float)
+            err = np.vstack([acc - d["ci_low"].to_numpy(dtype=float),
+                             d["ci_high"].to_numpy(dtype=float) - acc])
+            ax.errorbar(x, acc, yerr=np.clip(err, 0, None), fmt="o-", capsize=4,
+                        color=_ORDER_COLORS[i % len(_ORDER_COLORS)], label=_order_label(t))
+        if log_x:
+            ax.set_xscale("log")
+        ax.set_xticks(contexts, labels)
+        ax.minorticks_off()
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("Context length (words" + (", log scale)" if log_x else ")"))
+        ax.set_ylabel("Accuracy")
+        ax.set_title(str(g) if g is not None else "all questions", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False, fontsize=8, loc="upper right")
+    for ax in axes[len(groups):]:
+        ax.set_visible(False)
+    return fig
+
+
+def fig_taxonomy(cells: pd.DataFrame, group: str | None) -> Figure:
+    """Share of each answer category (correct, the four errors, no answer) per cell."""
+    groups = list(pd.unique(cells[group])) if group else [None]
+    parts = ["n_correct", *ERROR_COLUMNS, "n_errors"]
+    fig = Figure(figsize=(9.0, 2.8 * len(groups) + 0.8), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(len(groups), 1, squeeze=False).ravel())
+    for ax, g in zip(axes, groups, strict=True):
+        sub = cells if g is None else cells[cells[group] == g]
+        sub = sub.sort_values(["tom_order", "context_words"])
+        x = np.arange(len(sub))
+        total = sub["n"].to_numpy(dtype=float)
+        bottom = np.zeros(len(sub))
+        for c in parts:
+            share = sub[c].astype("Float64").fillna(0).to_numpy(dtype=float) / total
+            ax.bar(x, share, bottom=bottom, color=_TAX_COLORS[c], label=_TAX_LABELS[c],
+                   edgecolor="white", linewidth=0.4)
+            bottom += share
+        ax.set_xticks(x, [f"{c:g}\n{_order_label(t)}" if isinstance(c, (int, float, np.number))
+                          else f"{c}\n{_order_label(t)}"
+                          for c, t in zip(sub["context_words"], sub["tom_order"], strict=True)],
+                      fontsize=7)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("Share of questions")
+        ax.set_title(str(g) if g is not None else "all questions", fontsize=10)
+    axes[0].legend(frameon=False, fontsize=8, ncol=3, loc="lower left",
+                   bbox_to_anchor=(0, 1.12))
+    return fig
+
+
+def _accuracy_table(cells: pd.DataFrame, group: str | None) -> pd.DataFrame:
+    """Rows: group × ToM order; columns: context lengths; cells ``0.250 [0.112, 0.469]``."""
+    def cell(r: pd.Series) -> str:
+        if r["n_answered"] == 0:
+            return f"— (0 of {int(r['n'])} answered)"
+        return f"{r['accuracy']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+
+    d = cells.assign(value=[cell(r) for _, r in cells.iterrows()])
+    index = [group, "tom_order"] if group else ["tom_order"]
+    wide = d.pivot(index=index, columns="context_words", values="value")
+    wide.columns = [f"{c:g} words" if isinstance(c, (int, float, np.number)) else str(c)
+                    for c in wide.columns]
+    return wide.reset_index()
+
+
+def _anova_display(table: pd.DataFrame, group: str | None) -> pd.DataFrame:
+    cols = ([group] if group else []) + ["source", "DF", "F", "p"]
+    show = table[[c for c in cols if c in table.columns]].copy()
+    for c in EFFECT_SIZES:
+        if c not in table.columns:
+            continue
+        if f"{c}_low" in table.columns:
+            show[_ES_LABELS[c]] = [
+                "—" if pd.isna(v) else f"{v:.4f} [{lo:.4f}, {hi:.4f}]"
+                for v, lo, hi in zip(table[c], table[f"{c}_low"], table[f"{c}_high"],
+                                     strict=True)]
+        else:
+            show[_ES_LABELS[c]] = table[c].astype(float)
+    return show
+
+
+def fit_command(source: str, df: pd.DataFrame, columns: Mapping[str, str] | None = None,
+                query: str | None = None) -> list[str]:
+    """The ``tomstats fit`` command for this log, as an argument list (for :func:`shlex.join`).
+
+    The structural model (equation (1)) when both ToM order and context length vary (the
+    longest context at least 1.5 times the shortest), else a formula model with the terms
+    that vary, a random intercept per story (``story_id`` when the log has it) and per LLM
+    when there are several.
+    """
+    cmd = ["tomstats", "fit", str(source)]
+    if query:
+        cmd += ["--query", query]
+    mapping = dict(columns or {})
+    if "item" not in mapping and "story_id" in df.columns:
+        mapping["item"] = "story_id"
+    if mapping:
+        cmd += ["--map", ",".join(f"{k}={v}" for k, v in mapping.items())]
+    orders = pd.unique(df["tom_order"]) if "tom_order" in df.columns else []
+    ctx = pd.to_numeric(df.get("context_words", pd.Series(dtype=float)), errors="coerce")
+    varies_c = ctx.notna().any() and ctx.min() > 0 and ctx.max() >= 1.5 * ctx.min()
+    if len(orders) > 1 and varies_c:
+        cmd += ["--model", "structural"]
+    else:
+        terms = [t for t, ok in (("tom_order", len(orders) > 1), ("log_context", varies_c))
+                 if ok] or ["1"]
+        re_terms = ["(1 | item)"]
+        if "model" in df.columns and df["model"].nunique() > 1:
+            re_terms.insert(0, "(1 | model)")
+        cmd += ["--model", f"correct ~ {' + '.join(terms)} + {' + '.join(re_terms)}"]
+    cmd += ["--out", "fit.nc"]
+    return cmd
+
+
+def _log_section(df: pd.DataFrame, cells: pd.DataFrame, source: str) -> Section:
+    reasons = cells.attrs.get("errors_by_reason", {})
+    rows = [{"quantity": "file", "value": source},
+            {"quantity": "questions", "value": str(int(cells["n"].sum()))},
+            {"quantity": "answered", "value": str(int(cells["n_answered"].sum()))},
+            {"quantity": "correct", "value": str(int(cells["n_correct"].sum()))},
+            {"quantity": "without an answer",
+             "value": str(int(cells["n_errors"].sum()))
+             + (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if reasons else "")}]
+    if "model" in df.columns:
+        rows.insert(1, {"quantity": "LLMs", "value": ", ".join(map(str, pd.unique(df["model"])))})
+    for c in ("context_words", "tom_order"):
+        rows.append({"quantity": f"levels of {c}",
+                     "value": ", ".join(f"{v:g}" if isinstance(v, (float, np.floating))
+                                        else str(v) for v in sorted(pd.unique(df[c])))})
+    hashes = df.attrs.get("config_hashes")
+    if isinstance(hashes, Mapping):
+        for m, h in hashes.items():
+            rows.append({"quantity": f"configuration hash of {m}", "value": str(h)[:16] + "…"})
+    if df.attrs.get("log_format"):
+        rows.append({"quantity": "log format", "value": str(df.attrs["log_format"])})
+    return Section(SECTIONS[0], (
+        Text("One row per question. Accuracy and the ANOVA use the answered questions; "
+             "questions without an answer (runner errors such as a prompt longer than the "
+             "model's context window) are counted, not scored."),
+        Table(pd.DataFrame(rows), caption="Evaluation log"),
+    ))
+
+
+def _anova_blocks(table: pd.DataFrame, group: str | None, with_ci: bool, level: float,
+                  n_boot: int, seed: int) -> list[Any]:
+    """The ANOVA section's text (design, effect sizes, intervals) and table."""
+    n_used = int(table.attrs["n_rows"])
+    es = [c for c in EFFECT_SIZES if c in table.columns]
+    anova_text = (
+        f"Two-way ANOVA of the binary outcome on context length × ToM order (type 2 sums of "
+        f"squares, {n_used} answered questions"
+        + (", per LLM and pooled over the LLMs" if group else "") + "). Effect sizes: "
+        + ", ".join(_ES_LABELS[c] for c in es) + "; the residual row's η² is the share of "
+        "total variance the factors leave unexplained (the paper's residual share). "
+        + (f"Intervals: {level:.0%} cluster bootstrap, {n_boot} resamples of "
+           f"{table.attrs.get('cluster') or 'rows'} within cells, seed {seed}."
+           if with_ci else "No bootstrap intervals (this tomstats.anova has no 'ci', or "
+           "--n-boot 0)."))
+    return [Text(anova_text), Table(_anova_display(table, "model" if group else None),
+                                    caption="ANOVA table (tomstats.anova)",
+                                    float_format="{:.4g}")]
+
+
+def log_document(
+    source: str | os.PathLike[str],
+    *,
+    columns: Mapping[str, str] | None = None,
+    query: str | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> Document:
+    """Build the report :class:`~tomstats.report._document.Document` for an evaluation log.
+
+    Parameters
+    ----------
+    source : path
+        The runner's ``.jsonl`` log or a ``.csv``/``.tsv``/``.parquet`` table, one row per
+        question, with columns ``correct``, ``context_words``, ``tom_order`` (and ``model``,
+        ``error_category`` when present; rename others with ``columns``).
+    columns : mapping, optional
+        ``{standard name: your column}`` (``tomstats fit --map``).
+    query : str, optional
+        A pandas query on the file's columns, applied first.
+    n_boot : int, default 2000
+        Bootstrap resamples of the effect-size intervals (0 leaves them out; used only when
+        :func:`tomstats.anova.anova` supports ``ci``).
+    seed : int, default 0
+        Seed of the bootstrap.
+    level : float, default 0.95
+        Coverage of the Wilson and bootstrap intervals.
+
+    Raises
+    ------
+    ValueError
+        Bad input, as ``tomstats summarize`` / ``tomstats anova`` report it.
+    """
+    from tomstats import __version__
+    from tomstats.anova import anova
+
+    src = str(source)
+    df = load_table(source, dict(columns or {}), query)
+    group = "model" if "model" in df.columns and df["model"].nunique() > 1 else None
+    by = "model" if "model" in df.columns else None
+    cells = summarize(df, by=[by] if by else [], level=level)
+    with_ci = n_boot > 0 and "ci" in inspect.signature(anova).parameters
+    answered = df[outcome(df, "correct").notna().to_numpy()]  # summarize counts the others
+    try:
+        table = log_anova(answered, by=group, ci=level if with_ci else None,
+                          n_boot=max(int(n_boot), 1), seed=seed)
+    except ValueError as exc:  # a design the ANOVA cannot take: the rest of the page stands
+        table, why = None, " ".join(str(exc).split())
+
+    acc_blocks: list[Any] = [
+        Image(figure_png(fig_accuracy(cells, by)), "accuracy",
+              f"Accuracy by context length and ToM order (the simulation paper's Figure 2) "
+              f"with {level:.0%} Wilson intervals; one panel per LLM. Cells without answers "
+              "are left out."),
+        Table(_accuracy_table(cells, by),
+              caption=f"Accuracy [{level:.0%} Wilson interval] per cell"),
+    ]
+    if table is None:
+        anova_blocks: list[Any] = [Text(f"No ANOVA for this log: {why}.", "missing")]
+    else:
+        anova_blocks = _anova_blocks(table, group, with_ci, level, n_boot, seed)
+
+    tax = cells[[*([by] if by else []), "context_words", "tom_order", "n", "n_correct",
+                 *ERROR_COLUMNS, "n_errors"]].rename(columns={"n_correct": "correct",
+                                                              "n_errors": "no answer"})
+    tax = tax.astype(object).where(tax.notna(), None)  # a missing count shows as —
+    tax_blocks: list[Any] = [
+        Text("StorySim's error taxonomy of the wrong answers: the first location the agents "
+             "shared (first common location), the target's last location (recency), no "
+             "location named (refusal or unparseable), another location (other)."),
+    ]
+    if cells[list(ERROR_COLUMNS)].isna().all().all():
+        tax_blocks.append(Text("The table has no error_category column, so wrong answers "
+                               "cannot be classified (map one with --map "
+                               "error_category=COLUMN).", "missing"))
+    else:
+        tax_blocks.append(Image(figure_png(fig_taxonomy(cells, by)), "taxonomy",
+                                "Share of the questions of each cell by answer category."))
+    tax_blocks.append(Table(tax, caption="Answers per cell by category (counts)"))
+
+    fit_cmd = fit_command(src, df, columns, query)
+    next_rows = pd.DataFrame({
+        "step": ["fit the GLMM", "report on the fit"],
+        "command": [shlex.join(fit_cmd), "tomstats report fit.nc --out fit.html"]})
+    next_blocks = (
+        Text("The ANOVA treats every question as independent; the GLMM models the "
+             "binary outcome on the logit scale with random effects for stories (and LLMs). "
+             "Run:"),
+        Table(next_rows, caption="Commands"),
+    )
+    models = ", ".join(map(str, pd.unique(df["model"]))) if "model" in df.columns else "—"
+    subtitle = (f"tomstats {__version__} · {Path(src).name} · {models} · "
+                f"{int(cells['n'].sum())} questions")
+    sections = (
+        _log_section(df, cells, src),
+        Section(SECTIONS[1], tuple(acc_blocks)),
+        Section(SECTIONS[2], tuple(anova_blocks)),
+        Section(SECTIONS[3], tuple(tax_blocks)),
+        Section(SECTIONS[4], next_blocks),
+    )
+    return Document("tomstats evaluation log report", subtitle, sections)
+
+
+def write_log_report(
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    fmt: str = "html",
+    **kwargs: Any,
+) -> Path:
+    """Write the report for an evaluation log as HTML (one file) or Markdown + PNGs.
+
+    ``kwargs`` go to :func:`log_document`. Returns the HTML file or ``out/report.md``.
+    """
+    check_output(out, fmt)  # fail on a bad --out before any work
+    return write_document(log_document(source, **kwargs), out, fmt)
+

@@ -1,0 +1,326 @@
+r"""Accuracy by cell of a real evaluation log, with Wilson intervals and StorySim's error taxonomy.
+
+:func:`summarize` turns an evaluation log — the JSON Lines written by ``tomstats evaluate``
+(read with :func:`tomstats.evaluate.read_log`, errors kept), or any CSV/parquet/DataFrame with
+one row per question — into one tidy row per group (by default the LLM, column ``model``) ×
+context length × ToM order:
+
+==========================  =================================================================
+``n``                       questions asked in the cell (answered + errors)
+``n_answered``              questions with an answer (``correct`` is 0 or 1)
+``n_correct``               answered correctly
+``accuracy``                :math:`\hat\pi = k/n_\text{answered}`
+``ci_low``, ``ci_high``     Wilson score interval of :math:`\hat\pi` at ``level``
+                            (:func:`tomstats.power.wilson_interval`)
+``n_errors``                questions without an answer: runner error records (``status =
+                            "error"``: context overflow, failed request) or a missing
+                            ``correct`` in a table
+``first_common_location``   wrong answers naming the first location the agents shared
+``recency``                 wrong answers naming the target's last location (StorySim's
+                            recency error; category ``last_location`` in the log)
+``refusal_unparseable``     answers that name no location: refusals and unparseable text
+``other``                   wrong answers naming another location (or with no category)
+==========================  =================================================================
+
+The four taxonomy columns count wrong answers, so
+``n_correct + first_common_location + recency + refusal_unparseable + other = n_answered``.
+They come from the log's ``error_category`` column (:mod:`tomstats.stories.taxonomy`); a table
+without that column gets missing values (``<NA>``) there.
+
+Column names follow ``tomstats fit``: ``correct``, ``model``, ``tom_order``,
+``context_words`` (and ``error_category``); rename other names with ``columns={"correct":
+"is_correct", ...}`` (``--map correct=is_correct`` on the command line).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tomstats._validate import closest_hint, read_text
+
+__all__ = ["ERROR_COLUMNS", "SUMMARY_COLUMNS", "TAXONOMY", "apply_mapping", "format_summary",
+           "outcome", "read_evaluation", "require_column", "summarize"]
+
+#: Log ``error_category`` of a wrong answer → taxonomy column of :func:`summarize`
+#: (StorySim's first-common-location, recency, refusal/unparseable and other errors).
+TAXONOMY: dict[str, str] = {
+    "first_common_location": "first_common_location",
+    "last_location": "recency",
+    "refusal": "refusal_unparseable",
+    "unparseable": "refusal_unparseable",
+    "other_location": "other",
+}
+#: The taxonomy columns, in order.
+ERROR_COLUMNS: tuple[str, ...] = ("first_common_location", "recency", "refusal_unparseable",
+                                  "other")
+#: Count and interval columns of :func:`summarize` (after the grouping columns).
+SUMMARY_COLUMNS: tuple[str, ...] = ("n", "n_answered", "n_correct", "accuracy", "ci_low",
+                                    "ci_high", "n_errors", *ERROR_COLUMNS)
+
+_CELL = ("context_words", "tom_order")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _suffix(p: Path) -> str:
+    return "".join(p.suffixes[-2:]).lower() if p.suffix.lower() == ".gz" else p.suffix.lower()
+
+
+def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
+    """Read an evaluation log or table into a DataFrame, one row per question, errors kept.
+
+    Parameters
+    ----------
+    source : path or pandas.DataFrame
+        ``.jsonl`` (the runner's log: :func:`tomstats.evaluate.read_log` with
+        ``errors="keep"``, so error records are rows with ``correct`` missing and ``status =
+        "error"``), ``.csv``/``.tsv`` (UTF-8) or ``.parquet``; a DataFrame is copied.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        A malformed log, a file that is not UTF-8 (naming line and column), an unknown suffix.
+    """
+    if isinstance(source, pd.DataFrame):
+        return source.copy()
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"source must be a path or a pandas DataFrame, got "
+                        f"{type(source).__name__}")
+    p = Path(source)
+    if not p.is_file():
+        raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist"
+                                + (" (it is a folder)" if p.is_dir() else ""))
+    suffix = _suffix(p)
+    if suffix in (".jsonl", ".ndjson"):
+        from tomstats.evaluate.log import read_log
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return read_log(p, errors="keep")
+        except UnicodeDecodeError:
+            read_text(p)  # raises the error with file, line and column
+            raise
+    if suffix in (".csv", ".tsv"):
+        text = read_text(p)
+        try:
+            return pd.read_csv(io.StringIO(text), sep="," if suffix == ".csv" else "\t")
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise ValueError(f"{p}: cannot read as {suffix[1:]}: "
+                             f"{' '.join(str(exc).split())}") from None
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(p)
+    raise ValueError(f"{p}: unknown format {suffix or '(no suffix)'!r}; expected an evaluation "
+                     "log .jsonl, or a .csv, .tsv or .parquet table with one row per question")
+
+
+def apply_mapping(df: pd.DataFrame, columns: Mapping[str, str] | None,
+                  where: str = "--map") -> pd.DataFrame:
+    """Copy ``df`` with ``columns`` (``{standard name: your column}``) renamed to the standard.
+
+    The convention of ``tomstats fit --map`` (:func:`tomstats.glmm.cli.parse_mapping`): each
+    standard column (``correct``, ``model``, ``item``, ``tom_order``, ``context_words``,
+    ``error_category`` …) is filled from the named column. An unknown column raises
+    ``ValueError`` with the closest existing name.
+    """
+    out = df.copy()
+    for std, src in (columns or {}).items():
+        if src not in df.columns:
+            raise ValueError(f"{where} {std}={src}: no column {src!r} in the data"
+                             f"{closest_hint(src, map(str, df.columns))}")
+        if std != src:
+            out[std] = df[src]
+    if "item" not in out.columns and "item_id" in out.columns:
+        out["item"] = out["item_id"]
+    return out
+
+
+def require_column(df: pd.DataFrame, col: str, what: str) -> None:
+    """Raise ``ValueError`` naming ``col`` (and the closest column) when it is missing."""
+    if col not in df.columns:
+        raise ValueError(f"{what}: no column {col!r} in the data"
+                         f"{closest_hint(col, map(str, df.columns))}; rename one with "
+                         f"--map {col}=COLUMN")
+
+
+def _show(value: object) -> str:
+    """``repr`` with NumPy scalars shown as plain Python values."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def outcome(df: pd.DataFrame, dv: str = "correct", *, binary: bool = True,
+            allow_missing: bool = True) -> pd.Series:
+    """The outcome column as float (NaN where missing), checked; errors name row and value.
+
+    ``binary`` requires 0/1 (``True``/``False`` read as 1/0); without ``allow_missing`` a
+    missing value is an error.
+    """
+    require_column(df, dv, "outcome")
+    col = df[dv]
+    if pd.api.types.is_bool_dtype(col):
+        col = col.astype("Int64")
+    num = pd.to_numeric(col, errors="coerce")
+    bad = num.isna() & col.notna()
+    if bad.any():
+        i = int(np.argmax(bad.to_numpy()))
+        raise ValueError(f"column {dv!r} must be numeric, found {_show(col.iloc[i])} in row {i}")
+    y = num.astype(float)
+    if not allow_missing and y.isna().any():
+        i = int(np.argmax(y.isna().to_numpy()))
+        raise ValueError(f"column {dv!r} has {int(y.isna().sum())} missing value(s) (NaN), "
+                         f"e.g. in row {i}; drop them (unanswered questions are counted by "
+                         "tomstats summarize)")
+    finite = y.dropna()
+    if not np.isfinite(finite.to_numpy()).all():
+        i = int(np.argmax(~np.isfinite(y.to_numpy()) & y.notna().to_numpy()))
+        raise ValueError(f"column {dv!r} has an infinite value in row {i}")
+    if binary:
+        wrong = y.notna() & ~y.isin((0.0, 1.0))
+        if wrong.any():
+            i = int(np.argmax(wrong.to_numpy()))
+            raise ValueError(f"column {dv!r} must be 0/1 (correct or not), found "
+                             f"{_show(col.iloc[i])} in row {i}")
+    return y
+
+
+def _answered(df: pd.DataFrame, y: pd.Series) -> pd.Series:
+    """Rows with an answer: ``correct`` present and, in a runner log, ``status == "ok"``."""
+    ok = y.notna()
+    if "status" in df.columns:
+        ok &= df["status"].astype("string").fillna("ok").ne("error").to_numpy()
+    return ok
+
+
+def _by_columns(df: pd.DataFrame, by: str | Sequence[str] | None) -> list[str]:
+    if by is None:
+        return ["model"] if "model" in df.columns else []
+    cols = [by] if isinstance(by, str) else list(by)
+    for c in cols:
+        require_column(df, c, "by")
+        if c in _CELL:
+            raise ValueError(f"by: {c!r} is already a cell factor (context_words × tom_order)")
+    if len(set(cols)) != len(cols):
+        raise ValueError(f"by names a column twice: {cols}")
+    return cols
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def summarize(
+    data: str | os.PathLike[str] | pd.DataFrame,
+    *,
+    by: str | Sequence[str] | None = None,
+    columns: Mapping[str, str] | None = None,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    r"""Accuracy per group × context length × ToM order with Wilson intervals and error taxonomy.
+
+    Parameters
+    ----------
+    data : path or pandas.DataFrame
+        An evaluation log (``.jsonl`` from ``tomstats evaluate``), a ``.csv``/``.parquet``
+        table or a DataFrame with one row per question (see :func:`read_evaluation`).
+    by : str or sequence of str, optional
+        Grouping columns before the cell factors; default ``"model"`` when the data have that
+        column (one row per LLM × cell), else none. ``[]`` pools every row of a cell.
+    columns : mapping, optional
+        ``{standard name: your column}`` (the ``--map`` convention of ``tomstats fit``).
+    level : float, default 0.95
+        Coverage of the Wilson interval
+
+        .. math::
+
+            \frac{\hat\pi + \frac{z^2}{2n} \pm z\sqrt{\frac{\hat\pi(1-\hat\pi)}{n}
+            + \frac{z^2}{4n^2}}}{1 + z^2/n},\qquad z = \Phi^{-1}\!\left(\tfrac{1+\text{level}}
+            {2}\right),
+
+        with :math:`n` the answered questions (:func:`tomstats.power.wilson_interval`; NaN
+        for a cell without answers).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The grouping columns, ``context_words``, ``tom_order``, then :data:`SUMMARY_COLUMNS`
+        (see the module docstring), sorted. ``attrs["errors_by_reason"]`` counts the error
+        records by ``error_category`` (e.g. ``{"context_overflow": 60}``).
+
+    Raises
+    ------
+    ValueError
+        A missing column (with the closest name), a non-numeric or non-0/1 ``correct``, a
+        ``level`` outside (0, 1).
+
+    Examples
+    --------
+    >>> from tomstats.summarize import summarize
+    >>> df = pd.DataFrame({"model": "m", "context_words": [200] * 4, "tom_order": [0, 0, 1, 1],
+    ...                    "correct": [1, 0, 1, None]})
+    >>> summarize(df)[["tom_order", "n", "n_answered", "n_correct", "n_errors"]]
+       tom_order  n  n_answered  n_correct  n_errors
+    0          0  2           2          1         0
+    1          1  2           1          1         1
+    """
+    from tomstats.power import wilson_interval
+
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+    df = apply_mapping(read_evaluation(data), columns)
+    for c in _CELL:
+        require_column(df, c, "cell factor")
+        na = df[c].isna().to_numpy()
+        if na.any():
+            raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
+    keys = [*_by_columns(df, by), *_CELL]
+    for c in keys:
+        na = df[c].isna().to_numpy()
+        if na.any():
+            raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
+    y = outcome(df, "correct")
+    answered = _answered(df, y)
+    has_tax = "error_category" in df.columns
+    cat = (df["error_category"].astype("string") if has_tax
+           else pd.Series(pd.NA, index=df.index, dtype="string"))
+    wrong = answered & y.eq(0.0)
+    work = pd.DataFrame({k: df[k] for k in keys})
+    work["n"] = 1
+    work["n_answered"] = answered.astype(int)
+    work["n_correct"] = (answered & y.eq(1.0)).astype(int)
+    work["n_errors"] = (~answered).astype(int)
+    tax = cat.map(TAXONOMY).fillna("other")
+    for c in ERROR_COLUMNS:
+        work[c] = (wrong & tax.eq(c)).astype(int)
+    counts = ["n", "n_answered", "n_correct", "n_errors", *ERROR_COLUMNS]
+    out = work.groupby(keys, sort=True, dropna=False)[counts].sum().reset_index()
+    k = out["n_correct"].to_numpy(dtype=float)
+    n = out["n_answered"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["accuracy"] = np.where(n > 0, k / np.where(n > 0, n, 1), np.nan)
+    lo, hi = wilson_interval(k, n, level)
+    out["ci_low"], out["ci_high"] = lo, hi
+    if not has_tax:
+        for c in ERROR_COLUMNS:
+            out[c] = pd.array([pd.NA] * len(out), dtype="Int64")
+    out = out[[*keys, *SUMMARY_COLUMNS]]
+    reasons = cat[~answered].fillna("missing correct").value_counts()
+    out.attrs["errors_by_reason"] = {str(r): int(v) for r, v in reasons.items()}
+    out.attrs["level"] = float(level)
+    return out
+
+
+def format_summary(table: pd.DataFrame) -> str:
+    """The summary as a printable table: accuracy and interval to three decimals."""
+    show = table.copy()
+    for c in ("accuracy", "ci_low", "ci_high"):
+        show[c] = [("—" if pd.isna(v) else f"{v:.3f}") for v in show[c]]
+    return show.to_string(index=False, na_rep="—")
