@@ -291,7 +291,7 @@ def test_rm_bootstrap_same_seed_same_interval() -> None:
          r"'small'"),
         (None, {"between": ["ctx"]}, r"factor 'ctx' is named twice \(as between and as within\)"),
         (None, {"within": ["ctx", "order", "ctx"]},
-         r"factor 'ctx' is named twice \(as within and as within\)"),
+         r"factor 'ctx' is named twice in within$"),
         (None, {"subject": "modle"}, r"subject column 'modle' not in data \(did you mean "
          r"'model'\?\)"),
         (None, {"subject": "order"}, r"subject column 'order' is also used as within"),

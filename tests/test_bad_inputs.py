@@ -13,15 +13,17 @@ The same cases double as documentation of the messages users see.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from test_evaluate_support import make_items
 from test_stories_cli import BOARD as STORYBOARD
 
-from tomstats.cli import main
+from tomstats.cli import COMMANDS, main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,6 +43,40 @@ levels = [0, 1]
 [simulation]
 replicates = {r}
 """
+
+
+
+
+def _items(**first: object) -> str:
+    """Three items as JSON Lines; ``first`` changes fields of the first one."""
+    dicts = [it.to_dict() for it in make_items(3)]
+    dicts[0].update(first)
+    return "".join(json.dumps(d) + "\n" for d in dicts)
+
+
+ITEMS = _items()
+HEURISTIC = 'name = "h"\nbackend = "heuristic"\nstrategy = "oracle"\n'
+OPENAI = ('name = "o"\nbackend = "openai"\nendpoint = "http://127.0.0.1:9/v1"\n'
+          'model = "x"\n')
+
+
+def _table(correct: Callable[[int], int] = lambda i: i % 2, orders: tuple[int, ...] = (0, 1, 2)
+           ) -> str:
+    """A per-question table (CSV) of two models over ToM order × context, 3 questions a cell."""
+    rows = ["correct,model,item,tom_order,context_words"]
+    i = 0
+    for m in ("a", "b"):
+        for t in orders:
+            for c in (200, 1000):
+                for k in range(3):
+                    rows.append(f"{correct(i + k)},{m},i{t}{c}{k},{t},{c}")
+                i += 1
+    return "\n".join(rows) + "\n"
+
+
+TABLE = _table()
+#: the table with a Latin-1 "é" in its first row (line 2, column 8)
+LATIN1_TABLE = TABLE.replace(",a,i0200", ",a,caf\udce9", 1).encode("utf-8", "surrogateescape")
 
 
 @dataclass(frozen=True)
@@ -79,6 +115,11 @@ CASES = [
     Case("simulate-one-question-per-cell", ["simulate", "{d}/s.toml", "--out", "{d}/o"],
          ("questions_per_cell", "one question per cell", "residual degrees of freedom"),
          {"s.toml": _sim(n=1)}),
+    Case("simulate-negative-questions", ["simulate", "{d}/s.toml", "--out", "{d}/o"],
+         ("s.toml", "[design] questions_per_cell must be >= 1", "-5"), {"s.toml": _sim(n=-5)}),
+    Case("simulate-ragged-questions", ["simulate", "{d}/s.toml", "--out", "{d}/o"],
+         ("s.toml", "[design] questions_per_cell must be a number or a (context × ToM) table",
+          "[[1, 2], [3]]"), {"s.toml": _sim().replace("= 20", "= [[1, 2], [3]]", 1)}),
     Case("simulate-too-many-replicates", ["simulate", "{d}/s.toml", "--out", "{d}/o"],
          ("too large", "1,000,000,000,000 replicates", "--allow-large"),
          {"s.toml": _sim(r=10**12)}),
@@ -120,6 +161,11 @@ CASES = [
          ("--out", "items.jsonl", "already exists", "--force"), {"items.jsonl": "{}\n"}),
     Case("stories-too-many", ["stories", "--out", "{d}/items.jsonl", "--n", "1000000000"],
          ("story set too large", "--allow-large")),
+    Case("stories-storyboard-too-long", ["stories", "--storyboard", "{d}/sb.toml", "--out",
+                                         "{d}/items.jsonl"],
+         ("story set too large", "100,000,000 events each", "--allow-large"),
+         {"sb.toml": STORYBOARD.replace("n = 30", "n = 100_000_000").replace(
+             "stop = 30", "stop = 100_000_000")}),
     Case("stories-zero", ["stories", "--out", "{d}/items.jsonl", "--n", "0"],
          ("--n-per-cell", "0")),
     Case("stories-storyboard-typo", ["stories", "--storyboard", "{d}/sb.toml", "--out",
@@ -139,6 +185,91 @@ CASES = [
          ("--out", "/dev/full", "not a regular file")),
     Case("stories-out-missing-folder", ["stories", "--out", "{d}/no/such/items.jsonl"],
          ("--out", "does not exist")),
+    # ---- evaluate (more in test_evaluate_reliability.py) ------------------------------------
+    Case("evaluate-cache-dir-is-file", ["evaluate", "--items", "{d}/i.jsonl", "--model",
+                                        "{d}/o.toml", "--out", "{d}/run.jsonl",
+                                        "--cache-dir", "{d}/i.jsonl"],
+         ("--cache-dir", "i.jsonl", "not a directory"),
+         {"i.jsonl": ITEMS, "o.toml": OPENAI}),
+    Case("evaluate-out-device", ["evaluate", "--items", "{d}/i.jsonl", "--model", "{d}/h.toml",
+                                 "--out", "/dev/full"],
+         ("--out", "/dev/full", "not a regular file"), {"i.jsonl": ITEMS, "h.toml": HEURISTIC}),
+    Case("evaluate-out-not-a-log", ["evaluate", "--items", "{d}/i.jsonl", "--model",
+                                    "{d}/h.toml", "--out", "{d}/i.jsonl", "--no-progress"],
+         ("i.jsonl:1", "log format 'tomstats.items/1' is not supported"),
+         {"i.jsonl": ITEMS, "h.toml": HEURISTIC}),
+    Case("evaluate-gold-not-a-candidate", ["evaluate", "--items", "{d}/i.jsonl", "--model",
+                                           "{d}/h.toml", "--out", "{d}/run.jsonl"],
+         ("i.jsonl:1", "gold answer 'the_moon' is not among its candidates"),
+         {"i.jsonl": _items(answer="the_moon"), "h.toml": HEURISTIC}),
+    Case("evaluate-model-typo", ["evaluate", "--items", "{d}/i.jsonl", "--model", "{d}/h.toml",
+                                 "--out", "{d}/run.jsonl"],
+         ("h.toml", "unknown key 'stratgy'", "did you mean 'strategy'"),
+         {"i.jsonl": ITEMS, "h.toml": HEURISTIC.replace("strategy", "stratgy")}),
+    Case("evaluate-items-not-utf8", ["evaluate", "--items", "{d}/i.jsonl", "--model",
+                                     "{d}/h.toml", "--out", "{d}/run.jsonl"],
+         ("--items", "i.jsonl", "line 2", "not valid UTF-8"),
+         {"i.jsonl": ITEMS.replace("Story number 1", "Story \udcff 1").encode(
+             "utf-8", "surrogateescape"), "h.toml": HEURISTIC}),
+    # ---- fit ----------------------------------------------------------------------------------
+    Case("fit-outcome-without-variance", ["fit", "{d}/t.csv", "--out", "{d}/f.nc"],
+         ("outcome has no variance", "'correct' is 1 in all 36 rows"),
+         {"t.csv": _table(correct=lambda i: 1)}),
+    Case("fit-factor-with-one-level", ["fit", "{d}/t.csv", "--model",
+                                       "correct ~ C(tom_order) + log_context", "--backend",
+                                       "laplace", "--out", "{d}/f.json"],
+         ("C(tom_order)", "single level", "'tom_order' is 0"), {"t.csv": _table(orders=(0,))}),
+    Case("fit-formula-typo", ["fit", "{d}/t.csv", "--model", "correct ~ tom_ordr", "--backend",
+                              "laplace", "--out", "{d}/f.json"],
+         ("'tom_ordr'", "did you mean 'tom_order'"), {"t.csv": TABLE}),
+    Case("fit-option-typo", ["fit", "{d}/t.csv", "--option", "item_efects=false", "--out",
+                             "{d}/f.nc"],
+         ("unknown key 'item_efects'", "did you mean 'item_effects'"), {"t.csv": TABLE}),
+    Case("fit-out-exists", ["fit", "{d}/t.csv", "--out", "{d}/f.nc"],
+         ("--out", "f.nc", "already exists", "--force"), {"t.csv": TABLE, "f.nc": "old"}),
+    Case("fit-not-utf8", ["fit", "{d}/t.csv", "--out", "{d}/f.nc"],
+         ("t.csv", "line 2, column 8", "not valid UTF-8", "0xe9"),
+         {"t.csv": LATIN1_TABLE}),
+    # ---- calibrate ------------------------------------------------------------------------------
+    Case("calibrate-csv-suffix", ["calibrate", "{d}/f.nc", "--out", "{d}/p.csv"],
+         ("--out", "p.csv", "unknown suffix '.csv'", ".toml", ".json"), {"f.nc": "x"}),
+    Case("calibrate-missing-fit", ["calibrate", "{d}/nope.nc", "--out", "{d}/p.json"],
+         ("nope.nc", "does not exist")),
+    Case("calibrate-not-a-fit", ["calibrate", "{d}/t.csv", "--out", "{d}/p.json"],
+         ("t.csv", "not a readable netCDF"), {"t.csv": TABLE}),
+    # ---- compare --------------------------------------------------------------------------------
+    Case("compare-one-fit", ["compare", "{d}/f.nc"], ("at least two fits", "got 1"),
+         {"f.nc": "x"}),
+    Case("compare-missing-fit", ["compare", "{d}/nope.nc", "{d}/f.nc"],
+         ("nope.nc", "does not exist"), {"f.nc": "x"}),
+    Case("compare-out-suffix", ["compare", "{d}/f.nc", "{d}/g.nc", "--out", "{d}/t.json"],
+         ("--out", "t.json", "unknown suffix '.json'"), {"f.nc": "x", "g.nc": "x"}),
+    # ---- summarize ------------------------------------------------------------------------------
+    Case("summarize-by-typo", ["summarize", "{d}/t.csv", "--by", "modle"],
+         ("no column 'modle'", "did you mean 'model'"), {"t.csv": TABLE}),
+    Case("summarize-out-exists", ["summarize", "{d}/t.csv", "--out", "{d}/s.csv"],
+         ("--out", "s.csv", "already exists", "--force"), {"t.csv": TABLE, "s.csv": "old"}),
+    Case("summarize-not-utf8", ["summarize", "{d}/t.csv"],
+         ("t.csv", "line 2, column 8", "not valid UTF-8"),
+         {"t.csv": LATIN1_TABLE}),
+    # ---- anova ----------------------------------------------------------------------------------
+    Case("anova-dv-typo", ["anova", "{d}/t.csv", "--dv", "corect"],
+         ("--dv", "no column 'corect'", "did you mean 'correct'"), {"t.csv": TABLE}),
+    Case("anova-map-missing-column", ["anova", "{d}/t.csv", "--map", "tom_order=tom"],
+         ("--map tom_order=tom", "no column 'tom'"), {"t.csv": TABLE}),
+    Case("anova-out-exists", ["anova", "{d}/t.csv", "--out", "{d}/a.csv"],
+         ("--out", "a.csv", "already exists", "--force"), {"t.csv": TABLE, "a.csv": "old"}),
+    # ---- report ---------------------------------------------------------------------------------
+    Case("report-out-exists", ["report", "{d}/t.csv", "--out", "{d}/r.html"],
+         ("--out", "r.html", "already exists", "--force"), {"t.csv": TABLE, "r.html": "old"}),
+    Case("report-sweep-draws-on-a-log", ["report", "{d}/t.csv", "--out", "{d}/r.html",
+                                         "--sweep-draws", "5"],
+         ("--sweep-draws", "evaluation log"), {"t.csv": TABLE}),
+    Case("report-simulation-missing", ["report", "--simulation", "{d}/nope", "--out",
+                                       "{d}/r.html"], ("nope", "does not exist")),
+    Case("report-not-utf8", ["report", "{d}/t.csv", "--out", "{d}/r.html"],
+         ("t.csv", "line 2, column 8", "not valid UTF-8"),
+         {"t.csv": LATIN1_TABLE}),
 ]
 
 
@@ -183,14 +314,20 @@ def run_case(case: Case, root: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if case.id == "stories-out-device" and not Path("/dev/full").exists():
+def test_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                   capsys: pytest.CaptureFixture[str]) -> None:
+    if "/dev/full" in case.argv and not Path("/dev/full").exists():
         pytest.skip("/dev/full does not exist on this system")
+    monkeypatch.chdir(tmp_path)  # a default output (a cache folder) would land in the snapshot
     run_case(case, tmp_path, capsys)
 
 
-def test_there_are_many_cases() -> None:
-    assert len(CASES) >= 25
+def test_cases_cover_every_subcommand() -> None:
+    """At least 40 cases, and at least two for every command ``tomstats --help`` lists."""
+    assert len(CASES) >= 40
+    assert len({c.id for c in CASES}) == len(CASES)
+    per_command = {name: sum(c.argv[0] == name for c in CASES) for name in COMMANDS}
+    assert all(n >= 2 for n in per_command.values()), per_command
 
 
 # ---- the Python API: a wrong type is a TypeError naming the argument ----------------------
@@ -209,6 +346,44 @@ def test_api_wrong_types_name_the_argument() -> None:
         tomstats.load_study(3)
     with pytest.raises(TypeError, match=r"^study must be"):
         tomstats.power(3)
+    with pytest.raises(TypeError, match=r"^design must be a tomstats.Design.*got str 'paper'"):
+        tomstats.expected_cells("paper", tomstats.PAPER_PARAMS)
+    with pytest.raises(TypeError, match=r"^params must be a tomstats.Params.*got dict"):
+        tomstats.simulate_questions(tomstats.paper_design(), {"alpha": 1.0})
+    with pytest.raises(TypeError, match=r"^params must be a tomstats.Params.*got dict"):
+        tomstats.linear_predictor({"alpha": 1.0}, 200.0, 1)
+    with pytest.raises(TypeError, match=r"^params must be a tomstats.Params.*got str"):
+        tomstats.cell_probabilities("paper", 200.0, 1)
+    with pytest.raises(TypeError, match=r"^arrs must be the AnovaArrays.*got dict"):
+        tomstats.systematic_share({"SS": 1})
+    with pytest.raises(TypeError, match=r"^result must be a StudyResult.*got str"):
+        tomstats.write_study("paper", "out")
+
+
+def test_stories_api_wrong_types_name_the_argument(tmp_path: Path) -> None:
+    from tomstats.stories import generate_story, validate_storyboard, write_items
+
+    with pytest.raises(TypeError, match=r"^sb must be a tomstats.stories.Storyboard.*got str"):
+        generate_story("rooms", 0)
+    with pytest.raises(TypeError, match=r"^sb must be a tomstats.stories.Storyboard.*None"):
+        validate_storyboard(None)
+    with pytest.raises(TypeError, match=r"^items must be an iterable of tomstats Item.*str"):
+        write_items(tmp_path / "i.jsonl", "items")
+    with pytest.raises(TypeError, match=r"^items must hold tomstats Item objects, got dict"):
+        write_items(tmp_path / "i.jsonl", [make_items(1)[0], {"item_id": "x"}])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_items_names_file_and_line(tmp_path: Path) -> None:
+    from tomstats.stories import read_items
+
+    p = tmp_path / "i.jsonl"
+    p.write_bytes(ITEMS.encode() + b'{"item_id": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=r"i.jsonl: line 4, column 17: not valid UTF-8"):
+        read_items(p)
+    p.write_text(ITEMS + "[1, 2]\n")
+    with pytest.raises(ValueError, match=r"i.jsonl:4: an item must be a JSON object, got list"):
+        read_items(p)
 
 
 def test_api_size_guard_and_override() -> None:
@@ -253,3 +428,18 @@ def test_out_dir_failure_names_out_not_temp(tmp_path: Path, monkeypatch, capsys)
     assert f"cannot write '{tmp_path / 'o'}': No space left on device" in err
     assert ".tmp" not in err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["anova", "log.jsonl", "--ss-type", "4"], "argument --ss-type: invalid choice: 4"),
+    (["fitt"], "invalid choice: 'fitt'"),
+    (["power"], "the following arguments are required: config, --out"),
+    (["summarize", "log.jsonl", "--level"], "argument --level: expected one argument"),
+])
+def test_usage_errors_are_one_line_exit_2(argv: list[str], needle: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2
+    assert len(err) == 1 and needle in err[0] and err[0].endswith("--help)"), err

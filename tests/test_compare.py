@@ -76,6 +76,24 @@ def test_compare_equals_arviz():
     assert ours.loc["flat", "elpd_diff"] > 0
 
 
+def test_plot_shows_the_difference_and_its_standard_error():
+    """The plot draws what the table ranks by: each fit's elpd_loo ± se, and the worse fit's
+    difference from the best ± dse (ArviZ draws only the first unless asked), with a legend."""
+    from tomstats.glmm.compare import fig_compare
+
+    table = compare({"slope": make_fit(True), "flat": make_fit(False, seed=1)})
+    ax = fig_compare(table).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["ELPD", "ELPD difference"]
+    # the triangle sits at elpd_loo(best) − elpd_diff(flat), its bar is ± dse
+    diff = next(c for c in ax.containers if c.get_label() == "ELPD difference")
+    (x,), _ = diff.lines[0].get_data()
+    best = table["elpd_loo"].iloc[0]
+    assert x == pytest.approx(best - table.loc["flat", "elpd_diff"])
+    seg = diff.lines[2][0].get_segments()[0]
+    assert seg[1][0] - seg[0][0] == pytest.approx(2 * table.loc["flat", "dse"])
+
+
 def test_cli_table_csv_and_plot(two_fits, tmp_path, capsys):
     import matplotlib.image as mpimg
 
@@ -161,7 +179,7 @@ def test_pareto_warning_exit_code(two_fits, tmp_path, capsys):
     a, _ = two_fits
     wild = tmp_path / "wild.nc"
     save_fit(make_fit(True, seed=3, wild=True), wild)
-    assert main(["compare", str(a), str(wild)]) == 1
+    assert main(["compare", str(a), str(wild)]) == 4
     cap = capsys.readouterr()
     last = cap.err.strip().splitlines()[-1]
     assert last.startswith("tomstats compare: error: the LOO estimate of wild is unreliable")

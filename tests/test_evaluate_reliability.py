@@ -122,6 +122,10 @@ def _hostile_handler(state: Hostile) -> type[BaseHTTPRequestHandler]:
                     self._raw(200, good, {"Content-Encoding": "gzip"})
                 case "not_utf8":
                     self._raw(200, b'{"choices": [{"message": {"content": "\xff\xfe"}}]}')
+                case "surrogate":  # valid JSON, but a lone UTF-16 surrogate is no text
+                    data = json.dumps({"choices": [{"finish_reason": "stop@", "message": {
+                        "role": "assistant", "content": fake_answer(body) + " @"}}]})
+                    self._raw(200, data.replace("@", "\\ud83d").encode())
                 case "html":
                     self._raw(200, b"<html><body>502 Bad Gateway</body></html>")
                 case "reset":
@@ -189,6 +193,24 @@ def test_hostile_reply_is_retried_within_the_run(tmp_path: Path, mode: str,
     assert [r["attempts"] for r in recs] == [2, 2, 2]
     assert all(isinstance(r["response"], str) and r["response"].startswith("Answer: ")
                for r in recs)
+
+
+def test_lone_surrogate_in_a_reply_is_logged_as_replacement_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ``\\ud83d`` escape without its pair used to stop the run when the record was encoded
+    (exit 2, nothing logged); now the text is kept with U+FFFD in its place."""
+    cache = tmp_path / "cache"
+    with hostile_server(lambda n, b: "surrogate") as srv:
+        assert main(_cli(tmp_path, srv.url, "--cache-dir", str(cache), n=3)) == 0, (
+            capsys.readouterr().err)
+        assert srv.posts == 3
+    recs = log_lines(tmp_path / "run.jsonl")
+    assert [r["status"] for r in recs] == ["ok"] * 3
+    assert all(r["response"].endswith(" \ufffd") and r["finish_reason"] == "stop\ufffd"
+               for r in recs)
+    assert len(read_log(tmp_path / "run.jsonl", errors="raise")) == 3
+    entries = [json.loads(p.read_text(encoding="utf-8")) for p in cache.rglob("*.json")]
+    assert len(entries) == 3 and all(e["text"].endswith("\ufffd") for e in entries)
 
 
 def test_fault_server_run_completes_then_rerun_finishes(tmp_path: Path,
@@ -552,6 +574,9 @@ def _bad_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     raw.write_bytes(items.read_bytes().replace(b"Story number 1", b"Story \xff number 1"))
     not_obj = tmp_path / "list.jsonl"
     not_obj.write_text(lines[0] + "\n[1, 2]\n")
+    lone = tmp_path / "lone.jsonl"
+    lone.write_text(lines[0] + "\n" + lines[1].replace("Story number", "Story \\ud800 number")
+                    + "\n")
     badlog = tmp_path / "bad.jsonl"
     badlog.write_bytes(b'{"format": "tomstats.evallog/1"}\n{"x": "\xff"}\n')
     base = ["evaluate", "--items", str(items), "--no-progress"]
@@ -572,6 +597,10 @@ def _bad_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
                                                  "'the_moon' is not among its candidates"),
         "items not UTF-8": (["evaluate", "--items", str(raw), "--model", str(heur), "--out",
                              out], f"{raw}: line 2, column"),
+        "item with a lone surrogate": (["evaluate", "--items", str(lone), "--model",
+                                        str(heur), "--out", out],
+                                       f"{lone}:2: item 't001': a text field holds a lone "
+                                       "surrogate '\\ud800'"),
         "item not an object": (["evaluate", "--items", str(not_obj), "--model", str(heur),
                                 "--out", out], f"{not_obj}:2: an item must be a JSON object"),
         "log not UTF-8": ([*base, "--model", str(heur), "--out", str(badlog)],
@@ -589,8 +618,8 @@ def _bad_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
 
 CASES = ("cache-dir is a file", "cache-dir below a file", "out is /dev/full", "out is a folder",
          "model key typo", "model not UTF-8", "gold not a candidate", "items not UTF-8",
-         "item not an object", "log not UTF-8", "server down", "repair with items",
-         "repair missing log", "repair bad log", "no model")
+         "item with a lone surrogate", "item not an object", "log not UTF-8", "server down",
+         "repair with items", "repair missing log", "repair bad log", "no model")
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -69,9 +69,36 @@ def test_smollm2_summary_significant_digits_and_interval(smollm2_run):
     assert row.split()[3] == format(lo, ".3g") and row.split()[4] == format(hi, ".3g")
 
 
+def test_summary_shows_each_correlation_once_and_quietly():
+    """A random-slope fit's LKJ correlation matrix: only the upper triangle is printed (the
+    diagonal is 1 by construction) and its constant draws raise no NumPy warning."""
+    import warnings
+
+    import arviz as az
+
+    from tomstats.glmm.cli import summary_text
+
+    rng = np.random.default_rng(0)
+    r = np.tanh(rng.normal(-0.4, 0.2, (2, 100)))
+    corr = np.ones((2, 100, 2, 2))
+    corr[..., 0, 1] = corr[..., 1, 0] = r
+    eff = ["Intercept", "tom_order"]
+    idata = az.from_dict(posterior={"corr_model": corr, "beta": rng.normal(size=(2, 100, 1))},
+                         dims={"corr_model": ["model_effect", "model_effect_bis"],
+                               "beta": ["coef"]},
+                         coords={"model_effect": eff, "model_effect_bis": eff,
+                                 "coef": ["Intercept"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        text = summary_text(idata)
+    rows = [ln.split()[0] for ln in text.splitlines()[2:]]
+    assert sorted(rows) == ["beta[Intercept]", "corr_model[Intercept,"]
+    assert format(r.mean(), ".3g") in text
+
+
 def test_failed_diagnostics_exit_1_unless_allowed(smollm2_run, tmp_path, capsys):
     rc, out, err, path = smollm2_run
-    assert rc == 1 and path.is_file()  # the fit is written all the same
+    assert rc == 4 and path.is_file()  # the fit is written all the same
     last = err.strip().splitlines()[-1]
     assert last.startswith("tomstats fit: error: ") and "sampler diagnostics failed" in last
     assert "--allow-warnings" in last
@@ -149,6 +176,9 @@ BAD = [
     ({"tom_order": 2}, ["--model", "correct ~ C(tom_order) + (1 | model)"],
      "the categorical term C(tom_order) has a single level in the data (column 'tom_order' "
      "is 2 in all 72 rows)", None),
+    ({}, ["--query", "tom_ordr == 0"], "name 'tom_ordr' is not defined (did you mean "
+     "'tom_order'?)", None),
+    ({}, ["--query", "tom_order == 7"], "--query 'tom_order == 7' keeps no rows", None),
 ]
 
 
@@ -177,6 +207,17 @@ def test_messages_list_only_the_users_columns(tmp_path, capsys):
     assert own.split(", ") == ["model", "item_id", "context_words", "tom_order", "correct"]
     # columns tomstats adds are named as such, never as the user's
     assert "also available: item (copied from 'item_id'), log_context" in err[0]
+
+
+def test_missing_standard_column_hint_names_it(tmp_path, capsys):
+    log = _log(tmp_path)
+    pd.read_csv(log).rename(columns={"context_words": "n_words"}).to_csv(log, index=False)
+    rc = main(["fit", str(log), "--model", "structural", "--out", str(tmp_path / "f.nc")])
+    _, err = _stderr_lines(capsys)
+    assert rc == 2 and len(err) == 1
+    assert "'context_words' (did you mean 'n_words'?)" in err[0]
+    assert err[0].endswith("rename yours with --map context_words=COLUMN")
+    assert "columns={" not in err[0]
 
 
 def test_out_refused_before_fitting_unless_force(tmp_path, capsys):

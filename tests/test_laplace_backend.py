@@ -259,7 +259,7 @@ def test_cli(tmp_path, capsys, monkeypatch, crossed, fit_crossed):
     rc = main(["fit", str(csv), "--model", FORMULA, "--backend", "laplace", "--out", str(bad),
                "--map", "correct=is_correct"])
     err = capsys.readouterr().err
-    assert rc == 1 and bad.is_file() and not LaplaceFit.from_json(bad).converged
+    assert rc == 4 and bad.is_file() and not LaplaceFit.from_json(bad).converged
     assert "did not converge" in err.strip().splitlines()[-1]
     # --allow-warnings: exit 0, still said on the last line; the existing --out needs --force
     args = ["fit", str(csv), "--model", FORMULA, "--backend", "laplace", "--out", str(bad),

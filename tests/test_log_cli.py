@@ -3,7 +3,6 @@ library functions called directly, ``--by model``, and bad input (exit 2, one li
 
 from __future__ import annotations
 
-import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,6 @@ from tomstats.evaluate import read_log
 from tomstats.summarize import summarize
 
 LOG = Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl"
-ENGINE = set(inspect.signature(anova).parameters)
 
 
 def _answered_log() -> pd.DataFrame:
@@ -79,6 +77,18 @@ def test_summarize_cli_pooled_and_by(tmp_path: Path) -> None:
     np.testing.assert_array_equal(pooled["n_correct"], ref["sum"])
     assert main(["summarize", str(tmp_path / "t.csv"), "--out", str(tmp_path / "m.csv")]) == 0
     assert len(pd.read_csv(tmp_path / "m.csv")) == 27  # 3 LLMs × 3 × 3
+
+
+def test_summarize_cli_map_like_fit(tmp_path: Path) -> None:
+    """``--map STD=COL`` (comma-separated or repeated, as in ``tomstats fit``)."""
+    df = _table(seed=2).rename(columns={"correct": "ok", "model": "llm", "tom_order": "order"})
+    df.to_csv(tmp_path / "t.csv", index=False)
+    out = tmp_path / "cells.csv"
+    assert main(["summarize", str(tmp_path / "t.csv"), "--map", "correct=ok,model=llm",
+                 "--map", "tom_order=order", "--out", str(out)]) == 0
+    ref = summarize(df, columns={"correct": "ok", "model": "llm", "tom_order": "order"})
+    _assert_same(pd.read_csv(out), ref)
+    assert list(pd.read_csv(out).columns[:3]) == ["model", "context_words", "tom_order"]
 
 
 # --------------------------------------------------------------------------- anova
@@ -143,7 +153,6 @@ def test_anova_cli_continuous_dv(tmp_path: Path) -> None:
     _assert_same(pd.read_csv(out), anova(df, "latency", ["context_words", "tom_order"]))
 
 
-@pytest.mark.skipif("ci" not in ENGINE, reason="this tomstats.anova has no bootstrap (ci)")
 def test_anova_cli_bootstrap_intervals(tmp_path: Path) -> None:
     df = _table(seed=6, n=10)
     df.to_csv(tmp_path / "t.csv", index=False)
@@ -162,7 +171,6 @@ def test_anova_cli_bootstrap_intervals(tmp_path: Path) -> None:
     assert (eff["eta2_low"] <= eff["eta2_high"]).all()
 
 
-@pytest.mark.skipif("within" not in ENGINE, reason="this tomstats.anova has no within factors")
 def test_anova_cli_repeated_measures(tmp_path: Path) -> None:
     df = _table(seed=7, models=("m1", "m2", "m3", "m4", "m5"), n=4)
     df.to_csv(tmp_path / "t.csv", index=False)
@@ -172,6 +180,38 @@ def test_anova_cli_repeated_measures(tmp_path: Path) -> None:
     ref = anova(df, "correct", within=["context_words", "tom_order"], subject="model",
                 binary=True)
     _assert_same(pd.read_csv(out), ref)
+
+
+def test_anova_cli_subject_without_within_uses_subject_means(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    """``--subject`` alone is not ignored: the between factors are compared on the subjects'
+    means (one row per LLM), as ``tomstats.anova(..., subject=...)`` does."""
+    df = _table(seed=8, models=tuple(f"m{i}" for i in range(8)), n=3)
+    df["family"] = np.where(df["model"].isin(["m0", "m1", "m2", "m3"]), "big", "small")
+    df.to_csv(tmp_path / "t.csv", index=False)
+    out = tmp_path / "s.csv"
+    assert main(["anova", str(tmp_path / "t.csv"), "--between", "family", "--subject", "model",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "ANOVA of correct on family (type 2 sums of squares, on the mean per model)" in text
+    assert "eps_gg" not in text  # no within effect: no sphericity columns printed
+    means = df.groupby(["model", "family"], as_index=False)["correct"].mean()
+    ref = anova(means, "correct", ["family"])
+    got = pd.read_csv(out)
+    assert got["DF_error"].iloc[0] == 6  # 8 LLMs − 2 families, not 160 questions − 2
+    for c in ("SS", "DF", "F", "p", "partial_eta2"):
+        assert got[c].iloc[0] == pytest.approx(ref[c].iloc[0], rel=1e-12), c
+    # a between factor that varies within an LLM is refused, naming both values
+    assert main(["anova", str(tmp_path / "t.csv"), "--between", "tom_order", "--subject",
+                 "model"]) == 2
+    assert "between factor 'tom_order' varies within subject 'm0'" in capsys.readouterr().err
+
+
+def test_effect_size_columns_are_the_engines() -> None:
+    from tomstats import log_cli
+    from tomstats.anova import EFFECT_SIZES
+
+    assert log_cli.EFFECT_SIZES == EFFECT_SIZES
 
 
 # --------------------------------------------------------------------------- bad input
@@ -195,6 +235,8 @@ def _variant(tmp: Path, case: str) -> list[str]:
         df = df[~((df["model"] == "b") & (df["tom_order"] > 0))]
     elif case == "missing_within":
         df = df[~((df["model"] == "b") & (df["context_words"] == 1000) & (df["tom_order"] == 2))]
+    elif case == "missing_within_cells":
+        df = df[~((df["model"] == "b") & (df["tom_order"] > 0))]
     elif case == "nan_outcome":
         df = df.astype({"correct": float})
         df.loc[3, "correct"] = np.nan
@@ -218,6 +260,8 @@ def _variant(tmp: Path, case: str) -> list[str]:
         "empty_query": ["--query", "model == 'zzz'"],
         "one_level_in_group": ["--by", "model"],
         "missing_within": ["--within", "context_words", "tom_order", "--subject", "model"],
+        "missing_within_cells": ["--within", "context_words", "tom_order"],
+        "default_subject_is_factor": ["--between", "model", "--within", "tom_order"],
     }.get(case, [])
     return [str(p), *extra]
 
@@ -228,8 +272,12 @@ BAD = [
                   "least 2"),
     ("empty_cell", "empty cell: no rows with context_words=1000, tom_order=2"),
     ("one_level_in_group", "factor 'tom_order' has a single level 0 (in model='b')"),
-    ("missing_within", "subject model='b' lacks 1 of the 9 within cells (context_words × "
-                       "tom_order)"),
+    ("missing_within", "subject model='b' has no rows with context_words=1000, tom_order=2; "
+                       "a repeated-measures ANOVA needs every subject in every within cell"),
+    ("missing_within_cells", "subject model='b' has no rows with context_words=200, "
+                             "tom_order=1 (and 5 more of the 9 within cells)"),
+    ("default_subject_is_factor", "--subject 'model' (the default with --within) is also a "
+                                  "factor; name the subject column with --subject COL"),
     ("nan_outcome", "column 'correct' has 1 missing value(s) (NaN), e.g. in row 3"),
     ("non_numeric", "column 'correct' must be numeric, found 'yes' in row 2"),
     ("not_binary", "column 'correct' must be 0/1 (correct or not), found 2 in row 4"),

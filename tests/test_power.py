@@ -102,7 +102,7 @@ def test_gaussian_balanced_anova_power_equals_noncentral_f(shift):
     tab = anova_from_stats(sums, np.full((a, b), float(n)), within, balanced=True,
                            p_values=False)
     st = {"anova_F": np.asarray(tab.F)[..., :3], "anova_peta": np.asarray(tab.partial_eta2)}
-    rej, ok, _ = _decide(_parse_test("anova:interaction"), st, alpha, n, (a, b))
+    rej, ok, _ = _decide(_parse_test("anova:interaction"), st, alpha, n, (a, b), 1)
     inter = mu - mu.mean(1, keepdims=True) - mu.mean(0, keepdims=True) + mu.mean()
     lam = n * (inter ** 2).sum() / sd ** 2
     df1, df2 = (a - 1) * (b - 1), a * b * (n - 1)

@@ -275,6 +275,10 @@ def test_loo_table_counts(fit_path: Path) -> None:
     n_obs = idata.observed_data["correct"].size
     assert ktab["count"].sum() == n_obs
     assert ktab["share"].sum() == pytest.approx(1.0)
+    # readable bin edges: two decimals, never ArviZ's raw good_k (e.g. "0.697064")
+    for label in ktab["Pareto k"]:
+        assert all(len(x.split(".")[1]) == 2 for x in re.findall(r"\d+\.\d+", label)), label
+    assert ktab["Pareto k"].iloc[0] == "(−∞, 0.50]" and ktab["Pareto k"].iloc[-1] == "(1.00, ∞)"
     elpd = float(est.set_index("quantity").loc["elpd_loo", "value"])
     # elpd_loo of Bernoulli data lies between n·log(min p) and 0
     assert -n_obs * np.log(2) * 2 < elpd < 0

@@ -13,6 +13,7 @@ import pytest
 
 from tomstats.cli import main
 from tomstats.report.log import SECTIONS, fit_command, is_log
+from tomstats.summarize import summarize
 
 LOG = Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -63,16 +64,25 @@ def test_markdown_has_the_same_sections(html_report: Path, tmp_path: Path) -> No
 
 
 def test_bootstrap_intervals_in_the_anova_section(html_report: Path) -> None:
-    import inspect
-
-    from tomstats.anova import anova
-
     html = html_report.read_text(encoding="utf-8")
-    if "ci" in inspect.signature(anova).parameters:
-        assert "cluster bootstrap, 200 resamples of story_id" in html
-        assert re.search(r"0\.0329 \[0\.\d{4}, 0\.\d{4}\]", html)  # η² of ToM order
-    else:
-        assert "No bootstrap intervals" in html
+    assert "cluster bootstrap, 200 resamples of story_id" in html
+    assert re.search(r"0\.0329 \[0\.\d{4}, 0\.\d{4}\]", html)  # η² of ToM order
+    assert "No bootstrap intervals" not in html
+
+
+def test_accuracy_figure_dodges_the_orders() -> None:
+    """At each context length the three orders are drawn side by side (their Wilson
+    intervals would hide each other otherwise), symmetric around the tick."""
+    from tomstats.report.log import fig_accuracy
+
+    cells = summarize(LOG)
+    ax = fig_accuracy(cells, "model").axes[0]
+    xs = [c.lines[0].get_xdata() for c in ax.containers]  # errorbar: the data line
+    assert len(xs) == 3  # one line per order over the four answered context lengths
+    x = np.array(xs, dtype=float)
+    assert (x[0] < x[1]).all() and (x[1] < x[2]).all()
+    np.testing.assert_allclose(x[1], [200, 500, 1000, 2000])  # the middle order on the tick
+    np.testing.assert_allclose(np.log(x[2] / x[1]), np.log(x[1] / x[0]))
 
 
 def test_csv_log_with_several_models_and_map(tmp_path: Path) -> None:

@@ -61,6 +61,11 @@ def test_readable_names() -> None:
     assert param_label("sd_item", ["tom_order"]) == "SD of item slopes on tom_order"
     assert param_label("alpha") == "α" and param_label("capability", ["gpt-a"]) == \
         "capability gpt-a"
+    # treatment coding reads as bambi writes it, not formulaic's [T.level]
+    assert param_label("beta", ["prompt_variant[T.spaced]"]) == "β prompt_variant[spaced]"
+    assert param_label("beta", ["tom_order:prompt_variant[T.original]"]) == \
+        "β tom_order:prompt_variant[original]"
+    assert param_label("sd_model", ["g[T.b]"]) == "SD of model slopes on g[b]"
 
 
 def test_prior_key_maps_posterior_names_to_spec_keys() -> None:
@@ -114,6 +119,32 @@ def test_prior_curve_from_prior_group() -> None:
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert len(panels) == len(ctx.params) == 7  # α, γ, δ, σ item, 3 capabilities
     assert all(_dashed(ax) == 1 for ax in panels)
+
+
+def test_densities_caption_names_what_has_no_prior(formula_doc) -> None:
+    caption = next(b.caption for s in formula_doc.sections for b in s.blocks
+                   if isinstance(b, Image) and b.name == "densities")
+    assert "on the 6 of 7 panels" in caption
+    assert "β Intercept has none: the intercept prior is on the intercept at the " \
+        "predictors' means" in caption
+    # a structural fit with a prior on every panel says nothing about β or derived panels
+    doc = R.fit_document(make_fit(seed=1), sweep_draws=0)
+    caption = next(b.caption for s in doc.sections for b in s.blocks
+                   if isinstance(b, Image) and b.name == "densities")
+    assert "on the 7 of 7 panels" in caption and "β" not in caption and "derived" not in caption
+
+
+def test_scaled_prior_of_an_absent_parameter_is_marked(formula_fit) -> None:
+    import json
+
+    idata = make_fit(seed=1)
+    spec = {"kind": "structural", "alpha_scale": 1e-4,
+            "priors": {"alpha_scaled": {"dist": "normal", "loc": 0, "scale": 5},
+                       "sd_alpha_llm_scaled": {"dist": "half_normal", "scale": 1}}}
+    idata.posterior.attrs["spec"] = json.dumps(spec)
+    rows = P.prior_table(FitContext(idata)).set_index("prior on")["applies to"]
+    assert rows["alpha_scaled"] == "α"
+    assert rows["sd_alpha_llm_scaled"] == "— (not a reported parameter of this fit)"
 
 
 def test_prior_table_is_readable(formula_doc) -> None:
@@ -173,6 +204,49 @@ def test_caterpillar_names_top_and_bottom_only(formula_fit) -> None:
     assert labels[0] == g.levels[order[0]] and labels[-1] == g.levels[order[-1]]
 
 
+def _overlapping_labels(fig, labels) -> list[tuple[str, str]]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    boxes = [(t.get_text(), t.get_window_extent()) for t in labels if t.get_text()]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:]
+            if ba.overlaps(bb)]
+
+
+def test_caterpillar_labels_of_many_levels_do_not_overlap(formula_fit) -> None:
+    """With 64 (or 300) levels the named top and bottom rows sit next to each other: their
+    labels are spread apart and each is joined to its own row by a leader line."""
+    import dataclasses
+
+    ctx = FitContext(formula_fit)
+    g = next(g for g in RE.group_effects(ctx) if g.key == "item_Intercept")
+    rng = np.random.default_rng(3)
+    many = dataclasses.replace(g, levels=tuple(f"story-{i:04d}" for i in range(300)),
+                               draws=rng.normal(np.linspace(-1, 1, 300), 0.3, (400, 300)))
+    for case in (g, many):
+        fig = RE.fig_caterpillar(case, ctx.prob)
+        ax = fig.axes[0]
+        assert _overlapping_labels(fig, ax.get_yticklabels()) == []
+        # one leader per named label, ending at its own row (sorted: row i of n)
+        leaders = [ln for ln in ax.get_lines() if ln.get_color() == "grey"
+                   and len(ln.get_xdata()) == 3]
+        n = len(case.levels)
+        rows = sorted(int(ln.get_ydata()[-1]) for ln in leaders)
+        assert rows == list(range(RE.N_NAMED)) + list(range(n - RE.N_NAMED, n))
+    assert RE.label_positions([0, 1, 2, 7, 8, 9], 1.5, 10) == [0, 1.5, 3.0, 6.0, 7.5, 9.0]
+
+
+def test_caterpillar_axis_of_structural_capabilities() -> None:
+    ctx = FitContext(make_fit(seed=1))
+    cap = next(g for g in RE.group_effects(ctx) if g.key == "capability")
+    ax = RE.fig_caterpillar(cap, ctx.prob).axes[0]
+    # capabilities multiply β0: not a log-odds deviation around 0
+    assert "log-odds scale" not in ax.get_xlabel() and "capability m" in ax.get_xlabel()
+    assert cap.centre == 1.0 and cap.sd is None and "not pooled" in cap.sd_label
+    formula = next(g for g in RE.group_effects(FitContext(make_formula_fit(seed=0))))
+    assert formula.scale == "log-odds scale"
+
+
 def test_forest_rows(formula_fit) -> None:
     groups = dict(forest_groups(FitContext(formula_fit)))
     assert [p.label for p in groups["fixed effects β"]] == [
@@ -180,6 +254,24 @@ def test_forest_rows(formula_fit) -> None:
     structural = dict(forest_groups(FitContext(make_fit(seed=1))))
     assert [p.label for p in structural["α, γ, δ"]] == ["α", "γ", "δ"]
     assert len(structural["capabilities"]) == 3
+    # γ (per order) and α, δ (per word) cannot share an axis: each panel names its rows
+    from tomstats.report.sections.forest import fig_forest
+
+    ctx = FitContext(make_fit(seed=1))
+    titles = [ax.get_title(loc="left") for ax in fig_forest(ctx, forest_groups(ctx)).axes]
+    assert titles[:2] == ["α, γ, δ: γ", "α, γ, δ: α, δ"]
+    assert not any(re.search(r"\(\d/\d\)", t) for t in titles)
+
+
+def test_failed_verdict_advises_in_cli_syntax(formula_fit) -> None:
+    idata = formula_fit.copy()
+    div = idata.sample_stats["diverging"].values.copy()
+    div[0, :3] = True
+    idata.sample_stats["diverging"] = (("chain", "draw"), div)
+    check = next(c for c in R.diagnostics_verdict(idata).checks if c.name == "divergences")
+    assert check.passed is False
+    assert "--target-accept" in check.detail and "--option noncentered=true" in check.detail
+    assert "target_accept" not in check.detail and "noncentered=True" not in check.detail
 
 
 def test_one_labelled_trace_and_rank_panel_per_coefficient(formula_fit) -> None:
@@ -248,6 +340,11 @@ def test_provenance_is_readable_and_last(formula_doc) -> None:
     assert tab.loc["sampler.chains", "value"] == "2"
     assert "spec" not in tab.index and "priors" not in tab.index  # in the prior table
     assert tab.loc["versions", "value"] == "pymc 5.x, tomstats 0.0.test"
+    data = next(b.frame for b in prov.blocks if isinstance(b, Table)
+                and b.caption == "Data").set_index("quantity")["value"]
+    # the formula's own cells (2 × 2), as in the design-cell check, not a lone default
+    assert data["design cells (fb × implicit)"] == "4"
+    assert data["LLMs"].startswith("8 (") and data["items"] == "64"
 
 
 def test_predictions_marginal_and_conditional(formula_fit) -> None:

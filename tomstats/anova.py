@@ -1,12 +1,14 @@
-r"""Two-way (and one-way) between-subjects ANOVA, from rows or from cell counts.
+r"""ANOVA from rows (n-way between, repeated measures, mixed) or from two-way cell counts.
 
-Two entry points share one implementation of the formulas:
+Two entry points:
 
 - :func:`anova` works on long data (one row per question) and returns a tidy
-  :class:`pandas.DataFrame` like ``pingouin.anova``;
-- :func:`anova_from_counts` works on per-cell counts of a binary outcome, vectorised in JAX over
-  any number of leading batch dimensions (replicates, capability levels, grid points), for the
-  simulator.
+  :class:`pandas.DataFrame` like ``pingouin.anova``: any number of between factors, within
+  factors with a ``subject`` (Greenhouse–Geisser, Huynh–Feldt, Mauchly), five effect sizes and
+  cluster-bootstrap intervals; its docstring states those formulas;
+- :func:`anova_from_counts` works on per-cell counts of a binary outcome of a two-way design,
+  vectorised in JAX over any number of leading batch dimensions (replicates, capability
+  levels, grid points), for the simulator. The rest of this docstring describes that path.
 
 Both reduce the data to per-cell sufficient statistics — cell size :math:`n_{ij}`, cell sum
 :math:`s_{ij} = \sum y` and within-cell sum of squares :math:`W_{ij} = \sum (y - \bar y_{ij})^2`
@@ -145,6 +147,9 @@ def systematic_share(arrs: AnovaArrays) -> Any:
     array of shape ``(..., 3)``
         Shares in the order ``("A", "B", "A:B")``; NaN where all three SS are 0.
     """
+    if not isinstance(arrs, AnovaArrays):
+        raise TypeError(f"arrs must be the AnovaArrays of tomstats.anova_from_counts, got "
+                        f"{type(arrs).__name__}")
     ss = arrs.SS[..., :3]
     xp = jnp if isinstance(ss, jax.Array) else np
     return ss / xp.sum(ss, axis=-1, keepdims=True)
@@ -944,7 +949,8 @@ def _validate(
     for role, names in (("between", bfac), ("within", wfac)):
         for f in names:
             if f in seen:
-                raise ValueError(f"factor {f!r} is named twice (as {seen[f]} and as {role})")
+                where = f"in {role}" if seen[f] == role else f"(as {seen[f]} and as {role})"
+                raise ValueError(f"factor {f!r} is named twice {where}")
             seen[f] = role
     for role, name in (("subject", subject), ("cluster", cluster)):
         if name is not None and name in seen:

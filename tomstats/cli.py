@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 __all__ = ["main"]
 
@@ -46,8 +47,12 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
                "folder"),
 }
 
-#: Exit codes of every subcommand (documented in the README and docs/getting-started.md).
-EXIT_OK, EXIT_ERRORED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+#: Exit codes of every subcommand (documented in the README and docs/getting-started.md):
+#: 0 done; 1 some questions errored (re-running retries them); 2 bad input, nothing written;
+#: 3 internal failure; 4 the result is written but its checks failed (sampler diagnostics, a
+#: Laplace fit that did not converge, Pareto-k warnings): re-running the same command gives
+#: the same result, ``--allow-warnings`` accepts it with 0.
+EXIT_OK, EXIT_ERRORED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_WARNINGS = 0, 1, 2, 3, 4
 
 
 def _version() -> str:
@@ -56,9 +61,16 @@ def _version() -> str:
     return __version__
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(load: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """Build the parser; only the subcommands in ``load`` get their full arguments."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tomstats",
         description="Separate theory-of-mind order from context length in LLM evaluations.",
     )

@@ -89,7 +89,11 @@ class Design:
             )
         object.__setattr__(self, "factors", factors)
         shape = tuple(f.size for f in factors)
-        n = np.asarray(self.n_per_cell)
+        try:
+            n = np.asarray(self.n_per_cell)
+        except ValueError:  # a ragged list of lists
+            raise ValueError(f"n_per_cell must be a number or a (context × ToM) table of "
+                             f"numbers, got {self.n_per_cell!r}") from None
         if n.dtype == object or not np.issubdtype(n.dtype, np.number):
             raise ValueError(f"n_per_cell must be integers, got {self.n_per_cell!r}")
         if not np.all(np.isfinite(n)) or np.any(n != np.round(n)):
@@ -166,11 +170,18 @@ class Design:
             if not isinstance(f, Mapping) or "name" not in f or "levels" not in f:
                 raise ValueError(f"[design].factors[{i}] needs 'name' and 'levels', got {f!r}")
             factors.append(Factor(f["name"], tuple(f["levels"])))
-        return cls(
-            factors=tuple(factors),
-            n_per_cell=d.get("questions_per_cell", 500),
-            capability=tuple(d.get("capability", (1.0,))),
-        )
+        cap = d.get("capability", (1.0,))
+        try:
+            return cls(
+                factors=tuple(factors),
+                n_per_cell=d.get("questions_per_cell", 500),
+                capability=tuple(cap) if isinstance(cap, list | tuple) else (cap,),
+            )
+        except ValueError as exc:  # name the TOML key, not the Python argument
+            msg = str(exc)
+            if msg.startswith("n_per_cell"):
+                msg = "questions_per_cell" + msg[len("n_per_cell"):]
+            raise ValueError(f"[design] {msg}") from None
 
 
 def paper_design() -> Design:

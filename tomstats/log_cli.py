@@ -21,7 +21,6 @@ outcome, a factor named twice, a file that is not UTF-8, an existing ``--out`` w
 from __future__ import annotations
 
 import argparse
-import inspect
 import itertools
 import os
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ import pandas as pd
 from tomstats.glmm.cli import parse_mapping
 from tomstats.summarize import (
     apply_mapping,
+    apply_query,
     format_summary,
     outcome,
     read_evaluation,
@@ -48,7 +48,8 @@ __all__ = ["DEFAULT_BETWEEN", "EFFECT_SIZES", "POOLED", "add_anova_arguments",
 DEFAULT_BETWEEN: tuple[str, str] = ("context_words", "tom_order")
 #: Value of the ``--by`` column on the rows of the pooled table.
 POOLED = "(pooled)"
-#: Effect-size columns of the ANOVA table, in the order shown.
+#: Effect-size columns of the ANOVA table, in the order shown (those of
+#: :data:`tomstats.anova.EFFECT_SIZES`, repeated here so that ``summarize`` need not import JAX).
 EFFECT_SIZES = ("eta2", "partial_eta2", "omega2", "partial_omega2", "generalized_eta2")
 
 
@@ -62,16 +63,7 @@ def load_table(path: str | os.PathLike[str] | pd.DataFrame, columns: dict[str, s
     ``query`` (a pandas query on the file's own column names, like ``tomstats fit --query``)
     is applied before the ``columns`` mapping.
     """
-    df = read_evaluation(path)
-    if query:
-        try:
-            df = df.query(query)
-        except Exception as exc:  # noqa: BLE001 - any pandas/numexpr failure is bad input
-            raise ValueError(f"--query {query!r}: {' '.join(str(exc).split())}") from None
-        if len(df) == 0:
-            raise ValueError(f"--query {query!r} keeps no rows")
-        df = df.reset_index(drop=True)
-    return apply_mapping(df, columns)
+    return apply_mapping(apply_query(read_evaluation(path), query), columns)
 
 
 # --------------------------------------------------------------------------- summarize
@@ -133,12 +125,6 @@ def _as_list(x: str | Sequence[str] | None) -> list[str]:
     return [x] if isinstance(x, str) else list(x)
 
 
-def _engine() -> tuple[Any, set[str]]:
-    from tomstats.anova import anova
-
-    return anova, set(inspect.signature(anova).parameters)
-
-
 def _show(v: Any) -> str:
     return repr(v.item() if isinstance(v, np.generic) else v)
 
@@ -162,14 +148,19 @@ def _check_levels(df: pd.DataFrame, between: list[str], within: list[str],
             raise ValueError(f"empty cell: no rows with {cell}{where}; every factor "
                              "combination needs data")
     if within and subject is not None:
-        need = len(list(itertools.product(*(levels[f] for f in within))))
-        have = df.groupby(subject)[within].apply(lambda g: len(g.drop_duplicates()))
-        short = have[have < need]
-        if len(short):
-            raise ValueError(f"subject {subject}={_show(short.index[0])} lacks "
-                             f"{need - int(short.iloc[0])} of the {need} within cells "
-                             f"({' × '.join(within)}){where}; a repeated-measures ANOVA needs "
-                             "every subject in every within cell")
+        cells = list(itertools.product(*(levels[f] for f in within)))
+        for name, sub in df.groupby(subject, sort=True):
+            have = set(map(tuple, sub[within].drop_duplicates().itertuples(index=False,
+                                                                          name=None)))
+            lacking = [c for c in cells if c not in have]
+            if lacking:
+                cell = ", ".join(f"{f}={_show(v)}" for f, v in zip(within, lacking[0],
+                                                                    strict=True))
+                more = (f" (and {len(lacking) - 1} more of the {len(cells)} within cells)"
+                        if len(lacking) > 1 else "")
+                raise ValueError(f"subject {subject}={_show(name)} has no rows with {cell}"
+                                 f"{more}{where}; a repeated-measures ANOVA needs every "
+                                 "subject in every within cell")
 
 
 def log_anova(
@@ -202,7 +193,9 @@ def log_anova(
         two-way design). With ``within`` (repeated measures on the cell means of each
         subject), ``subject`` defaults to ``"model"``.
     subject : str, optional
-        The subject column of a repeated-measures design (the LLM).
+        The subject column of a repeated-measures design (the LLM). Without ``within`` the
+        rows are averaged per subject first and the between factors compared on those means
+        (each subject needs one level of every between factor).
     by : str, optional
         Also one table per value of this column (e.g. ``"model"``), before the pooled one.
     ss_type : {1, 2, 3}
@@ -226,7 +219,8 @@ def log_anova(
     between_l, within_l = _as_list(between), _as_list(within)
     if not between_l and not within_l:
         between_l = list(DEFAULT_BETWEEN)
-    if within_l and subject is None:
+    subject_default = bool(within_l) and subject is None
+    if subject_default:
         subject = "model"
     factors = between_l + within_l
     seen: set[str] = set()
@@ -243,7 +237,9 @@ def log_anova(
     if subject is not None:
         require_column(df, subject, "--subject")
         if subject in seen:
-            raise ValueError(f"--subject {subject!r} is also a factor")
+            default = " (the default with --within)" if subject_default else ""
+            raise ValueError(f"--subject {subject!r}{default} is also a factor; name the "
+                             "subject column with --subject COL")
     if by is not None:
         require_column(df, by, "--by")
         if by in seen or by == dv:
@@ -265,27 +261,21 @@ def log_anova(
         if na.any():
             raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
 
-    anova, params = _engine()
-    kwargs: dict[str, Any] = {"ss_type": ss_type, "binary": dv == "correct"}
-    if within_l:
-        if "within" not in params:
-            raise ValueError("--within: this tomstats.anova has no repeated-measures form")
-        kwargs.update(within=within_l, subject=subject)
+    from tomstats.anova import anova
+
+    kwargs: dict[str, Any] = {"ss_type": ss_type, "binary": dv == "correct",
+                              "within": within_l or None, "subject": subject}
     if ci is not None:
         if isinstance(ci, bool) or not 0 < float(ci) < 1:
             raise ValueError(f"--ci must be in (0, 1), got {ci!r}")
         if isinstance(n_boot, bool) or int(n_boot) != n_boot or n_boot < 1:
             raise ValueError(f"--n-boot must be a positive integer, got {n_boot!r}")
-        if "ci" not in params:
-            raise ValueError("--ci: this tomstats.anova has no bootstrap intervals")
         if cluster is None:
             cluster = next((c for c in ("story_id", "item_id", "item") if c in df.columns),
                            None)
         else:
             require_column(df, cluster, "--cluster")
-        kwargs.update(ci=float(ci), n_boot=int(n_boot), seed=int(seed))
-        if cluster is not None and "cluster" in params:
-            kwargs["cluster"] = cluster
+        kwargs.update(ci=float(ci), n_boot=int(n_boot), seed=int(seed), cluster=cluster)
     groups: list[tuple[Any, pd.DataFrame, str]] = []
     if by is not None:
         for value, sub in df.groupby(by, sort=True):
@@ -296,8 +286,7 @@ def log_anova(
     tables = []
     for value, sub, where in groups:
         try:
-            tab = anova(sub, dv, between=between_l or None, **kwargs) if within_l else \
-                anova(sub, dv, between_l, **kwargs)
+            tab = anova(sub, dv, between_l or None, **kwargs)
         except ValueError as exc:  # the engine's own checks: say which table
             raise ValueError(f"{' '.join(str(exc).split())}{where}") from None
         if by is not None:
@@ -332,8 +321,8 @@ def format_anova(table: pd.DataFrame) -> str:
                      for s, lo, hi in zip(cells, table[f"{c}_low"], table[f"{c}_high"],
                                           strict=True)]
         show[c] = cells
-    for c in ("eps_gg", "p_gg", "p_hf", "mauchly_p"):
-        if c in table.columns:
+    if repeated and table["eps_gg"].notna().any():  # sphericity: only with within effects
+        for c in ("eps_gg", "p_gg", "p_hf", "mauchly_p"):
             show[c] = [num(v, "{:.3g}") for v in table[c]]
     return show.to_string(index=False)
 
@@ -350,7 +339,9 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
                    help="within (repeated-measures) factors, e.g. context_words tom_order with "
                         "the LLMs as subjects")
     p.add_argument("--subject", metavar="COL", default=None,
-                   help="subject column of a repeated-measures design (default model)")
+                   help="subject column of a repeated-measures design (default model with "
+                        "--within); without --within, the between factors are compared on "
+                        "the means per subject")
     p.add_argument("--by", metavar="COL", default=None,
                    help="also one table per value of this column (e.g. model), before the "
                         "pooled one")
@@ -385,7 +376,8 @@ def run_anova(args: argparse.Namespace) -> int:
     a = table.attrs
     design = " × ".join(a["between"] + a["within"])
     head = (f"ANOVA of {a['dv']} on {design} (type {args.ss_type} sums of squares"
-            + (f", repeated measures within {a['subject']}" if a["within"] else "")
+            + (f", repeated measures within {a['subject']}" if a["within"]
+               else f", on the mean per {a['subject']}" if a["subject"] else "")
             + (f"; {a['ci']:.0%} cluster-bootstrap intervals, {a['n_boot']} resamples of "
                f"{a['cluster'] or 'rows'}, seed {args.seed}" if a["ci"] else "") + ")")
     print(head)

@@ -107,6 +107,12 @@ def _log1p(x: Any) -> Any:
     return pt.log1p(x)
 
 
+def _check_params(params: Any) -> None:
+    if not isinstance(params, Params):
+        raise TypeError(f"params must be a tomstats.Params (e.g. tomstats.Params(alpha=7e-5, "
+                        f"gamma=1.2, delta=2e-4, sigma=0.6)), got {type(params).__name__}")
+
+
 def linear_predictor(
     params: Params,
     context: Any,
@@ -139,7 +145,13 @@ def linear_predictor(
     -------
     array
         :math:`\\eta`, broadcast over all arguments.
+
+    Raises
+    ------
+    TypeError
+        ``params`` is not a :class:`Params`.
     """
+    _check_params(params)
     return (
         BETA0 * capability
         - params.alpha * context_load(context)
@@ -192,5 +204,6 @@ def cell_probabilities(
     ``context`` and ``tom`` broadcast against each other (pass ``context[:, None]`` and
     ``tom[None, :]`` for a context × ToM table).
     """
+    _check_params(params)
     mu = linear_predictor(params, context, tom, capability)
     return expected_accuracy(mu, jnp.broadcast_to(jnp.asarray(params.sigma), jnp.shape(mu)))

@@ -24,6 +24,28 @@ counts are exactly :math:`\operatorname{Binomial}(n, \bar p_{ct})`; those are dr
     LLM's binary answers: reject when :math:`F > F_{1-a}(df_X, N - CT)`. Run on every LLM;
     power is the rejection rate over LLMs and studies (``power_by_llm`` per LLM). Estimate:
     partial :math:`\eta^2`.
+``rm-anova:tom_order``, ``rm-anova:context_length``, ``rm-anova:interaction``
+    The repeated-measures ANOVA across LLMs: the LLMs are the subjects, context × order the
+    within factors, the dependent variable each LLM's accuracy per cell :math:`k_{jct}/n`.
+    With :math:`M_E` orthonormal contrasts of effect :math:`E` over the :math:`CT` cells
+    (:math:`d_E` columns) and :math:`Z = Y M_E` (one row per LLM),
+    :math:`SS_E = L\,\lVert\bar z\rVert^2`,
+    :math:`SS_{E\times S} = \operatorname{tr} W` with :math:`W = (Z - \bar z)^\top(Z -
+    \bar z)`, :math:`F = \frac{SS_E/d_E}{SS_{E\times S}/(d_E(L-1))}`, and the
+    Greenhouse–Geisser :math:`\hat\varepsilon = \operatorname{tr}(W)^2 / (d_E
+    \operatorname{tr}(W^2))`: reject when the GG-corrected
+    :math:`P(F_{\hat\varepsilon d_E,\, \hat\varepsilon d_E (L-1)} > F) < a` (as afex's
+    ``aov_car`` and :func:`tomstats.anova.anova` with ``within=``); with fewer LLMs than
+    :math:`d_E + 1` the error matrix is singular, no correction can be estimated and the
+    uncorrected F test is used, as the analysis reports only it. One test per study; it
+    needs at least 2 LLMs. Estimate: partial :math:`\eta^2 = SS_E/(SS_E + SS_{E\times
+    S})`. The stories are fixed in this analysis: when they carry effects shared by all
+    LLMs (:math:`\sigma > 0`), a cell's stories shift every LLM's accuracy alike and the
+    test's type I error grows with the number of LLMs and falls with the number of stories
+    (the "language-as-fixed-effect fallacy"); the GLMM tests, with ``(1 | item)``, do not.
+    Like the GLMM tests, it is run on studies simulated story by story, every story answered
+    by every LLM (:func:`tomstats.simulate.item_counts`; one question per story unless
+    ``items_per_cell`` is given).
 ``glm-wald:<p>``, ``glm-lrt:<p>`` with :math:`p\in\{\alpha,\gamma,\delta\}`
     Logistic regression of one LLM's answers on equation (1)'s predictors,
     :math:`\operatorname{logit} P = b_0 + b_1 c\ln(1+c/500) + b_2 t + b_3 c t`, fitted by
@@ -59,6 +81,7 @@ the plug-in power at the posterior means is reported beside it (coordinate ``kin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -111,6 +134,7 @@ _SCALE = np.array([1.0, 1e-3, 1.0, 1e-3])
 #: Every test :func:`power` knows.
 TESTS: tuple[str, ...] = (
     *(f"anova:{t}" for t in ("tom_order", "context_length", "interaction")),
+    *(f"rm-anova:{t}" for t in ("tom_order", "context_length", "interaction")),
     *(f"glm-{m}:{p}" for m in ("wald", "lrt") for p in _COEF),
     "glm-lrt:interaction",
     *(f"glmm-{m}:{p}" for m in ("wald", "lrt") for p in _COEF),
@@ -127,7 +151,7 @@ class PowerFailureError(ValueError):
 @dataclass(frozen=True)
 class _Test:
     name: str
-    analysis: str  # anova | glm | glmm
+    analysis: str  # anova | rm-anova | glm | glmm
     method: str  # F | wald | lrt
     term: str
 
@@ -136,8 +160,8 @@ def _parse_test(name: str) -> _Test:
     if not isinstance(name, str) or name not in TESTS:
         raise ValueError(f"tests: unknown test {name!r}{closest_hint(str(name), TESTS)}")
     head, term = name.split(":")
-    if head == "anova":
-        return _Test(name, "anova", "F", term)
+    if head in ("anova", "rm-anova"):
+        return _Test(name, head, "F", term)
     analysis, method = head.split("-")
     return _Test(name, analysis, method, term)
 
@@ -216,6 +240,39 @@ def _glm_stats(tests: Sequence[_Test], x: np.ndarray, add: np.ndarray, y: jax.Ar
     return out
 
 
+def _orthonormal(levels: int) -> np.ndarray:
+    """Orthonormal contrasts over ``levels`` levels (columns orthogonal to 1), (levels, -1)."""
+    q, _ = np.linalg.qr(np.hstack([np.ones((levels, 1)), np.eye(levels)[:, :-1]]))
+    return q[:, 1:]
+
+
+def _rm_contrasts(n_c: int, n_t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Orthonormal contrasts of context, order and their interaction over the cells (c, t)
+    flattened in C order, in the order of ``_ANOVA_TERMS``."""
+    hc, ht = _orthonormal(n_c), _orthonormal(n_t)
+    mean_c, mean_t = np.full((n_c, 1), n_c ** -0.5), np.full((n_t, 1), n_t ** -0.5)
+    return np.kron(hc, mean_t), np.kron(mean_c, ht), np.kron(hc, ht)
+
+
+def _rm_anova_stats(acc: jax.Array, contrasts: Sequence[np.ndarray]) -> dict[str, jax.Array]:
+    """Within-LLM F, Greenhouse–Geisser ε and partial η² of the three effects (module
+    docstring) from the accuracies ``acc`` (L, C, T) of one study."""
+    n_l = acc.shape[0]
+    y = acc.reshape(n_l, -1)
+    f, eps, peta = [], [], []
+    for m in contrasts:
+        z = y @ jnp.asarray(m, dtype=y.dtype)
+        zbar = z.mean(0)
+        dev = z - zbar
+        w = dev.T @ dev
+        d = m.shape[1]
+        ss_e, ss_err = n_l * jnp.sum(zbar * zbar), jnp.trace(w)
+        f.append((ss_e / d) / (ss_err / (d * (n_l - 1))))
+        eps.append(ss_err ** 2 / (d * jnp.sum(w * w)))
+        peta.append(ss_e / (ss_e + ss_err))
+    return {"rm_F": jnp.stack(f), "rm_eps": jnp.stack(eps), "rm_peta": jnp.stack(peta)}
+
+
 def _glmm_stats(tests: Sequence[_Test], x: np.ndarray, k_items: jax.Array,
                 trials: np.ndarray) -> dict[str, jax.Array]:
     """Crossed-intercept GLMM (1 | llm) + (1 | item) of one study's item counts (L,C,T,I)."""
@@ -241,6 +298,16 @@ def _glmm_stats(tests: Sequence[_Test], x: np.ndarray, k_items: jax.Array,
     return out
 
 
+#: Analyses that pool the LLMs: their data simulate every story, shared by all LLMs (as in a
+#: real multi-LLM study, where every LLM answers the same questions).
+_POOLED = ("rm-anova", "glmm")
+
+
+def _per_item(setting: _Setting, tests: Sequence[_Test]) -> bool:
+    """Whether a study is simulated story by story (:func:`tomstats.simulate.item_counts`)."""
+    return setting.items is not None or any(t.analysis in _POOLED for t in tests)
+
+
 def _kernel(design: Design, setting: _Setting, tests: tuple[_Test, ...],
             path: str) -> Callable[..., dict[str, jax.Array]]:
     """``(keys, theta, n) -> statistics`` of one study per key (compiled, cached by shape).
@@ -248,8 +315,7 @@ def _kernel(design: Design, setting: _Setting, tests: tuple[_Test, ...],
     On the exact path without items the questions per cell are an argument, so one program
     serves every value of ``questions_per_cell``.
     """
-    per_item = setting.items is not None or any(t.analysis == "glmm" for t in tests)
-    if path == "exact" and not per_item:
+    if path == "exact" and not _per_item(setting, tests):
         setting = _Setting(n=0, items=None, n_llms=setting.n_llms)
     return _compiled(design.context.tobytes(), design.tom.tobytes(), setting, tests, path)
 
@@ -261,8 +327,9 @@ def _compiled(ctx_b: bytes, tom_b: bytes, setting: _Setting, tests: tuple[_Test,
     tom = np.frombuffer(tom_b)
     n_c, n_t = ctx.size, tom.size
     x, add = _matrices(ctx, tom)
+    rm = _rm_contrasts(n_c, n_t)
     analyses = {t.analysis for t in tests}
-    per_item = setting.items is not None or "glmm" in analyses
+    per_item = _per_item(setting, tests)
     trials = item_trials(setting.n, setting.items or setting.n) if per_item else None
 
     def one(key: jax.Array, th: Mapping[str, jax.Array], n: jax.Array) -> dict[str, jax.Array]:
@@ -288,6 +355,8 @@ def _compiled(ctx_b: bytes, tom_b: bytes, setting: _Setting, tests: tuple[_Test,
             tab = anova_from_counts(counts, n, balanced=True, p_values=False, check=False)
             out["anova_F"] = tab.F[..., :3]
             out["anova_peta"] = tab.partial_eta2[..., :3]
+        if "rm-anova" in analyses:
+            out.update(_rm_anova_stats(counts / n, rm))
         if "glm" in analyses:
             y = counts.reshape(counts.shape[0], n_c * n_t)
             out.update(_glm_stats([t for t in tests if t.analysis == "glm"], x, add, y, n))
@@ -321,9 +390,19 @@ def _matrices(ctx: np.ndarray, tom: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _decide(test: _Test, st: Mapping[str, np.ndarray], alpha: float, n: int,
-            cells: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            cells: tuple[int, int], n_llms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(reject, ok, estimate) arrays for one test; shape (R, L) or (R,)."""
     n_c, n_t = cells
+    if test.analysis == "rm-anova":
+        j = _ANOVA_TERMS.index(test.term)
+        d = (n_c - 1, n_t - 1, (n_c - 1) * (n_t - 1))[j]
+        f, eps = st["rm_F"][..., j], st["rm_eps"][..., j]
+        if n_llms - 1 < d:  # too few LLMs to estimate ε: the uncorrected test, as anova()
+            eps = np.ones_like(f)
+        ok = np.isfinite(f) & np.isfinite(eps)
+        with np.errstate(invalid="ignore"):
+            p = scipy.stats.f.sf(f, eps * d, eps * d * (n_llms - 1))
+        return ok & (p < alpha), ok, st["rm_peta"][..., j]
     if test.analysis == "anova":
         j = _ANOVA_TERMS.index(test.term)
         df1 = (n_c - 1, n_t - 1, (n_c - 1) * (n_t - 1))[j]
@@ -487,6 +566,10 @@ def _check_design(tests: Sequence[_Test], design: Design, settings: Sequence[_Se
         if t.analysis == "anova" and min(s.n for s in settings) < 2:
             raise ValueError(f"test {t.name!r}: questions_per_cell must be >= 2 (one question a "
                              "cell leaves the ANOVA no residual degrees of freedom)")
+        if t.analysis == "rm-anova" and min(s.n_llms for s in settings) < 2:
+            raise ValueError(f"test {t.name!r} has the LLMs as subjects: it needs at least 2 "
+                             f"LLMs, got {min(s.n_llms for s in settings)} (set n_llms or more "
+                             "capability levels)")
         if t.analysis == "glmm" and min(s.n_llms for s in settings) < 2:
             raise ValueError(f"test {t.name!r} fits (1 | llm): it needs at least 2 LLMs, got "
                              f"{min(s.n_llms for s in settings)} (set n_llms or more capability "
@@ -547,6 +630,7 @@ def power(
     target: float | None = None,
     items_per_cell: int | None = None,
     n_llms: int | None = None,
+    questions_per_cell: int | None = None,
     capability_sd: float | None = None,
     path: str | None = None,
     posterior: Any = None,
@@ -582,6 +666,9 @@ def power(
         Target power for :meth:`PowerResult.targets` (default 0.8).
     items_per_cell, n_llms, capability_sd, path
         See :class:`tomstats.study.PowerSpec`.
+    questions_per_cell : int, optional
+        Questions per cell and LLM of every simulated study (default: the design's), when
+        ``along`` varies something else.
     posterior : path or InferenceData, optional
         A structural fit: adds the assurance (``kind="assurance"``) beside the plug-in power
         at the posterior means.
@@ -634,6 +721,16 @@ def power(
                              + closest_hint(str(name), ALONG))
         changes.update(along=name, values=tuple(np.atleast_1d(np.asarray(values)).tolist()))
     spec = cfg.power.replace(**changes)
+    if questions_per_cell is not None:
+        if isinstance(questions_per_cell, bool) or not isinstance(
+                questions_per_cell, int | np.integer) or questions_per_cell < 1:
+            raise ValueError("questions_per_cell must be a whole number >= 1, got "
+                             f"{questions_per_cell!r}")
+        if spec.along == "questions_per_cell":
+            raise ValueError("questions_per_cell: it is the dimension `along` varies; give "
+                             "its values there")
+        cfg = dataclasses.replace(cfg, design=cfg.design.with_(
+            n_per_cell=int(questions_per_cell)))
     parsed = tuple(_parse_test(t) for t in spec.tests)
     if isinstance(draws, bool) or not isinstance(draws, int | np.integer) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
@@ -692,18 +789,19 @@ def power_footprint(spec: PowerSpec, tests: Sequence[Any], design: Design,
     r"""Memory and time of a power run, estimated before it starts.
 
     A study of setting :math:`s` has :math:`r_s = L_s \cdot C \cdot q_s` rows (LLMs × cells ×
-    items or questions per cell; one row per cell and LLM when only count analyses run on the
-    exact path). Studies are dispatched in chunks of at most 2^21 rows (200 studies when
-    models are fitted), so memory is about :math:`160\,\max_s \max(r_s, \text{chunk rows})`
-    bytes; time is :math:`R \cdot K \sum_s (a + b\, r_s)` with per-study and per-row costs
-    :math:`a, b` of the slowest analysis (ANOVA, GLM or GLMM).
+    items or questions per cell; one row per cell and LLM when only the per-LLM ANOVA and GLM
+    tests run on the exact path). Studies are dispatched in chunks of at most 2^21 rows (200
+    studies when models are fitted), so memory is about
+    :math:`160\,\max_s \max(r_s, \text{chunk rows})` bytes; time is
+    :math:`R \cdot K \sum_s (a + b\, r_s)` with per-study and per-row costs :math:`a, b` of the
+    slowest analysis (ANOVA, GLM or GLMM).
     """
     analyses = {t.analysis for t in tests}
     slowest = "glmm" if "glmm" in analyses else "glm" if "glm" in analyses else "anova"
     cells = design.shape[0] * design.shape[1]
     rows, seconds = 0.0, 0.0
     for st in settings:
-        per_row = st.items is not None or "glmm" in analyses or spec.path != "exact"
+        per_row = _per_item(st, tests) or spec.path != "exact"
         r = float(st.n_llms) * cells * (float(st.items or st.n) if per_row else 1.0)
         rows = max(rows, r)
         seconds += _SECONDS_PER_STUDY[slowest] + _SECONDS_PER_ROW[slowest] * r
@@ -760,10 +858,10 @@ def _simulate_all(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
                     raise ValueError(f"non-finite parameters {sorted(bad)}")
                 run = _kernel(design, st, tests, spec.path)
                 per_study = st.n_llms * design.shape[0] * design.shape[1] * (
-                    st.items or st.n if (st.items or any(t.analysis == "glmm" for t in tests))
+                    st.items or st.n if _per_item(st, tests)
                     else 1)
                 chunk = max(1, min(R, _CELLS_PER_CHUNK // max(per_study, 1)))
-                if any(t.analysis != "anova" for t in tests):
+                if any(t.analysis not in ("anova", "rm-anova") for t in tests):
                     # model fits are data-dependent loops: XLA's CPU runtime has been seen to
                     # stall for good on very large vmapped batches of them, so keep each
                     # dispatch moderate (the cost per study is the same)
@@ -780,7 +878,7 @@ def _simulate_all(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
                 stat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
                 out[(ki, vi, "successes")] = stat["successes"]
                 for t in tests:
-                    rej, ok, est = _decide(t, stat, spec.alpha, st.n, design.shape)
+                    rej, ok, est = _decide(t, stat, spec.alpha, st.n, design.shape, st.n_llms)
                     n_fail = int((~ok).sum())
                     if n_fail > _MAX_FAIL * ok.size and not allow_failures:
                         raise PowerFailureError(
@@ -931,6 +1029,9 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, default=None, help="significance level")
     p.add_argument("--target", type=float, default=None, help="target power (default 0.8)")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--questions-per-cell", type=int, default=None, metavar="N",
+                   help="questions per cell and LLM when --along varies something else "
+                        "(default: the TOML's questions_per_cell)")
     p.add_argument("--items-per-cell", type=int, default=None,
                    help="stories per cell (default: one per question)")
     p.add_argument("--n-llms", type=int, default=None,
@@ -958,7 +1059,8 @@ def run_power(args: argparse.Namespace) -> int:
     result = power(cfg, along=_parse_along(args.along) if args.along else None,
                    tests=args.test, alpha=args.alpha, replicates=args.replicates,
                    seed=args.seed, target=args.target, items_per_cell=args.items_per_cell,
-                   n_llms=args.n_llms, path=args.path, posterior=args.posterior,
+                   n_llms=args.n_llms, questions_per_cell=args.questions_per_cell,
+                   path=args.path, posterior=args.posterior,
                    draws=args.draws, allow_failures=args.allow_failures,
                    progress=False if args.quiet else None, allow_large=args.allow_large)
     with replaced_dir(args.out) as tmp:

@@ -209,6 +209,7 @@ def write_study(result: StudyResult, out: str | os.PathLike[str],
     Everything is first written to a temporary folder beside ``out`` and then moved in file
     by file with ``os.replace``, so ``out`` never holds a half-written file.
     """
+    check_type(result, StudyResult, "result", "a StudyResult (from tomstats.run_study)")
     out = ensure_writable_dir(out)
     with staged_files(out) as staged:
         stage = staged.stage

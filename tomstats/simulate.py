@@ -173,6 +173,7 @@ def expected_cells(
     Returns a DataArray with dims ``(*param_dims, *grid, capability, context_length,
     tom_order)``.
     """
+    _check_design_params(design, params)
     bp, dims, coords = _param_batch(params, grid, param_dims)
     p = _cell_p(bp, design, np.asarray(design.capability))
     return xr.DataArray(
@@ -375,6 +376,12 @@ def simulation_footprint(
     return Footprint(what, out_bytes + work, seconds, detail)
 
 
+def _check_design_params(design: Design, params: Params) -> None:
+    """``TypeError`` naming the argument when ``design`` or ``params`` has the wrong type."""
+    check_type(design, Design, "design", "a tomstats.Design (e.g. tomstats.paper_design())")
+    check_type(params, Params, "params", "a tomstats.Params (e.g. tomstats.PAPER_PARAMS)")
+
+
 def _check_common(replicates: int, path: str, ss_type: int) -> None:
     if isinstance(replicates, bool) or not isinstance(replicates, int | np.integer) \
             or replicates < 1:
@@ -447,8 +454,7 @@ def simulate(
         interaction, residual) and ``share`` (ToM / context / interaction share of the
         between-cell SS) over ``systematic``.
     """
-    check_type(design, Design, "design", "a tomstats.Design (e.g. tomstats.paper_design())")
-    check_type(params, Params, "params", "a tomstats.Params (e.g. tomstats.PAPER_PARAMS)")
+    _check_design_params(design, params)
     _check_common(replicates, path, ss_type)
     n = np.asarray(design.n_per_cell)
     if int(n.sum()) <= n.size:
@@ -632,6 +638,7 @@ def simulate_questions(
         Columns ``replicate, capability, context_length, tom_order, item, correct``
         (+ ``eps``), with ``item`` a string id unique within a replicate.
     """
+    _check_design_params(design, params)
     _check_common(replicates, "exact", 2)
     if shared_items and not latent:
         raise ValueError("shared_items=True needs latent=True (shared noise must be drawn)")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -142,6 +143,32 @@ def apply_mapping(df: pd.DataFrame, columns: Mapping[str, str] | None,
             out[std] = df[src]
     if "item" not in out.columns and "item_id" in out.columns:
         out["item"] = out["item_id"]
+    return out
+
+
+def apply_query(df: pd.DataFrame, query: str | None, field: str = "--query") -> pd.DataFrame:
+    """Rows of ``df`` matching a pandas query on its own column names (``attrs`` kept).
+
+    Raises
+    ------
+    ValueError
+        A query pandas cannot evaluate (naming the closest column when it names an unknown
+        one), or one that keeps no rows.
+    """
+    if not query:
+        return df
+    attrs = dict(df.attrs)
+    try:
+        out = df.query(query)
+    except Exception as exc:  # noqa: BLE001 - any pandas/numexpr failure is bad input
+        text = " ".join(str(exc).split())
+        m = re.search(r"name '([^']+)' is not defined", text)
+        near = closest_hint(m.group(1), map(str, df.columns)) if m else ""
+        raise ValueError(f"{field} {query!r}: {text}{near}") from None
+    if len(out) == 0:
+        raise ValueError(f"{field} {query!r} keeps no rows")
+    out = out.reset_index(drop=True)
+    out.attrs.update(attrs)
     return out
 
 

@@ -43,7 +43,7 @@ from tomstats.evaluate.prompts import Request
 from tomstats.stories.items import Item
 
 __all__ = ["REDACTED", "Call", "RequestFailed", "backoff_delay", "capped_retry_after",
-           "heuristic_answer", "load_llama", "open_backend", "redact"]
+           "heuristic_answer", "load_llama", "open_backend", "redact", "scrub"]
 
 #: A backend call: one request in, one completion out.
 Call = Callable[[Request], Awaitable[Completion]]
@@ -196,6 +196,17 @@ def redact(text: str, secret: str | None = None) -> str:
     if secret:
         text = _secret_re(secret).sub(REDACTED, text)
     return _TOKEN_RE.sub(REDACTED, text)
+
+
+#: Lone UTF-16 surrogates: valid in a JSON string (``"\\ud800"``), not encodable as UTF-8.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def scrub(text: str, secret: str | None = None) -> str:
+    """``text`` fit to be logged and cached: :func:`redact`-ed, and every lone surrogate
+    (a ``\\ud800`` escape a server wrote without its pair) replaced by U+FFFD, so writing it
+    as UTF-8 cannot fail."""
+    return redact(_SURROGATE_RE.sub("\ufffd", text), secret)
 
 
 def _quote_body(body: str, secret: str | None, n: int = BODY_QUOTE_CHARS) -> str:

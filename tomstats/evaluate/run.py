@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import re
 import sys
@@ -23,7 +24,7 @@ from typing import Any
 from tomstats import __version__
 from tomstats._io import ensure_writable_file
 from tomstats._validate import read_text
-from tomstats.evaluate.backends import Call, RequestFailed, note, open_backend, redact
+from tomstats.evaluate.backends import Call, RequestFailed, note, open_backend, scrub
 from tomstats.evaluate.cache import DEFAULT_CACHE_DIR, Completion, ResponseCache
 from tomstats.evaluate.config import ModelConfig, load_model_config
 from tomstats.evaluate.extract import score_response
@@ -134,6 +135,12 @@ def _check_item(it: Item, where: str) -> None:
     if it.answer not in it.candidates:
         raise ValueError(f"{where}item {it.item_id!r}: gold answer {it.answer!r} is not among "
                          f"its candidates {list(it.candidates)}")
+    try:  # a lone "\ud800" escape is valid JSON but no text: it could never be sent or logged
+        json.dumps(it.to_dict(), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{where}item {it.item_id!r}: a text field holds a lone surrogate "
+                         f"{exc.object[exc.start:exc.end]!r} (a broken \\u escape); fix the "
+                         "item file") from None
 
 
 def load_items(path: str | os.PathLike[str]) -> list[Item]:
@@ -240,6 +247,27 @@ class _Counts:
     cache_warned: bool = False
 
 
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) \
+        and v >= 0
+
+
+def _safe(comp: Completion, secret: str | None) -> Completion:
+    """``comp`` as it may be logged and cached, whatever a backend or a cache file held:
+    nothing secret, text that encodes as UTF-8, token counts that are counts."""
+    finish = comp.finish_reason
+    latency = comp.latency_s
+    return Completion(text=scrub(comp.text, secret), prompt_tokens=_count(comp.prompt_tokens),
+                      completion_tokens=_count(comp.completion_tokens),
+                      finish_reason=scrub(finish, secret) if isinstance(finish, str) else None,
+                      latency_s=float(latency) if _finite(latency) else 0.0,
+                      attempts=comp.attempts)
+
+
 async def _one(call: Call, config: ModelConfig, request: Request, cache: ResponseCache | None,
                counts: _Counts, secret: str | None) -> dict[str, Any]:
     ch, rh = config.config_hash, request.request_hash
@@ -247,26 +275,19 @@ async def _one(call: Call, config: ModelConfig, request: Request, cache: Respons
     if hit is not None:
         counts.cached += 1
         counts.answered += 1
-        hit = Completion(text=redact(hit.text, secret), prompt_tokens=hit.prompt_tokens,
-                         completion_tokens=hit.completion_tokens,
-                         finish_reason=hit.finish_reason, latency_s=hit.latency_s)
-        return make_record(config, request, hit, cached=True, attempts=0)
+        return make_record(config, request, _safe(hit, secret), cached=True, attempts=0)
     counts.requests += 1
     try:
         comp = await call(request)
     except RequestFailed as exc:
         counts.errors += 1
-        return make_record(config, request, None, error=redact(str(exc), secret),
+        return make_record(config, request, None, error=scrub(str(exc), secret),
                            attempts=exc.attempts)
     if not isinstance(comp.text, str):  # e.g. an in-process model returning no text
         counts.errors += 1
         return make_record(config, request, None, attempts=comp.attempts,
                            error=f"backend returned {type(comp.text).__name__}, not text")
-    # whatever a backend returned, nothing secret reaches the log or the cache
-    comp = Completion(text=redact(comp.text, secret), prompt_tokens=comp.prompt_tokens,
-                      completion_tokens=comp.completion_tokens,
-                      finish_reason=comp.finish_reason, latency_s=comp.latency_s,
-                      attempts=comp.attempts)
+    comp = _safe(comp, secret)
     if cache is not None:
         try:
             await asyncio.to_thread(cache.put, ch, rh, comp)

@@ -11,9 +11,10 @@
         --out fit.json [--option se=conditional --option max_iter=200]
     tomstats calibrate fit.nc --out params.toml|params.json [--prob 0.95] [--force]
 
-Exit status: 0 done; 1 the fit is written but its sampler diagnostics failed (or the
-Laplace fit did not converge) and ``--allow-warnings`` was not given; 2 bad input (nothing
-written); 3 internal error. Every hint printed names a flag of this command
+Exit status: 0 done; 4 the fit is written but its sampler diagnostics failed (or the
+Laplace fit did not converge) and ``--allow-warnings`` was not given (re-running the same
+command gives the same fit: change the settings it advises); 2 bad input (nothing written);
+3 internal error. Every hint printed names a flag of this command
 (:func:`tomstats.glmm._hints.cli_syntax`), never a Python keyword.
 """
 
@@ -23,6 +24,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from tomstats.cli import EXIT_WARNINGS
 
 __all__ = ["add_fit_arguments", "run_fit", "add_calibrate_arguments", "run_calibrate",
            "parse_mapping", "parse_options"]
@@ -144,15 +147,9 @@ def _run_fit(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
     df = _read_table(args.log, errors=args.errors)
     _note_errors(df, args)
-    if args.query:
-        attrs = dict(df.attrs)
-        try:
-            df = df.query(args.query)
-        except Exception as exc:
-            raise ValueError(f"--query {args.query!r}: {exc}") from exc
-        if len(df) == 0:
-            raise ValueError(f"--query {args.query!r} keeps no rows")
-        df.attrs.update(attrs)
+    from tomstats.summarize import apply_query
+
+    df = apply_query(df, args.query)
     if args.backend == "laplace":
         return _run_laplace(args, df, columns, options, out)
     with warnings.catch_warnings():
@@ -181,7 +178,7 @@ def _run_fit(args: argparse.Namespace) -> int:
     print(f"tomstats fit: error: {what}; {out} is written but its estimates may be "
           f"unreliable (see the advice above; pass --allow-warnings to accept them)",
           file=sys.stderr)
-    return 1
+    return EXIT_WARNINGS
 
 
 def _note_errors(df: Any, args: argparse.Namespace) -> None:
@@ -215,15 +212,22 @@ def summary_text(idata: Any, var_names: list[str] | None = None,
     Columns: posterior mean, sd, the ``prob`` highest-density interval (default
     :data:`~tomstats.glmm.diagnostics.INTERVAL_PROB`, the fit report's), bulk and tail ESS,
     R-hat. Estimates keep three significant digits, so a small effect (α per word ≈ 2e-4)
-    never prints as ``0.000``; a header line states the interval.
+    never prints as ``0.000``; a header line states the interval. Of a correlation matrix
+    ``corr_*`` only the upper triangle is shown (the diagonal is 1 by construction, the lower
+    triangle repeats the upper one).
     """
+    import warnings
+
     import arviz as az
 
     from tomstats.glmm.diagnostics import INTERVAL_PROB
 
     prob = INTERVAL_PROB if prob is None else prob
-    with az.rc_context({"plot.max_subplots": 40}):
+    with az.rc_context({"plot.max_subplots": 40}), warnings.catch_warnings():
+        # constant draws (a correlation's diagonal) make ArviZ's R-hat divide 0 by 0
+        warnings.simplefilter("ignore", RuntimeWarning)
         tab = az.summary(idata, var_names=var_names, hdi_prob=prob, round_to="none")
+    tab = tab.drop(index=[n for n in _redundant_correlations(idata) if n in tab.index])
     lo, hi = tab.columns[2], tab.columns[3]  # hdi_3%, hdi_97%
     shown = {
         "mean": tab["mean"].map(_sig), "sd": tab["sd"].map(_sig),
@@ -238,6 +242,23 @@ def summary_text(idata: Any, var_names: list[str] | None = None,
     head = (f"posterior mean, sd and {prob:.0%} HDI (highest-density interval, columns "
             f"{lo}–{hi}; the fit report uses the same), 3 significant digits")
     return head + "\n" + table.to_string()
+
+
+def _redundant_correlations(idata: Any) -> set[str]:
+    """ArviZ row names of every ``corr_*`` element on or below the diagonal."""
+    out: set[str] = set()
+    post = idata.posterior
+    for name, da in post.data_vars.items():
+        dims = [d for d in da.dims if d not in ("chain", "draw")]
+        if not str(name).startswith("corr_") or len(dims) != 2:
+            continue
+        rows = [str(v) for v in (post[dims[0]].values if dims[0] in post.coords
+                                 else range(da.sizes[dims[0]]))]
+        cols = [str(v) for v in (post[dims[1]].values if dims[1] in post.coords
+                                 else range(da.sizes[dims[1]]))]
+        out.update(f"{name}[{a}, {b}]" for i, a in enumerate(rows)
+                   for k, b in enumerate(cols) if k <= i)
+    return out
 
 
 #: ``tomstats fit`` arguments that configure a sampler, with their defaults.
@@ -283,7 +304,7 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
               f"simpler random effects)"
               + (" (exit 0: --allow-warnings)" if args.allow_warnings else ""),
               file=sys.stderr)
-        return 0 if args.allow_warnings else 1
+        return 0 if args.allow_warnings else EXIT_WARNINGS
     return 0
 
 

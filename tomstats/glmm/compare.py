@@ -22,7 +22,7 @@ observation has a Pareto :math:`\\hat k` above ArviZ's threshold
 (:math:`\\min(1 - 1/\\log_{10} S, 0.7)` for :math:`S` draws): the LOO estimate of that
 fit is then unreliable. Higher ``elpd_loo`` is better.
 
-Exit status of ``tomstats compare``: 0 done; 1 the table is printed (and written) but a
+Exit status of ``tomstats compare``: 0 done; 4 the table is printed (and written) but a
 fit has a Pareto-k warning (unless ``--allow-warnings``); 2 bad input (fewer than two
 fits, a fit without log-likelihood, fits of different data, duplicate names, an existing
 ``--out``/``--plot`` without ``--force``), nothing written.
@@ -35,15 +35,19 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from tomstats.cli import EXIT_WARNINGS
 from tomstats.glmm._hints import InputError, hint, option_hint
 
-__all__ = ["COLUMNS", "PLOT_SUFFIXES", "add_compare_arguments", "compare", "fit_names",
-           "run_compare"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["COLUMNS", "PLOT_SUFFIXES", "add_compare_arguments", "compare", "fig_compare",
+           "fit_names", "run_compare"]
 
 #: Columns of the comparison table, in the order printed.
 COLUMNS = ("rank", "elpd_loo", "p_loo", "elpd_diff", "se", "dse", "weight", "warning")
@@ -233,7 +237,7 @@ def _run_compare(args: argparse.Namespace) -> int:
           f"draws: an influential point; compare with more draws or a K-fold check)"
           + (" (exit 0: --allow-warnings)" if args.allow_warnings
              else "; pass --allow-warnings to accept the table"), file=sys.stderr)
-    return 0 if args.allow_warnings else 1
+    return 0 if args.allow_warnings else EXIT_WARNINGS
 
 
 def format_table(table: pd.DataFrame) -> str:
@@ -251,15 +255,24 @@ def format_table(table: pd.DataFrame) -> str:
     return shown.to_string()
 
 
-def _write_plot(table: pd.DataFrame, path: Path) -> None:
-    """ArviZ's comparison plot, on a figure of its own (no global pyplot state)."""
+def fig_compare(table: pd.DataFrame) -> Figure:
+    """ArviZ's comparison plot of ``table`` (:func:`compare`) on a figure of its own (no
+    global pyplot state): each fit's elpd_loo with its standard error (open circle) and,
+    below every fit but the best, its difference from the best with the standard error of
+    the difference, dse (grey triangle), with a legend saying which is which."""
     import arviz as az
     from matplotlib.figure import Figure
 
+    fig = Figure(figsize=(6.5, 1.6 + 0.6 * (2 * len(table) - 1)), layout="constrained")
+    ax = fig.subplots()
+    az.plot_compare(table.copy(), ax=ax, show=False, plot_ic_diff=True, legend=True)
+    return fig
+
+
+def _write_plot(table: pd.DataFrame, path: Path) -> None:
+    """:func:`fig_compare` written atomically to ``path``."""
     from tomstats._io import atomic_path
 
-    fig = Figure(figsize=(6.0, 1.2 + 0.5 * len(table)), layout="constrained")
-    ax = fig.subplots()
-    az.plot_compare(table, ax=ax, show=False)
+    fig = fig_compare(table)
     with atomic_path(path) as tmp:
         fig.savefig(os.fspath(tmp), format=path.suffix.lower()[1:])

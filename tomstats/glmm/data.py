@@ -247,8 +247,9 @@ def _first_rows(mask: np.ndarray, k: int = 3) -> list[int]:
 def _require(df: pd.DataFrame, cols: Sequence[str], why: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
+        how = column_hint(missing[0]) if len(missing) == 1 else column_hint()
         raise InputError(f"{why}: column(s) {_missing_message(missing, df)} not in the data "
-                         f"({describe_columns(df)}); rename yours with {column_hint()}")
+                         f"({describe_columns(df)}); rename yours with {how}")
 
 
 def _no_nan(df: pd.DataFrame, cols: Sequence[str]) -> None:

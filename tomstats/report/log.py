@@ -7,8 +7,8 @@
 2. accuracy by context length and ToM order per LLM (the simulation paper's Figure 2) with
    Wilson intervals, as a figure and a table (:func:`tomstats.summarize.summarize`);
 3. the two-way ANOVA context length × ToM order per LLM and pooled, with η², partial η²,
-   ω², partial ω² and generalized η² where the engine gives them, and cluster-bootstrap
-   intervals when it supports them (:func:`tomstats.log_cli.log_anova`);
+   ω², partial ω² and generalized η² and their cluster-bootstrap intervals
+   (:func:`tomstats.log_cli.log_anova`);
 4. StorySim's error taxonomy per cell (first common location, recency, refusal/unparseable,
    other), as a stacked-bar figure and a table;
 5. the exact ``tomstats fit`` command that fits the GLMM next, and the report command after it.
@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import shlex
 from collections.abc import Mapping
@@ -81,7 +80,8 @@ def fig_accuracy(cells: pd.DataFrame, group: str | None) -> Figure:
     """Accuracy by context length (log axis when positive) and ToM order, one panel per group.
 
     ``cells`` is :func:`tomstats.summarize.summarize`'s table; error bars are its Wilson
-    intervals; cells without answers are left out.
+    intervals; cells without answers are left out. The orders are drawn side by side at each
+    context length (shifted by :func:`_dodge`) so that their intervals do not overlap.
     """
     groups = list(pd.unique(cells[group])) if group else [None]
     ncol = min(len(groups), 3)
@@ -100,12 +100,14 @@ def fig_accuracy(cells: pd.DataFrame, group: str | None) -> Figure:
         contexts, labels, log_x = np.arange(len(levels), dtype=float), list(map(str, levels)), False
     for ax, g in zip(axes, groups, strict=False):
         sub = cells if g is None else cells[cells[group] == g]
-        for i, t in enumerate(sorted(pd.unique(sub["tom_order"]))):
+        orders = sorted(pd.unique(sub["tom_order"]))
+        for i, t in enumerate(orders):
             d = sub[(sub["tom_order"] == t) & (sub["n_answered"] > 0)]
             d = d.sort_values("context_words")
             if d.empty:
                 continue
-            x = np.array([position[v] for v in d["context_words"]], dtype=float)
+            x = _dodge(np.array([position[v] for v in d["context_words"]], dtype=float),
+                       i, len(orders), contexts, log_x)
             acc = d["accuracy"].to_numpy(dtype=float)
             err = np.vstack([acc - d["ci_low"].to_numpy(dtype=float),
                              d["ci_high"].to_numpy(dtype=float) - acc])
@@ -124,6 +126,16 @@ def fig_accuracy(cells: pd.DataFrame, group: str | None) -> Figure:
     for ax in axes[len(groups):]:
         ax.set_visible(False)
     return fig
+
+
+def _dodge(x: np.ndarray, i: int, k: int, ticks: np.ndarray, log_x: bool) -> np.ndarray:
+    r"""Shift series ``i`` of ``k`` sideways by :math:`(i - (k-1)/2)\,w/k`, where :math:`w` is
+    0.4 times the smallest gap between neighbouring ``ticks`` (on the log scale when
+    ``log_x``: the shift multiplies ``x`` by :math:`e^{\text{shift}}`)."""
+    t = np.log(ticks) if log_x else np.asarray(ticks, dtype=float)
+    gap = float(np.min(np.diff(t))) if len(t) > 1 else 1.0
+    shift = (i - (k - 1) / 2) * 0.4 * gap / max(k, 1)
+    return x * np.exp(shift) if log_x else x + shift
 
 
 def fig_taxonomy(cells: pd.DataFrame, group: str | None) -> Figure:
@@ -261,8 +273,7 @@ def _anova_blocks(table: pd.DataFrame, group: str | None, with_ci: bool, level: 
         "total variance the factors leave unexplained (the paper's residual share). "
         + (f"Intervals: {level:.0%} cluster bootstrap, {n_boot} resamples of "
            f"{table.attrs.get('cluster') or 'rows'} within cells, seed {seed}."
-           if with_ci else "No bootstrap intervals (this tomstats.anova has no 'ci', or "
-           "--n-boot 0)."))
+           if with_ci else "No bootstrap intervals (--n-boot 0)."))
     return [Text(anova_text), Table(_anova_display(table, "model" if group else None),
                                     caption="ANOVA table (tomstats.anova)",
                                     float_format="{:.4g}")]
@@ -290,8 +301,7 @@ def log_document(
     query : str, optional
         A pandas query on the file's columns, applied first.
     n_boot : int, default 2000
-        Bootstrap resamples of the effect-size intervals (0 leaves them out; used only when
-        :func:`tomstats.anova.anova` supports ``ci``).
+        Bootstrap resamples of the effect-size intervals (0 leaves them out).
     seed : int, default 0
         Seed of the bootstrap.
     level : float, default 0.95
@@ -303,14 +313,13 @@ def log_document(
         Bad input, as ``tomstats summarize`` / ``tomstats anova`` report it.
     """
     from tomstats import __version__
-    from tomstats.anova import anova
 
     src = str(source)
     df = load_table(source, dict(columns or {}), query)
     group = "model" if "model" in df.columns and df["model"].nunique() > 1 else None
     by = "model" if "model" in df.columns else None
     cells = summarize(df, by=[by] if by else [], level=level)
-    with_ci = n_boot > 0 and "ci" in inspect.signature(anova).parameters
+    with_ci = n_boot > 0
     answered = df[outcome(df, "correct").notna().to_numpy()]  # summarize counts the others
     try:
         table = log_anova(answered, by=group, ci=level if with_ci else None,

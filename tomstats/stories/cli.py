@@ -46,6 +46,10 @@ _QUESTION_KEYS = ("chain", "target")
 # rough costs for the size guard: a story of w words takes ~1 ms + 1 µs/word to build
 # (2-CPU machine; 5x margin below) and ~7 bytes/word as JSON, several times that as objects
 _SECONDS_PER_ITEM, _SECONDS_PER_WORD, _BYTES_PER_WORD, _BYTES_PER_ITEM = 5e-3, 5e-6, 30.0, 4e3
+# a storyboard item also keeps its story's events (metadata): ~3.3 words and ~330 bytes per
+# event and item, ~40 µs per event to generate (measured: one story of 300,000 events, two
+# questions: 12 s, 200 MB above the baseline)
+_WORDS_PER_EVENT, _BYTES_PER_EVENT, _SECONDS_PER_EVENT = 3.5, 300.0, 5e-5
 
 
 def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,28 +83,36 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
                         help="progress bar (default: when stderr is a terminal)")
 
 
-def stories_footprint(n_items: float, mean_words: float) -> Footprint:
+def stories_footprint(n_items: float, mean_words: float, events: float = 0.0) -> Footprint:
     r"""Memory and time to build ``n_items`` items of about ``mean_words`` words each.
 
     Items are built in memory and then written, so memory is
-    :math:`n (30 w + 4000)` bytes and time :math:`n (5\,\text{ms} + 5\,\mu\text{s}\cdot w)`
-    (rough single-core costs with a margin).
+    :math:`n (30 w + 4000 + 300 e)` bytes and time
+    :math:`n (5\,\text{ms} + 5\,\mu\text{s}\cdot w + 50\,\mu\text{s}\cdot e)` (rough
+    single-core costs with a margin), where :math:`e` is the number of events of a
+    storyboard story (``events``; its items keep them) and 0 for the designs.
     """
+    detail = f"{int(n_items):,} items of about {int(mean_words):,} words"
+    if events:
+        detail += f" ({int(events):,} events each)"
     return Footprint(
-        "story set", n_items * (_BYTES_PER_WORD * mean_words + _BYTES_PER_ITEM),
-        n_items * (_SECONDS_PER_ITEM + _SECONDS_PER_WORD * mean_words),
-        f"{int(n_items):,} items of about {int(mean_words):,} words")
+        "story set",
+        n_items * (_BYTES_PER_WORD * mean_words + _BYTES_PER_ITEM + _BYTES_PER_EVENT * events),
+        n_items * (_SECONDS_PER_ITEM + _SECONDS_PER_WORD * mean_words
+                   + _SECONDS_PER_EVENT * events),
+        detail)
 
 
-def _planned_items(args: argparse.Namespace, questions: int | None) -> tuple[float, float]:
-    """(number of items, mean words per item) that ``args`` asks for."""
-    if questions is not None:  # storyboard: one item per question and story
-        return float(args.n) * questions, 100.0
+def _planned_items(args: argparse.Namespace, sb: Storyboard | None,
+                   questions: int | None) -> tuple[float, float, float]:
+    """(number of items, mean words per item, events per story) that ``args`` asks for."""
+    if sb is not None and questions is not None:  # one item per question and story
+        return float(args.n) * questions, _WORDS_PER_EVENT * sb.n, float(sb.n)
     if args.design == "anatom":  # up to six questions per story
-        return float(args.n) * 6, 150.0
+        return float(args.n) * 6, 150.0, 0.0
     contexts = [max(int(c), 1) for c in args.contexts]
     n_items = float(args.n) * len(contexts) * len(args.orders) * len(args.question_types)
-    return n_items, sum(contexts) / len(contexts)
+    return n_items, sum(contexts) / len(contexts), 0.0
 
 
 def run_stories(args: argparse.Namespace) -> int:
@@ -111,7 +123,7 @@ def run_stories(args: argparse.Namespace) -> int:
     sb = questions = None
     if args.storyboard:
         sb, questions = load_storyboard(args.storyboard)
-    check_footprint(stories_footprint(*_planned_items(args, None if questions is None
+    check_footprint(stories_footprint(*_planned_items(args, sb, None if questions is None
                                                       else len(questions))),
                     allow_large=getattr(args, "allow_large", False))
     if sb is not None and questions is not None:

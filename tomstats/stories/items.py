@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tomstats._io import atomic_open
+from tomstats._validate import read_text
 
 __all__ = ["ITEM_FORMAT", "Item", "write_items", "read_items"]
 
@@ -129,7 +130,19 @@ class Item:
 
 
 def write_items(path: str | os.PathLike[str], items: Iterable[Item]) -> Path:
-    """Write items as JSON Lines, atomically. Returns the path."""
+    """Write items as JSON Lines, atomically. Returns the path.
+
+    ``TypeError`` naming the argument when ``items`` is not an iterable of :class:`Item`
+    (checked before anything is written).
+    """
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise TypeError(f"items must be an iterable of tomstats Item objects, got "
+                        f"{type(items).__name__}")
+    items = list(items)
+    bad = next((x for x in items if not isinstance(x, Item)), None)
+    if bad is not None:
+        raise TypeError(f"items must hold tomstats Item objects, got {type(bad).__name__} "
+                        f"{bad!r:.60}")
     path = Path(path)
     with atomic_open(path, "w", encoding="utf-8") as fh:
         for it in items:
@@ -144,18 +157,20 @@ def read_items(path: str | os.PathLike[str]) -> list[Item]:
         raise FileNotFoundError(f"item file {str(path)!r} does not exist")
     items: list[Item] = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                item = Item.from_dict(json.loads(line))
-            except (json.JSONDecodeError, ValueError, TypeError) as exc:
-                raise ValueError(f"{path}:{lineno}: {exc}") from exc
-            if item.item_id in seen:
-                raise ValueError(f"{path}:{lineno}: duplicated item_id {item.item_id!r}")
-            seen.add(item.item_id)
-            items.append(item)
+    for lineno, line in enumerate(read_text(path).split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            if not isinstance(d, dict):
+                raise ValueError(f"an item must be a JSON object, got {type(d).__name__}")
+            item = Item.from_dict(d)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"{path}:{lineno}: {exc}") from None
+        if item.item_id in seen:
+            raise ValueError(f"{path}:{lineno}: duplicated item_id {item.item_id!r}")
+        seen.add(item.item_id)
+        items.append(item)
     if not items:
         raise ValueError(f"item file {str(path)!r} holds no items")
     return items

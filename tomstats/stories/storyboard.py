@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import itemgetter
 
+from tomstats._validate import check_type
 from tomstats.stories.world import Event, World, distances, enter
 
 __all__ = ["Scripted", "Story", "Storyboard", "cross_paths", "exclusive_random",
@@ -450,8 +451,9 @@ def validate_storyboard(sb: Storyboard) -> _Plan:
     scripted action by a character its own exclusive window freezes, and — per character,
     following its scripted events in time — that each place can be reached along the graph
     in the free steps the character may use (a scripted move along a missing edge fails
-    here).
+    here). Anything but a :class:`Storyboard` is a ``TypeError`` naming ``sb``.
     """
+    check_type(sb, Storyboard, "sb", "a tomstats.stories.Storyboard")
     world = _check_fields(sb)
     for i, ev in enumerate(sb.events):
         _check_event(sb, world, i, ev)

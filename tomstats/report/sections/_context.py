@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ __all__ = [
     "prior_key",
     "prior_text",
     "quiet_arviz",
+    "term_label",
 ]
 
 #: Variables with more elements than this per draw (per-item effects) are summarised in the
@@ -68,24 +70,35 @@ def _internal(name: str) -> bool:
     return name.endswith(("_z", "_scaled", "_dev")) or name.startswith(("z_", "L_"))
 
 
+_TREATMENT = re.compile(r"\[T\.([^\]]*)\]")
+
+
+def term_label(term: str) -> str:
+    """A model-matrix column as bambi names it: treatment coding's ``[T.level]`` becomes
+    ``[level]`` (``prompt_variant[T.spaced]`` → ``prompt_variant[spaced]``)."""
+    return _TREATMENT.sub(r"[\1]", term)
+
+
 def _effect_words(eff: str) -> str:
-    return "intercepts" if eff in ("Intercept", "1") else f"slopes on {eff}"
+    return "intercepts" if eff in ("Intercept", "1") else f"slopes on {term_label(eff)}"
 
 
 def param_label(var: str, coords: Sequence[str] = ()) -> str:
     """Readable name of ``var[coords]``: ``beta[fb]`` → ``β fb``,
-    ``sd_model[Intercept]`` → ``SD of model intercepts``, ``alpha`` → ``α``."""
+    ``beta[g[T.b]]`` → ``β g[b]``, ``sd_model[Intercept]`` → ``SD of model intercepts``,
+    ``alpha`` → ``α``."""
     c = [str(x) for x in coords]
     if var == "beta":
-        return "β " + ", ".join(c)
+        return "β " + ", ".join(map(term_label, c))
     if var == "beta_c":
-        return "β " + ", ".join(c) + " (centred predictors)"
+        return "β " + ", ".join(map(term_label, c)) + " (centred predictors)"
     if var.startswith("sd_") and var[3:] not in ("gamma_llm",) and len(c) == 1:
         return f"SD of {var[3:]} {_effect_words(c[0])}"
     if var.startswith("corr_") and len(c) == 2:
         return f"corr of {var[5:]} effects {c[0]}, {c[1]}"
     if var.startswith("re_"):
-        return f"{var[3:]} {c[0]}" + (f": {c[1]}" if len(c) > 1 and c[1] != "Intercept" else "")
+        return f"{var[3:]} {c[0]}" + (f": {term_label(c[1])}" if len(c) > 1
+                                      and c[1] != "Intercept" else "")
     name = _GREEK.get(var, var)
     return name + (" " + ", ".join(c) if c else "")
 

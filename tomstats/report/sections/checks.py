@@ -150,9 +150,8 @@ def loo_tables(idata: az.InferenceData) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows = []
     for lo, hi, label in edges:
         n = int(((k > lo) & (k <= hi)).sum())
-        rng = f"({lo:g}, {hi:.2f}]" if np.isfinite(lo) else f"(−∞, {hi:g}]"
-        if not np.isfinite(hi):
-            rng = f"({lo:g}, ∞)"
+        rng = (f"({lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else f"(−∞, {hi:.2f}]") \
+            if np.isfinite(hi) else f"({lo:.2f}, ∞)"
         rows.append({"Pareto k": rng, "label": label, "count": n, "share": n / k.size})
     return est, pd.DataFrame(rows)
 
@@ -230,9 +229,10 @@ def fig_calibration_check(tab: pd.DataFrame, prob: float) -> Figure:
         if mask.any():
             ax.errorbar(x[mask], tab["observed"].to_numpy()[mask], yerr=err[:, mask], fmt="o",
                         color=color, capsize=3, label=label)
-    for _, r in tab.iterrows():
-        ax.annotate(f"n={int(r['n'])}", (r["predicted"], r["observed"]), xytext=(5, -10),
-                    textcoords="offset points", fontsize=7, color="#555")
+    for i, (_, r) in enumerate(tab.iterrows()):  # alternate below/above: neighbours apart
+        ax.annotate(f"n={int(r['n'])}", (r["predicted"], r["observed"]),
+                    xytext=(10, -11 if i % 2 == 0 else 5), textcoords="offset points",
+                    fontsize=7, color="#555")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("Predicted probability (posterior mean, binned)")

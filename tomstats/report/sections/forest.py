@@ -61,6 +61,18 @@ def _split_by_scale(rows: list[tuple[Param, float, float, float]]
     return [sorted(panel, key=lambda r: order[id(r[0])]) for panel in out]
 
 
+def _panel_title(title: str, part: list[tuple[Param, float, float, float]], i: int,
+                 n_parts: int) -> str:
+    """A group's title; when its rows are split by scale, each panel names its rows (up to
+    three) instead of a bare "(1/2)"."""
+    if n_parts == 1:
+        return title
+    labels = [r[0].label for r in part]
+    if len(labels) <= 3:
+        return f"{title}: {', '.join(labels)}"
+    return f"{title} ({i + 1} of {n_parts}, by scale)"
+
+
 def fig_forest(ctx: FitContext, groups: list[tuple[str, list[Param]]]) -> Figure:
     """One row per parameter: posterior mean (dot) and HDI (line); panels by group and scale."""
     post = ctx.idata.posterior
@@ -73,8 +85,7 @@ def fig_forest(ctx: FitContext, groups: list[tuple[str, list[Param]]]) -> Figure
             rows.append((p, float(np.mean(d)), lo, hi))
         parts = _split_by_scale(rows)
         for i, part in enumerate(parts):
-            panels.append((title + (f" ({i + 1}/{len(parts)})" if len(parts) > 1 else ""),
-                           part))
+            panels.append((_panel_title(title, part, i, len(parts)), part))
     heights = [len(rows) + 1.2 for _, rows in panels]
     fig = Figure(figsize=(8.5, 0.32 * sum(heights) + 0.8), layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)[:, 0]

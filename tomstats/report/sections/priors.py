@@ -14,7 +14,8 @@ from matplotlib.ticker import MaxNLocator
 from tomstats.report._document import Image, Section, Table, Text, figure_png
 from tomstats.report.sections._context import FitContext, Param, prior_text
 
-__all__ = ["MAX_PANELS", "fig_prior_posterior", "prior_table", "section"]
+__all__ = ["MAX_PANELS", "densities_caption", "fig_prior_posterior", "prior_table",
+           "section"]
 
 TITLE = "Priors and posteriors"
 MAX_PANELS = 32
@@ -83,7 +84,7 @@ def prior_table(ctx: FitContext) -> pd.DataFrame:
         if not on:
             if key.startswith("lkj_"):
                 on = [f"correlations of the {key[4:]} effects"]
-            elif key.endswith("_scaled"):
+            elif key.endswith("_scaled") and key[:-7] in ctx.idata.posterior.data_vars:
                 base = key[:-7]
                 scale = ctx.spec.get(f"{base}_scale")
                 on = [f"{base} / {scale:g}" if isinstance(scale, (int, float)) else base]
@@ -92,6 +93,25 @@ def prior_table(ctx: FitContext) -> pd.DataFrame:
         rows.append({"prior on": key, "distribution": prior_text(d),
                      "applies to": ", ".join(on)})
     return pd.DataFrame(rows)
+
+
+def densities_caption(ctx: FitContext, params: list[Param], with_prior: list[Param],
+                      has_group: bool) -> str:
+    """Caption of the densities figure: how many panels carry a prior, where it comes from,
+    and which panels have none (named, since they are derived quantities)."""
+    text = (f"Posterior densities (solid) with the prior (dashed) on the {len(with_prior)} of "
+            f"{len(params)} panels whose parameter has a prior of its own"
+            + (" (from the fit's 'prior' group)." if has_group
+               else " (from the priors recorded in the fit's spec)."))
+    without = [p.label for p in params if p not in with_prior]
+    if not without:
+        return text
+    centred_icpt = [p for p in params if p.var == "beta" and p.coords[:1] == ("Intercept",)]
+    if ctx.kind == "formula" and ctx.centred and centred_icpt and without == [
+            centred_icpt[0].label]:
+        return text + (f" {without[0]} has none: the intercept prior is on the intercept at "
+                       "the predictors' means, β Intercept (centred predictors).")
+    return text + f" No prior of its own (derived quantities): {', '.join(without)}."
 
 
 def section(ctx: FitContext) -> Section:
@@ -107,13 +127,7 @@ def section(ctx: FitContext) -> Section:
         blocks.append(Text("No 'prior' group and no priors in the fit's spec: posterior "
                            "densities are drawn without the prior.", "missing"))
     blocks.append(Image(figure_png(fig_prior_posterior(ctx, params)), "densities",
-                        f"Posterior densities (solid) with the prior (dashed) on the "
-                        f"{len(with_prior)} of {len(params)} panels whose parameter has a "
-                        "prior of its own"
-                        + (" (from the fit's 'prior' group)." if has_group
-                           else " (from the priors recorded in the fit's spec).")
-                        + " Derived quantities (such as β Intercept when the predictors are "
-                        "centred) have none."))
+                        densities_caption(ctx, params, with_prior, has_group)))
     if len(ctx.params) > MAX_PANELS:
         blocks.append(Text(f"{len(ctx.params) - MAX_PANELS} more parameters not drawn.",
                            "note"))

@@ -43,6 +43,10 @@ def _glmm_data_summary(ctx: FitContext) -> pd.DataFrame:
     if "item" in df:
         rows.append(("items", f"{df['item'].nunique():,}"))
     cells = [c for c in ("context_words", "tom_order") if c in df]
+    if ctx.kind == "formula":  # the cells the design-cell check uses (fb × implicit, …)
+        from tomstats.report.sections.checks import cell_columns
+
+        cells = [c for c in cell_columns(ctx, df) if c != "model"]
     if cells:
         rows.append((f"design cells ({' × '.join(cells)})",
                      str(len(df[cells].drop_duplicates()))))

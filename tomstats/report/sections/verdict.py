@@ -72,7 +72,8 @@ def _fallback_checks(idata: az.InferenceData) -> tuple[Check, ...]:
         n_div = int(np.asarray(stats["diverging"].values, dtype=bool).sum())
         n_tot = int(np.prod(stats["diverging"].shape))
         checks.append(Check("divergences", n_div == 0, f"{n_div} of {n_tot} draws", "= 0",
-                            "increase target_accept or reparameterise" if n_div else ""))
+                            "raise the target acceptance rate or reparametrise" if n_div
+                            else ""))
     else:
         checks.append(Check("divergences", None, "—", "= 0", "sample_stats has no 'diverging'"))
     depth_var = None
@@ -149,6 +150,8 @@ def _glmm_checks(idata: az.InferenceData) -> tuple[Check, ...] | None:
         from tomstats.glmm import check_diagnostics
     except ImportError:
         return None
+    from tomstats.glmm.diagnostics import advice
+
     report = check_diagnostics(idata)
     stats = idata.sample_stats
     out = []
@@ -162,7 +165,14 @@ def _glmm_checks(idata: az.InferenceData) -> tuple[Check, ...] | None:
         value = f"{c.value:.4g}" if c.name in ("rhat", "ebfmi") else f"{c.value:.0f}"
         shown = ", ".join(c.offending[:6]) + (f" … {len(c.offending) - 6} more"
                                              if len(c.offending) > 6 else "")
-        detail = shown if c.passed else "; ".join(x for x in (shown, f"try: {c.advice}") if x)
+        # the page is read by whoever refits: advice as ``tomstats fit`` flags, the syntax
+        # of the verdict ``tomstats fit`` prints (a Python caller's keywords are the same
+        # names with underscores)
+        try:
+            tip = advice(c.name, "cli")
+        except KeyError:
+            tip = c.advice
+        detail = shown if c.passed else "; ".join(x for x in (shown, f"try: {tip}") if x)
         out.append(Check(label, bool(c.passed), value, rule, detail))
     return tuple(out)
 
