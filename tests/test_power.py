@@ -307,3 +307,87 @@ def test_cli_writes_csv_figure_summary(tmp_path, repo_root, capsys):
     assert rc == 2
     assert not bad.exists() or not any(bad.iterdir())
     assert "whole numbers >= 1" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- a second dimension
+
+
+def test_by_repeats_the_curve_and_each_curve_equals_its_own_run():
+    kw = dict(along={"questions_per_cell": [10, 30]}, tests=["anova:interaction",
+              "rm-anova:tom_order", "glm-lrt:delta"], replicates=80, seed=6, progress=False)
+    cfg = StudyConfig(design=paper_design())
+    res = tomstats.power(cfg, by={"n_llms": [3, 5]}, **kw)
+    assert res.by == "n_llms" and res.data["power"].dims == ("by_value", "kind", "value", "test")
+    df = res.frame()
+    assert list(df.columns[:5]) == ["kind", "by", "by_value", "along", "value"]
+    for n_llms in (3, 5):
+        one = tomstats.power(cfg, n_llms=n_llms, **kw).frame()
+        got = df[df["by_value"] == n_llms].drop(columns=["by", "by_value"])
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), one)
+    targets = res.targets(0.5)
+    assert {(t["by_value"], t["test"]) for t in targets} == {
+        (b, t) for b in (3, 5) for t in kw["tests"]}
+    # a parameter as the second dimension; power grows with delta
+    pw = tomstats.power(StudyConfig(design=DESIGN1), along={"questions_per_cell": [60]},
+                        by={"delta": [0.0, 4e-4]}, tests=["glm-lrt:delta"], replicates=300,
+                        seed=1, progress=False).data["power"].squeeze().to_numpy()
+    assert pw[0] < 0.1 < 0.5 < pw[1]
+
+
+def test_by_with_a_posterior_fixes_that_parameter(tmp_path):
+    from test_posterior_sweep import _idata
+
+    f = tmp_path / "fit.nc"
+    _idata().to_netcdf(str(f))
+    # delta fixed at 0 by `along` and gamma by `by`: with both 0 the order effect is null in
+    # every posterior draw, so the assurance is the test's level
+    res = tomstats.power(StudyConfig(design=DESIGN1), along={"delta": [0.0]},
+                         by={"gamma": [0.0, 2.0]}, tests=["anova:tom_order"], replicates=200,
+                         posterior=f, seed=0, progress=False)
+    pw = res.data["power"].sel(kind="assurance", test="anova:tom_order").squeeze()
+    assert float(pw.sel(by_value=0.0)) < 0.15 and float(pw.sel(by_value=2.0)) > 0.9
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"by": {"questions_per_cell": [5]}}, "already the dimension `along` varies"),
+    ({"by": {"n_lms": [3]}}, "did you mean 'n_llms'"),
+    ({"by": {"n_llms": [0, 3]}}, "by n_llms: values must be whole numbers >= 1"),
+    ({"by": {"n_llms": [3, 3]}}, "values must be distinct"),
+    ({"by": {"n_llms": [3], "delta": [0]}}, "exactly one dimension"),
+    ({"by": {"n_llms": [3, 5]}, "keep_data": True}, "keep_data=True needs the same number"),
+    ({"by": {"items_per_cell": [5, 800]}}, "must not exceed"),
+    ({"by": {"questions_per_cell": [5]}, "along": {"n_llms": [3]},
+      "questions_per_cell": 5}, "a dimension `along` or `by` varies"),
+])
+def test_bad_second_dimension_is_refused_before_work(kwargs, match):
+    kw = {"along": {"questions_per_cell": [10, 20]}, "tests": ["anova:tom_order"],
+          "replicates": 10, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        tomstats.power(StudyConfig(design=DESIGN1), **kw)
+
+
+def test_by_in_toml_and_cli(tmp_path, repo_root, capsys):
+    from tomstats.cli import main
+
+    f = tmp_path / "s.toml"
+    f.write_text('[power]\nalong = { questions_per_cell = [10, 20] }\nby = { n_llms = [3, 4] }'
+                 '\ntests = ["rm-anova:tom_order"]\nreplicates = 20\n')
+    spec = tomstats.load_study(f).power
+    assert (spec.by, spec.by_values) == ("n_llms", (3.0, 4.0))
+    assert spec.to_dict()["by"] == {"n_llms": [3, 4]}
+    out = tmp_path / "pw"
+    rc = main(["power", str(repo_root / "simulations" / "paper.toml"), "--along",
+               "questions_per_cell=10,20", "--by", "n_llms=3,4", "--test",
+               "rm-anova:interaction", "--replicates", "30", "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "plug-in power at n_llms = 3" in printed and "plug-in power at n_llms = 4" in printed
+    df = pd.read_csv(out / "power.csv")
+    assert len(df) == 4 and set(df["by_value"]) == {3, 4} and set(df["by"]) == {"n_llms"}
+    s = json.loads((out / "summary.json").read_text())
+    assert s["settings"]["by"] == "n_llms" and s["settings"]["by_values"] == [3, 4]
+    assert {t["by_value"] for t in s["targets"]} == {3, 4}
+    rc = main(["power", str(repo_root / "simulations" / "paper.toml"), "--by", "nllms=3",
+               "--out", str(tmp_path / "bad")])
+    assert rc == 2 and "did you mean 'n_llms'" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -134,6 +134,6 @@ def test_questions_per_cell_beside_another_dimension() -> None:
     for bad in (0, -3, 2.5, True):
         with pytest.raises(ValueError, match="questions_per_cell must be a whole number"):
             tomstats.power(StudyConfig(design=paper_design()), questions_per_cell=bad, **kw)
-    with pytest.raises(ValueError, match="the dimension `along` varies"):
+    with pytest.raises(ValueError, match="a dimension `along` or `by` varies"):
         tomstats.power(StudyConfig(design=paper_design()), questions_per_cell=7,
                        along={"questions_per_cell": [5, 10]}, tests=["anova:tom_order"])

@@ -475,3 +475,19 @@ def test_simulation_report_gains_power_section(sim_dir: Path, power_dir: Path,
     assert "Power analysis" in after and after.index("Figures") < after.index("Power analysis")
     md = write_simulation_report(sim, tmp_path / "md", fmt="md").read_text(encoding="utf-8")
     assert "## Power analysis" in md and "![power](power.png)" in md
+
+
+def test_power_report_with_a_second_dimension(tmp_path: Path) -> None:
+    import tomstats
+    from tomstats.power import write_power
+    from tomstats.study import StudyConfig
+
+    res = tomstats.power(StudyConfig(), along={"questions_per_cell": [10, 40]},
+                         by={"n_llms": [3, 6]}, tests=["rm-anova:interaction"],
+                         replicates=30, seed=2, progress=False)
+    write_power(res, tmp_path / "pw")
+    html = write_simulation_report(tmp_path / "pw", tmp_path / "p.html").read_text(
+        encoding="utf-8")
+    _assert_self_contained(html, 1)
+    assert "one panel per test, one line per n llms" in html
+    assert "<th>n_llms</th>" in html  # the targets and power tables name the second dimension

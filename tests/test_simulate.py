@@ -4,10 +4,13 @@ equals the row-level ANOVA."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import stats
 
+import tomstats
 from tomstats.anova import anova
 from tomstats.design import Design, Factor
 from tomstats.model import Params
@@ -168,3 +171,40 @@ def test_nan_and_mismatched_parameters():
     bad = Params(alpha=np.zeros(3), gamma=np.zeros(2), delta=0.0, sigma=0.5)
     with pytest.raises(ValueError):
         simulate(SMALL, bad, replicates=2, param_dims=("draw",), progress=False)
+
+
+@pytest.mark.parametrize("trials", [[1] * 30, [4] * 30, [16] * 10 + [15] * 10, [17] * 20,
+                                    [40] * 5])
+def test_item_counts_are_binomial_given_the_item_effect(trials):
+    """Both samplers of item_counts (sums of Bernoulli draws for up to 16 questions per item,
+    the binomial sampler above) give Binomial(n_i, p) counts: with sigma = 0 the counts of
+    one cell and LLM pass a chi-square test against scipy's pmf, and items share nothing."""
+    import jax
+
+    from tomstats.simulate import item_counts
+
+    trials = np.asarray(trials)
+    params = Params(alpha=7e-5, gamma=1.0, delta=2e-4, sigma=0.0)
+    ctx, tom, cap = np.array([200.0, 2000.0]), np.array([0.0, 2.0]), np.array([1.0, 0.8])
+    with jax.enable_x64(True):
+        keys = jax.random.split(jax.random.key(7), 3000)
+        k = np.asarray(jax.vmap(lambda key: item_counts(key, params, ctx, tom, cap, trials))(
+            keys))
+        p = np.asarray(jax.nn.sigmoid(
+            tomstats.linear_predictor(params, ctx[:, None], tom[None, :],
+                                      cap[:, None, None])))
+    assert k.shape == (3000, 2, 2, 2, trials.size)
+    for (j, c, t), n in itertools.product([(0, 0, 0), (1, 1, 1), (0, 1, 0)],
+                                          np.unique(trials).tolist()):
+        x = k[:, j, c, t, trials == n].ravel()
+        observed = np.bincount(x.astype(int), minlength=n + 1)
+        expected = stats.binom.pmf(np.arange(n + 1), n, p[j, c, t]) * x.size
+        keep = expected >= 5  # pool the sparse tails
+        obs = np.r_[observed[keep], observed[~keep].sum()]
+        exp = np.r_[expected[keep], expected[~keep].sum()]
+        obs, exp = obs[exp > 0], exp[exp > 0]
+        chi2 = float(((obs - exp) ** 2 / exp).sum())
+        assert stats.chi2.sf(chi2, len(obs) - 1) > 1e-4, (n, j, c, t, chi2)
+    # independent items: no correlation between two items of one cell
+    r = np.corrcoef(k[:, 0, 0, 0, 0], k[:, 0, 0, 0, 1])[0, 1]
+    assert abs(r) < 4 / np.sqrt(3000)

@@ -713,23 +713,57 @@ def fig_power(power: pd.DataFrame, target: float = 0.8) -> Figure:
 
     ``power`` is ``power.csv`` of ``tomstats power`` (:meth:`tomstats.power.PowerResult.frame`).
     Plug-in power is drawn solid, assurance (when present) dashed; the target power is a
-    dotted horizontal line. Sizes (questions, stories, LLMs) are drawn on a log axis.
+    dotted horizontal line. Sizes (questions, stories, LLMs) are drawn on a log axis. With a
+    second dimension (columns ``by`` and ``by_value``) there is one panel per test and one
+    line per value of ``by``.
     """
     df = _require(power, POWER_COLUMNS, "power")
     along = str(df["along"].iloc[0])
-    fig = Figure(figsize=(7.0, 4.4), layout="constrained")
-    ax = fig.subplots()
     tests = list(dict.fromkeys(df["test"]))
     styles = {"plug-in": "-", "assurance": "--"}
+    if "by_value" in df.columns:
+        by = str(df["by"].iloc[0]).replace("_", " ")
+        ncol = min(3, len(tests))
+        nrow = -(-len(tests) // ncol)
+        fig = Figure(figsize=(4.2 * ncol + 0.6, 3.4 * nrow + 0.4), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(nrow, ncol, sharey=True, squeeze=False)).ravel()
+        levels = sorted(df["by_value"].unique())
+        for ax, test in zip(axes, tests, strict=False):
+            for i, b in enumerate(levels):
+                color = _TEST_COLORS[i % len(_TEST_COLORS)]
+                sel = (df["test"] == test) & (df["by_value"] == b)
+                for kind, sub in df[sel].groupby("kind", sort=False):
+                    label = f"{by} = {b:g}" + ("" if kind == "plug-in" else f" ({kind})")
+                    _power_line(ax, sub, styles.get(str(kind), ":"), color, label)
+            _power_axes(ax, df, along, target)
+            ax.set_title(test, fontsize=9)
+            ax.legend(fontsize=7, loc="lower right")
+        for i, ax in enumerate(axes):
+            ax.set_visible(i < len(tests))
+            if i % ncol:
+                ax.set_ylabel("")
+        return fig
+    fig = Figure(figsize=(7.0, 4.4), layout="constrained")
+    ax = fig.subplots()
     for i, test in enumerate(tests):
         color = _TEST_COLORS[i % len(_TEST_COLORS)]
         for kind, sub in df[df["test"] == test].groupby("kind", sort=False):
-            sub = sub.sort_values("value")
             label = test if kind == "plug-in" else f"{test} ({kind})"
-            ax.plot(sub["value"], sub["power"], styles.get(str(kind), ":"), color=color,
-                    marker="o", ms=3.5, label=label)
-            ax.fill_between(sub["value"], sub["ci_low"], sub["ci_high"], color=color,
-                            alpha=0.15, lw=0)
+            _power_line(ax, sub, styles.get(str(kind), ":"), color, label)
+    _power_axes(ax, df, along, target)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def _power_line(ax: Any, sub: pd.DataFrame, style: str, color: str, label: str) -> None:
+    """One power curve with its Monte Carlo band."""
+    sub = sub.sort_values("value")
+    ax.plot(sub["value"], sub["power"], style, color=color, marker="o", ms=3.5, label=label)
+    ax.fill_between(sub["value"], sub["ci_low"], sub["ci_high"], color=color, alpha=0.15, lw=0)
+
+
+def _power_axes(ax: Any, df: pd.DataFrame, along: str, target: float) -> None:
+    """Target line, log axis for sizes spanning a decade, labels and grid."""
     ax.axhline(target, color="black", ls=":", lw=1, label=f"target {target:.0%}")
     if along in ("questions_per_cell", "items_per_cell", "n_llms") and df["value"].min() > 0 \
             and df["value"].max() / df["value"].min() > 8:
@@ -742,8 +776,6 @@ def fig_power(power: pd.DataFrame, target: float = 0.8) -> Figure:
     ax.set_xlabel(along.replace("_", " "))
     ax.set_ylabel("power (rejection rate)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    return fig
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int = 120) -> Path:

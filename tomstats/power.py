@@ -323,14 +323,18 @@ def _kernel(design: Design, setting: _Setting, tests: tuple[_Test, ...],
 @lru_cache(maxsize=32)
 def _compiled(ctx_b: bytes, tom_b: bytes, setting: _Setting, tests: tuple[_Test, ...],
               path: str) -> Callable[..., dict[str, jax.Array]]:
+    """The simulation (and GLMM fits) of one study size, then the count analyses.
+
+    The count analyses (ANOVA, repeated-measures ANOVA, GLM) are a separate program of the
+    cell counts and the questions per cell, so it is compiled once for every size.
+    """
     ctx = np.frombuffer(ctx_b)
     tom = np.frombuffer(tom_b)
     n_c, n_t = ctx.size, tom.size
-    x, add = _matrices(ctx, tom)
-    rm = _rm_contrasts(n_c, n_t)
-    analyses = {t.analysis for t in tests}
+    x, _ = _matrices(ctx, tom)
     per_item = _per_item(setting, tests)
     trials = item_trials(setting.n, setting.items or setting.n) if per_item else None
+    glmm = tuple(t for t in tests if t.analysis == "glmm")
 
     def one(key: jax.Array, th: Mapping[str, jax.Array], n: jax.Array) -> dict[str, jax.Array]:
         params = Params(th["alpha"], th["gamma"], th["delta"], th["sigma"][0])
@@ -351,30 +355,54 @@ def _compiled(ctx_b: bytes, tom_b: bytes, setting: _Setting, tests: tuple[_Test,
             else:
                 counts = bernoulli_counts(key, p, np.full((n_c, n_t), setting.n)).astype(dtype)
         out["successes"] = counts
+        if glmm:
+            out.update(_glmm_stats(glmm, x, k_items, trials))
+        return out
+
+    @jax.jit
+    def simulate(keys: jax.Array, theta: Mapping[str, jax.Array], n: jax.Array
+                 ) -> dict[str, jax.Array]:
+        if glmm:
+            # one GLMM fit after another inside the compiled program: each stops at its own
+            # convergence (a vmapped while-loop runs every study until the slowest is done)
+            return lax.map(lambda a: one(a[0], a[1], n), (keys, theta))
+        return jax.vmap(one, in_axes=(0, 0, None))(keys, theta, n)
+
+    analyse = _count_analyses(ctx_b, tom_b, tuple(t for t in tests if t.analysis != "glmm"))
+
+    def run(keys: jax.Array, theta: Mapping[str, jax.Array], n: jax.Array
+            ) -> dict[str, jax.Array]:
+        out = simulate(keys, theta, n)
+        return {**out, **analyse(out["successes"], n)}
+
+    return run
+
+
+@lru_cache(maxsize=32)
+def _count_analyses(ctx_b: bytes, tom_b: bytes, tests: tuple[_Test, ...]
+                    ) -> Callable[..., dict[str, jax.Array]]:
+    """``(counts (R, L, C, T), n) -> statistics`` of the ANOVA, RM-ANOVA and GLM tests."""
+    ctx = np.frombuffer(ctx_b)
+    tom = np.frombuffer(tom_b)
+    n_c, n_t = ctx.size, tom.size
+    x, add = _matrices(ctx, tom)
+    rm = _rm_contrasts(n_c, n_t)
+    analyses = {t.analysis for t in tests}
+    glm = [t for t in tests if t.analysis == "glm"]
+
+    def one(counts: jax.Array, n: jax.Array) -> dict[str, jax.Array]:
+        out: dict[str, jax.Array] = {}
         if "anova" in analyses:
             tab = anova_from_counts(counts, n, balanced=True, p_values=False, check=False)
             out["anova_F"] = tab.F[..., :3]
             out["anova_peta"] = tab.partial_eta2[..., :3]
         if "rm-anova" in analyses:
             out.update(_rm_anova_stats(counts / n, rm))
-        if "glm" in analyses:
-            y = counts.reshape(counts.shape[0], n_c * n_t)
-            out.update(_glm_stats([t for t in tests if t.analysis == "glm"], x, add, y, n))
-        if "glmm" in analyses:
-            out.update(_glmm_stats([t for t in tests if t.analysis == "glmm"], x, k_items,
-                                   trials))
+        if glm:
+            out.update(_glm_stats(glm, x, add, counts.reshape(counts.shape[0], n_c * n_t), n))
         return out
 
-    @jax.jit
-    def run(keys: jax.Array, theta: Mapping[str, jax.Array], n: jax.Array
-            ) -> dict[str, jax.Array]:
-        if "glmm" in analyses:
-            # one GLMM fit after another inside the compiled program: each stops at its own
-            # convergence (a vmapped while-loop runs every study until the slowest is done)
-            return lax.map(lambda a: one(a[0], a[1], n), (keys, theta))
-        return jax.vmap(one, in_axes=(0, 0, None))(keys, theta, n)
-
-    return run
+    return jax.jit(jax.vmap(one, in_axes=(0, None)))
 
 
 def _matrices(ctx: np.ndarray, tom: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -435,7 +463,8 @@ class PowerResult:
     ----------
     data : xarray.Dataset
         Variables ``power``, ``ci_low``, ``ci_high`` (95 % Wilson), ``estimate`` (mean over
-        valid fits), ``n_fits``, ``n_failed``, ``n_rejected`` over ``(kind, value, test)``;
+        valid fits), ``n_fits``, ``n_failed``, ``n_rejected`` over ``(kind, value, test)``
+        (``(kind, by_value, value, test)`` with a second dimension ``by``);
         ``power_by_llm`` over ``(kind, value, test, llm)`` for the per-LLM tests when the
         LLMs have fixed capabilities. Attributes record the settings and provenance.
     """
@@ -447,14 +476,25 @@ class PowerResult:
         """The varied dimension."""
         return str(self.data.attrs["along"])
 
+    @property
+    def by(self) -> str | None:
+        """The second dimension (``None`` for a single curve per test)."""
+        by = self.data.attrs.get("by")
+        return None if by is None else str(by)
+
     def frame(self) -> pd.DataFrame:
-        """One row per (kind, value, test): the tidy view of :attr:`data`."""
+        """One row per (kind, [by value,] value, test): the tidy view of :attr:`data`."""
         cols = ["power", "ci_low", "ci_high", "estimate", "n_fits", "n_failed", "n_rejected"]
         df = self.data[cols].to_dataframe().reset_index()
         df.insert(1, "along", self.along)
         for c in ("n_fits", "n_failed", "n_rejected"):
             df[c] = df[c].astype(int)
-        return df[["kind", "along", "value", "test", *cols]]
+        if self.by is None:
+            return df[["kind", "along", "value", "test", *cols]]
+        df.insert(1, "by", self.by)
+        df = df.sort_values(["kind", "by_value", "value"], kind="stable")
+        return df[["kind", "by", "by_value", "along", "value", "test", *cols]].reset_index(
+            drop=True)
 
     def targets(self, target: float | None = None) -> list[dict[str, Any]]:
         """Smallest value of the varied dimension that reaches ``target`` power, per test.
@@ -468,6 +508,11 @@ class PowerResult:
         target = float(self.data.attrs["target"] if target is None else target)
         if not 0 < target < 1:
             raise ValueError(f"target must be in (0, 1), got {target!r}")
+        if self.by is not None:
+            return [{"by": self.by, "by_value": _num(b), **t}
+                    for b in self.data["by_value"].to_numpy()
+                    for t in PowerResult(self.data.sel(by_value=b).drop_vars("by_value")
+                                         .assign_attrs(by=None)).targets(target)]
         out = []
         ds = self.data.sortby("value")
         values = ds["value"].to_numpy()
@@ -623,6 +668,7 @@ def power(
     params: Params | None = None,
     *,
     along: Mapping[str, Sequence[float]] | None = None,
+    by: Mapping[str, Sequence[float]] | None = None,
     tests: Sequence[str] | str | None = None,
     alpha: float | None = None,
     replicates: int | None = None,
@@ -654,6 +700,11 @@ def power(
     along : mapping, optional
         ``{dimension: values}``, one dimension of :data:`tomstats.study.ALONG`, e.g.
         ``{"questions_per_cell": [20, 50, 100, 200, 500]}`` or ``{"delta": [0, 1e-4]}``.
+    by : mapping, optional
+        A second dimension, ``{dimension: values}`` (not ``along``'s): the curve is repeated
+        at each value, e.g. ``{"n_llms": [3, 5, 8]}`` for the questions per cell needed with
+        3, 5 or 8 LLMs. The result gains the dimension ``by_value``; each curve is exactly
+        the one a run with that setting and the same seed gives.
     tests : sequence of str, optional
         Tests from :data:`TESTS` (default: the study's ``[power]`` tests).
     alpha : float, optional
@@ -711,46 +762,99 @@ def power(
     changes: dict[str, Any] = dict(tests=tests, alpha=alpha, replicates=replicates, seed=seed,
                                    target=target, items_per_cell=items_per_cell, n_llms=n_llms,
                                    capability_sd=capability_sd, path=path)
-    if along is not None:
-        if not isinstance(along, Mapping) or len(along) != 1:
-            raise ValueError("along must be a mapping with exactly one dimension, e.g. "
-                             f"{{'questions_per_cell': [20, 50, 100]}}, got {along!r}")
-        (name, values), = along.items()
+    for key, values_key, given in (("along", "values", along), ("by", "by_values", by)):
+        if given is None:
+            continue
+        if not isinstance(given, Mapping) or len(given) != 1:
+            raise ValueError(f"{key} must be a mapping with exactly one dimension, e.g. "
+                             f"{{'questions_per_cell': [20, 50, 100]}}, got {given!r}")
+        (name, values), = given.items()
         if name not in ALONG:
-            raise ValueError(f"along: unknown dimension {name!r}"
+            raise ValueError(f"{key}: unknown dimension {name!r}"
                              + closest_hint(str(name), ALONG))
-        changes.update(along=name, values=tuple(np.atleast_1d(np.asarray(values)).tolist()))
+        changes.update({key: name,
+                        values_key: tuple(np.atleast_1d(np.asarray(values)).tolist())})
     spec = cfg.power.replace(**changes)
     if questions_per_cell is not None:
         if isinstance(questions_per_cell, bool) or not isinstance(
                 questions_per_cell, int | np.integer) or questions_per_cell < 1:
             raise ValueError("questions_per_cell must be a whole number >= 1, got "
                              f"{questions_per_cell!r}")
-        if spec.along == "questions_per_cell":
-            raise ValueError("questions_per_cell: it is the dimension `along` varies; give "
-                             "its values there")
+        if "questions_per_cell" in (spec.along, spec.by):
+            raise ValueError("questions_per_cell: it is a dimension `along` or `by` varies; "
+                             "give its values there")
         cfg = dataclasses.replace(cfg, design=cfg.design.with_(
             n_per_cell=int(questions_per_cell)))
-    parsed = tuple(_parse_test(t) for t in spec.tests)
     if isinstance(draws, bool) or not isinstance(draws, int | np.integer) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    if keep_data and spec.along == "n_llms":
+    if keep_data and "n_llms" in (spec.along, spec.by):
         raise ValueError("keep_data=True needs the same number of LLMs at every value; it "
-                         "cannot be used with along='n_llms'")
+                         "cannot be used when along or by is 'n_llms'")
+    pdraws, source = (None, None)
+    if posterior is not None:
+        pdraws, source = _load_posterior(posterior, draws)
+    plans = [_plan(c, s_, pdraws, fixed) for c, s_, fixed in _variants(cfg, spec)]
+    check_footprint(sum((p.footprint for p in plans[1:]), plans[0].footprint),
+                    allow_large=allow_large)
+    results = [_execute(p, source, allow_failures, keep_data, progress) for p in plans]
+    if spec.by is None:
+        return PowerResult(results[0])
+    ds = xr.concat(results, dim=pd.Index(list(spec.by_values), name="by_value"),
+                   combine_attrs="override")
+    ds.attrs.update(by=spec.by, by_values=json.dumps(list(spec.by_values)),
+                    seconds=float(sum(r.attrs["seconds"] for r in results)))
+    return PowerResult(ds)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything one curve along ``spec.along`` needs, checked before any simulation."""
+
+    cfg: StudyConfig
+    spec: PowerSpec
+    tests: tuple[_Test, ...]
+    settings: tuple[_Setting, ...]
+    kinds: tuple[tuple[str, Any], ...]
+    capability: np.ndarray
+    cap_sd: float
+    fixed: Mapping[str, float]
+    pdraws: Any
+    footprint: Footprint
+
+
+def _variants(cfg: StudyConfig, spec: PowerSpec
+              ) -> list[tuple[StudyConfig, PowerSpec, dict[str, float]]]:
+    """One (study, spec, fixed parameters) per value of ``spec.by`` (the pair itself without
+    ``by``): the curve at that value is what a run with that setting and the same seed gives.
+    A parameter set by ``by`` is also fixed over posterior draws (as ``along`` does)."""
+    if spec.by is None:
+        return [(cfg, spec, {})]
+    out = []
+    for v in spec.by_values:
+        c, s_, fixed = cfg, dataclasses.replace(spec, by=None, by_values=()), {}
+        if spec.by == "questions_per_cell":
+            c = dataclasses.replace(cfg, design=cfg.design.with_(n_per_cell=int(v)))
+        elif spec.by in ("items_per_cell", "n_llms"):
+            s_ = dataclasses.replace(s_, **{spec.by: int(v)})
+        else:
+            c = dataclasses.replace(cfg, params=cfg.params.replace(**{spec.by: float(v)}))
+            fixed = {spec.by: float(v)}
+        out.append((c, s_, fixed))
+    return out
+
+
+def _plan(cfg: StudyConfig, spec: PowerSpec, pdraws: Any, fixed: Mapping[str, float]
+          ) -> _Plan:
+    """Check one curve's design and tests and estimate its size (no simulation)."""
+    parsed = tuple(_parse_test(t) for t in spec.tests)
     design = cfg.design
     capability = np.asarray(design.capability, dtype=float)
     cap_sd = spec.capability_sd if spec.capability_sd is not None else (
         float(np.std(capability, ddof=1)) if capability.size > 1 else 0.15)
-    pdraws, source = (None, None)
-    if posterior is not None:
-        pdraws, source = _load_posterior(posterior, draws)
     n_fit = None if pdraws is None else len(pdraws.llm)
-    settings = [_setting(spec, design, v, n_fit) for v in spec.values]
+    settings = tuple(_setting(spec, design, v, n_fit) for v in spec.values)
     _check_design(parsed, design, settings)
     kinds: list[tuple[str, Any]] = [("plug-in", None)]
-    check_footprint(power_footprint(spec, parsed, design, settings, 1 + (pdraws is not None)),
-                    allow_large=allow_large)
-    base = cfg.params
     if pdraws is not None:
         mean = Params(*(np.asarray(getattr(pdraws.params, f)).mean(0) for f in
                         ("alpha", "gamma", "delta", "sigma")))
@@ -758,25 +862,36 @@ def power(
                                        ("alpha", "gamma", "delta", "sigma"))),
                               pdraws.capability.mean(0)[None])),
                  ("assurance", (pdraws.params, pdraws.capability))]
+    fp = power_footprint(spec, parsed, design, settings, len(kinds))
+    return _Plan(cfg, spec, parsed, settings, tuple(kinds), capability, cap_sd, fixed, pdraws,
+                 fp)
+
+
+def _execute(plan: _Plan, source: Any, allow_failures: bool, keep_data: bool,
+             progress: bool | None) -> xr.Dataset:
+    """Simulate and analyse one planned curve; the Dataset of :class:`PowerResult`."""
+    spec, design, base = plan.spec, plan.cfg.design, plan.cfg.params
+    kinds = list(plan.kinds)
     t0 = time.perf_counter()
-    stats = _simulate_all(spec, parsed, design, settings, kinds, base, capability, cap_sd,
-                          allow_failures, progress)
-    ds = _dataset(spec, parsed, design, settings, kinds, stats, pdraws, capability)
+    stats = _simulate_all(spec, plan.tests, design, list(plan.settings), kinds, base,
+                          plan.capability, plan.cap_sd, allow_failures, progress, plan.fixed)
+    ds = _dataset(spec, plan.tests, design, list(plan.settings), kinds, stats,
+                  plan.pdraws, plan.capability)
     if keep_data:
-        ds = ds.merge(_kept_data(spec, parsed, design, kinds, stats))
+        ds = ds.merge(_kept_data(spec, plan.tests, design, kinds, stats))
     from tomstats import __version__
 
     ds.attrs.update(
         along=spec.along, alpha=spec.alpha, replicates=int(spec.replicates),
         seed=int(spec.seed), target=spec.target, path=spec.path,
         tests=json.dumps(list(spec.tests)), items_per_cell=json.dumps(spec.items_per_cell),
-        n_llms=json.dumps(spec.n_llms), capability_sd=cap_sd,
+        n_llms=json.dumps(spec.n_llms), capability_sd=plan.cap_sd,
         params=json.dumps(base.to_dict()), design=json.dumps(design.to_dict()),
         posterior=json.dumps(source, default=str), tomstats_version=__version__,
         seconds=time.perf_counter() - t0,
         equation="logit p = beta0*m - alpha*c*ln(1+c/500) - gamma*t - delta*c*t + eps",
     )
-    return PowerResult(ds)
+    return ds
 
 
 # rough single-core costs for the size guard (about 5-10x above what a 2-CPU machine measures)
@@ -839,7 +954,8 @@ def _kept_data(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
 def _simulate_all(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
                   settings: list[_Setting], kinds: list[tuple[str, Any]], base: Params,
                   capability: np.ndarray, cap_sd: float, allow_failures: bool,
-                  progress: bool | None) -> dict[tuple[int, int, str], Any]:
+                  progress: bool | None, fixed: Mapping[str, float] | None = None
+                  ) -> dict[tuple[int, int, str], Any]:
     """Run every (kind, value): {(kind, value, test): (reject, ok, estimate)} and
     {(kind, value, "successes"): counts}."""
     key = make_key(int(spec.seed))
@@ -853,6 +969,8 @@ def _simulate_all(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
             for vi, (value, st) in enumerate(zip(spec.values, settings, strict=True)):
                 rng = np.random.default_rng([int(spec.seed), ki, vi])
                 th = _theta(base, capability, post, st, spec, cap_sd, value, rng, R)
+                for f, v in (fixed or {}).items():  # a parameter set by `by`
+                    th[f] = np.full_like(th[f], v)
                 bad = {f: v for f, v in th.items() if not np.all(np.isfinite(v))}
                 if bad:
                     raise ValueError(f"non-finite parameters {sorted(bad)}")
@@ -869,11 +987,12 @@ def _simulate_all(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
                 keys = jax.random.split(jax.random.fold_in(key, vi), R)
                 parts = []
                 for s in range(0, R, chunk):
-                    sl = slice(s, s + chunk)
-                    th_sl = {f: jnp.asarray(v[sl], jnp.float64) for f, v in th.items()}
-                    res = run(keys[sl], th_sl,
-                              jnp.asarray(float(st.n)))
-                    parts.append(jax.device_get(res))
+                    # every chunk has the same size (the last one padded with repeats of its
+                    # last study, dropped after), so one compiled program serves them all
+                    idx = np.minimum(np.arange(s, s + chunk), R - 1)
+                    th_sl = {f: jnp.asarray(v[idx], jnp.float64) for f, v in th.items()}
+                    res = jax.device_get(run(keys[idx], th_sl, jnp.asarray(float(st.n))))
+                    parts.append({k: v[: min(chunk, R - s)] for k, v in res.items()})
                     bar.update(min(chunk, R - s))
                 stat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
                 out[(ki, vi, "successes")] = stat["successes"]
@@ -951,8 +1070,8 @@ def write_power(result: PowerResult, out: str | os.PathLike[str], *,
         stage = staged.stage
         result.frame().to_csv(stage / "power.csv", index=False)
         result.data.to_netcdf(stage / "power.nc", engine="h5netcdf")
-        attrs = {k: (json.loads(v) if k in ("tests", "items_per_cell", "n_llms", "params",
-                                            "design", "posterior") else v)
+        attrs = {k: (json.loads(v) if k in ("tests", "items_per_cell", "n_llms", "by_values",
+                                            "params", "design", "posterior") else v)
                  for k, v in result.data.attrs.items()}
         summary = {"settings": _jsonable(attrs), "targets": result.targets(),
                    "power": _jsonable(result.frame().to_dict(orient="records"))}
@@ -981,8 +1100,11 @@ def format_power(result: PowerResult) -> str:
     """A short text table: power (95 % MC interval) per value and test, then the targets."""
     df = result.frame()
     lines = []
-    for kind, sub in df.groupby("kind", sort=False):
-        lines.append(f"{kind} power, {result.along} (rows) × test (columns):")
+    keys = ["kind"] if result.by is None else ["kind", "by_value"]
+    for key, sub in df.groupby(keys, sort=False):
+        kind, *rest = key if isinstance(key, tuple) else (key,)
+        at = f" at {result.by} = {_num(rest[0])}" if rest else ""
+        lines.append(f"{kind} power{at}, {result.along} (rows) × test (columns):")
         tab = sub.pivot(index="value", columns="test", values="power")[
             list(dict.fromkeys(sub["test"]))]
         lo = sub.pivot(index="value", columns="test", values="ci_low")
@@ -995,24 +1117,25 @@ def format_power(result: PowerResult) -> str:
                 for c in tab.columns)
             lines.append(f"{_num(v):>10}" + cells)
     for t in result.targets():
+        at = f" ({t['by']} = {t['by_value']})" if "by" in t else ""
         if t["reached"]:
-            lines.append(f"{t['kind']}: {t['test']} reaches {t['target']:.0%} power at "
+            lines.append(f"{t['kind']}{at}: {t['test']} reaches {t['target']:.0%} power at "
                          f"{result.along} = {t['value']} (MC range {t['value_optimistic']}"
                          f"–{t['value_sure'] if t['value_sure'] is not None else '>max'})")
         else:
-            lines.append(f"{t['kind']}: {t['test']} does not reach {t['target']:.0%} power "
-                         f"within the values tried")
+            lines.append(f"{t['kind']}{at}: {t['test']} does not reach {t['target']:.0%} "
+                         f"power within the values tried")
     return "\n".join(lines)
 
 
-def _parse_along(text: str) -> dict[str, list[float]]:
+def _parse_along(text: str, flag: str = "--along") -> dict[str, list[float]]:
     if "=" not in text:
-        raise ValueError(f"--along: expected NAME=V1,V2,..., got {text!r}")
+        raise ValueError(f"{flag}: expected NAME=V1,V2,..., got {text!r}")
     name, vals = text.split("=", 1)
     try:
         values = [float(v) for v in vals.split(",") if v.strip()]
     except ValueError as exc:
-        raise ValueError(f"--along {name}: values must be numbers, got {vals!r}") from exc
+        raise ValueError(f"{flag} {name}: values must be numbers, got {vals!r}") from exc
     return {name.strip(): values}
 
 
@@ -1023,6 +1146,9 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     add_out_arguments(p, folder=True, what="output folder", size_guard=True)
     p.add_argument("--along", default=None, metavar="NAME=V1,V2,...",
                    help=f"dimension and values to vary, NAME one of {', '.join(ALONG)}")
+    p.add_argument("--by", default=None, metavar="NAME=V1,V2,...",
+                   help="a second dimension: the curve along --along is repeated at each "
+                        "value, e.g. --along questions_per_cell=10,20,50 --by n_llms=3,5,8")
     p.add_argument("--test", action="append", default=None, metavar="TEST",
                    help=f"test to run (repeatable): {', '.join(TESTS)}")
     p.add_argument("--replicates", type=int, default=None, help="simulated studies per value")
@@ -1057,6 +1183,7 @@ def run_power(args: argparse.Namespace) -> int:
     prepare_out_dir(args.out, force=args.force)
     cfg = load_study(args.config)
     result = power(cfg, along=_parse_along(args.along) if args.along else None,
+                   by=_parse_along(args.by, "--by") if args.by else None,
                    tests=args.test, alpha=args.alpha, replicates=args.replicates,
                    seed=args.seed, target=args.target, items_per_cell=args.items_per_cell,
                    n_llms=args.n_llms, questions_per_cell=args.questions_per_cell,

@@ -595,8 +595,21 @@ def item_counts(
                        if jnp.ndim(getattr(params, f)) else getattr(params, f)
                        for f in ("alpha", "gamma", "delta", "sigma")))
     eta = linear_predictor(per_llm, c, t, cap[:, None, None, None], eps)
+    p = jax.nn.sigmoid(eta)
+    if isinstance(trials, np.ndarray | list | tuple) and 0 < np.max(trials) <= _SMALL_TRIALS:
+        # few questions per item (one, in the paper's model): a sum of Bernoulli draws, the
+        # same distribution as the binomial sampler at a fraction of its cost
+        n_max = int(np.max(trials))
+        n = np.asarray(trials)
+        u = jax.random.uniform(k_y, (*eta.shape, n_max), dtype=cap.dtype)
+        hit = (u < p[..., None]) & jnp.asarray(np.arange(n_max) < n[:, None])
+        return jnp.sum(hit, axis=-1).astype(cap.dtype)
     n = jnp.broadcast_to(jnp.asarray(trials, dtype=cap.dtype), eta.shape)
-    return jax.random.binomial(k_y, n, jax.nn.sigmoid(eta)).astype(cap.dtype)
+    return jax.random.binomial(k_y, n, p).astype(cap.dtype)
+
+
+#: Items with at most this many questions are drawn as sums of Bernoulli trials.
+_SMALL_TRIALS = 16
 
 
 def simulate_questions(

@@ -74,6 +74,12 @@ class PowerSpec:
         :math:`s_m`; default the sd of the design's capability levels (0.15 for one level).
     path : {"exact", "bernoulli"}
         Cell counts drawn as binomials (exact, the default) or question by question.
+    by : str or None
+        A second dimension (one of the same names, not ``along``): the whole curve along
+        ``along`` is repeated at each of ``by_values``, e.g. the questions per cell needed
+        for 80 % power with 3, 5 or 8 LLMs.
+    by_values : tuple of float
+        The values of ``by`` (empty when ``by`` is None).
     """
 
     along: str = "questions_per_cell"
@@ -88,30 +94,21 @@ class PowerSpec:
     n_llms: int | None = None
     capability_sd: float | None = None
     path: str = "exact"
+    by: str | None = None
+    by_values: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.along not in ALONG:
-            raise ValueError(f"along: unknown dimension {self.along!r}"
-                             + closest_hint(str(self.along), ALONG))
-        try:
-            values = tuple(float(v) for v in np.atleast_1d(np.asarray(self.values, dtype=float)))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"along {self.along}: values must be numbers, got "
-                             f"{self.values!r}") from exc
-        if not values:
-            raise ValueError(f"along {self.along}: give at least one value")
-        if not all(math.isfinite(v) for v in values):
-            raise ValueError(f"along {self.along}: values must be finite, got {list(values)}")
-        if len(set(values)) != len(values):
-            raise ValueError(f"along {self.along}: values must be distinct, got {list(values)}")
-        if self.along in ALONG[:3]:
-            bad = [v for v in values if v < 1 or v != round(v)]
-            if bad:
-                raise ValueError(f"along {self.along}: values must be whole numbers >= 1, got "
-                                 f"{_fmt(bad)}")
-        elif self.along == "sigma" and any(v < 0 for v in values):
-            raise ValueError(f"along sigma: values must be >= 0, got {_fmt(values)}")
-        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "values", _dimension_values("along", self.along, self.values))
+        if self.by is None:
+            if len(self.by_values):
+                raise ValueError(f"by_values given ({list(self.by_values)}) without by")
+            object.__setattr__(self, "by_values", ())
+        else:
+            if self.by == self.along:
+                raise ValueError(f"by: {self.by!r} is already the dimension `along` varies; "
+                                 "choose another (e.g. along questions_per_cell, by n_llms)")
+            object.__setattr__(self, "by_values",
+                               _dimension_values("by", self.by, self.by_values))
         tests = (self.tests,) if isinstance(self.tests, str) else tuple(self.tests)
         if not tests:
             raise ValueError("tests: give at least one test")
@@ -150,24 +147,51 @@ class PowerSpec:
             "target": self.target, "seed": int(self.seed),
             "items_per_cell": self.items_per_cell, "n_llms": self.n_llms,
             "capability_sd": self.capability_sd, "path": self.path,
-        }
+        } | ({} if self.by is None else {"by": {self.by: [
+            int(v) if self.by in ALONG[:3] else v for v in self.by_values]}})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PowerSpec:
         """Build from the ``[power]`` table (``along = {questions_per_cell = [...]}``)."""
         known = ("along", "tests", "alpha", "replicates", "target", "seed", "items_per_cell",
-                 "n_llms", "capability_sd", "path")
+                 "n_llms", "capability_sd", "path", "by")
         check_keys(d, known, "[power]")
-        kw = {k: v for k, v in d.items() if k != "along"}
-        if "along" in d:
-            along = d["along"]
-            if not isinstance(along, Mapping) or len(along) != 1:
-                raise ValueError("[power].along must be a table with exactly one dimension, "
-                                 f"e.g. {{questions_per_cell = [20, 50, 100]}}, got {along!r}")
-            (name, values), = along.items()
-            kw.update(along=name, values=tuple(np.atleast_1d(values).tolist())
-                      if not isinstance(values, Mapping) else tuple(grid_values(values, name)))
+        kw = {k: v for k, v in d.items() if k not in ("along", "by")}
+        for key, values_key in (("along", "values"), ("by", "by_values")):
+            if key not in d:
+                continue
+            table = d[key]
+            if not isinstance(table, Mapping) or len(table) != 1:
+                raise ValueError(f"[power].{key} must be a table with exactly one dimension, "
+                                 f"e.g. {{questions_per_cell = [20, 50, 100]}}, got {table!r}")
+            (name, values), = table.items()
+            kw.update({key: name, values_key: tuple(np.atleast_1d(values).tolist())
+                       if not isinstance(values, Mapping) else tuple(grid_values(values, name))})
         return cls(**kw)
+
+
+def _dimension_values(field: str, name: Any, values: Any) -> tuple[float, ...]:
+    """Check the values of a varied dimension (``along`` or ``by``) and return them as floats."""
+    if name not in ALONG:
+        raise ValueError(f"{field}: unknown dimension {name!r}" + closest_hint(str(name), ALONG))
+    try:
+        out = tuple(float(v) for v in np.atleast_1d(np.asarray(values, dtype=float)))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{field} {name}: values must be numbers, got {values!r}") from exc
+    if not out:
+        raise ValueError(f"{field} {name}: give at least one value")
+    if not all(math.isfinite(v) for v in out):
+        raise ValueError(f"{field} {name}: values must be finite, got {list(out)}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"{field} {name}: values must be distinct, got {list(out)}")
+    if name in ALONG[:3]:
+        bad = [v for v in out if v < 1 or v != round(v)]
+        if bad:
+            raise ValueError(f"{field} {name}: values must be whole numbers >= 1, got "
+                             f"{_fmt(bad)}")
+    elif name == "sigma" and any(v < 0 for v in out):
+        raise ValueError(f"{field} sigma: values must be >= 0, got {_fmt(out)}")
+    return out
 
 
 def _fmt(values: Sequence[float]) -> list[Any]:

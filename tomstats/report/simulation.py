@@ -213,22 +213,27 @@ def power_section(power_dir: str | os.PathLike[str]) -> Section:
     settings = summary.get("settings", {})
     target = float(settings.get("target", 0.8))
     along = str(df["along"].iloc[0]) if len(df) else "value"
+    by = str(df["by"].iloc[0]) if "by" in df.columns and len(df) else None
+    lines = ("one line per test" if by is None else
+             f"one panel per test, one line per {by.replace('_', ' ')}")
     blocks: list[Any] = [Image(figure_png(fig_power(df, target)), "power",
-                               f"Power by {along.replace('_', ' ')}: one line per test, 95 % "
+                               f"Power by {along.replace('_', ' ')}: {lines}, 95 % "
                                f"Monte Carlo (Wilson) band; dotted: the {target:.0%} target. "
                                f"{settings.get('replicates', '?')} simulated studies per value, "
                                f"alpha = {settings.get('alpha', '?')}.")]
+    by_cols = [] if by is None else ["by_value"]
     targets = summary.get("targets")
     if targets:
-        tab = pd.DataFrame(targets)[["kind", "test", "value", "value_optimistic", "value_sure",
-                                     "interpolated"]]
+        tab = pd.DataFrame(targets)[["kind", *by_cols, "test", "value", "value_optimistic",
+                                     "value_sure", "interpolated"]]
         blocks.append(Table(tab.rename(columns={
-            "value": f"smallest {along} reaching {target:.0%}",
+            "value": f"smallest {along} reaching {target:.0%}", "by_value": by,
             "value_optimistic": "MC optimistic", "value_sure": "MC sure"}),
             caption="Smallest value reaching the target power (first value whose estimate, "
                     "Wilson upper bound, or lower bound reaches it; None: not within the "
                     "values tried)"))
-    show = df[["kind", "value", "test", "power", "ci_low", "ci_high", "estimate", "n_failed"]]
+    show = df[["kind", *by_cols, "value", "test", "power", "ci_low", "ci_high", "estimate",
+               "n_failed"]].rename(columns={"by_value": by} if by else {})
     blocks.append(Table(show, caption="Power per value and test", float_format="{:.3g}"))
     return Section("Power analysis", tuple(blocks))
 
@@ -243,8 +248,9 @@ def power_document(power_dir: str | os.PathLike[str]) -> Document:
     subtitle = (f"tomstats {settings.get('tomstats_version', '?')} · seed "
                 f"{settings.get('seed', '?')} · {settings.get('replicates', '?')} studies per "
                 f"value · folder {d.name}")
-    run = {k: settings[k] for k in ("along", "alpha", "target", "replicates", "seed", "path",
-                                    "items_per_cell", "n_llms") if k in settings}
+    run = {k: settings[k] for k in ("along", "by", "by_values", "alpha", "target",
+                                    "replicates", "seed", "path", "items_per_cell", "n_llms")
+           if k in settings}
     sections = [power_section(d)]
     if run:
         sections.append(Section("Settings", (Table(_kv(run), caption="Run"),)))
