@@ -104,8 +104,8 @@ def test_type1_error_with_and_without_shared_story_effects(sigma: float) -> None
         assert abs(rate - 0.05) <= 3 * np.sqrt(0.05 * 0.95 / 2000)
 
 
-@pytest.mark.slow
 def test_glmm_with_item_intercepts_keeps_its_level_where_rm_anova_does_not() -> None:
+    # measured (docs/planning.md): rm-anova 22 %, GLMM Wald 6.0 % of these 400 null studies
     res = tomstats.power(_null(0.6), along={"questions_per_cell": [20]}, n_llms=20,
                          tests=["rm-anova:tom_order", "glmm-wald:gamma"], replicates=400,
                          seed=2, progress=False)
