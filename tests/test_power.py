@@ -386,6 +386,7 @@ def test_by_in_toml_and_cli(tmp_path, repo_root, capsys):
     assert len(df) == 4 and set(df["by_value"]) == {3, 4} and set(df["by"]) == {"n_llms"}
     s = json.loads((out / "summary.json").read_text())
     assert s["settings"]["by"] == "n_llms" and s["settings"]["by_values"] == [3, 4]
+    assert s["settings"]["n_llms"] is None  # not the first curve's 3
     assert {t["by_value"] for t in s["targets"]} == {3, 4}
     rc = main(["power", str(repo_root / "simulations" / "paper.toml"), "--by", "nllms=3",
                "--out", str(tmp_path / "bad")])

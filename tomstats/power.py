@@ -801,8 +801,14 @@ def power(
         return PowerResult(results[0])
     ds = xr.concat(results, dim=pd.Index(list(spec.by_values), name="by_value"),
                    combine_attrs="override")
-    ds.attrs.update(by=spec.by, by_values=json.dumps(list(spec.by_values)),
+    # the settings of the whole run, not of its first curve
+    ds.attrs.update(by=spec.by, by_values=json.dumps([_num(v) for v in spec.by_values]),
+                    items_per_cell=json.dumps(spec.items_per_cell),
+                    n_llms=json.dumps(spec.n_llms), params=json.dumps(cfg.params.to_dict()),
+                    design=json.dumps(cfg.design.to_dict()),
                     seconds=float(sum(r.attrs["seconds"] for r in results)))
+    if spec.by in ("items_per_cell", "n_llms"):
+        ds.attrs[spec.by] = json.dumps(None)
     return PowerResult(ds)
 
 
