@@ -794,6 +794,9 @@ def power(
     if posterior is not None:
         pdraws, source = _load_posterior(posterior, draws)
     plans = [_plan(c, s_, pdraws, fixed) for c, s_, fixed in _variants(cfg, spec)]
+    if spec.by is not None:  # name the curve on its progress bar
+        plans = [dataclasses.replace(p, label=f"power {spec.by}={_num(v)} ({i + 1}/{len(plans)})")
+                 for i, (p, v) in enumerate(zip(plans, spec.by_values, strict=True))]
     check_footprint(sum((p.footprint for p in plans[1:]), plans[0].footprint),
                     allow_large=allow_large)
     results = [_execute(p, source, allow_failures, keep_data, progress) for p in plans]
@@ -826,6 +829,7 @@ class _Plan:
     fixed: Mapping[str, float]
     pdraws: Any
     footprint: Footprint
+    label: str = "power"
 
 
 def _variants(cfg: StudyConfig, spec: PowerSpec
@@ -880,7 +884,8 @@ def _execute(plan: _Plan, source: Any, allow_failures: bool, keep_data: bool,
     kinds = list(plan.kinds)
     t0 = time.perf_counter()
     stats = _simulate_all(spec, plan.tests, design, list(plan.settings), kinds, base,
-                          plan.capability, plan.cap_sd, allow_failures, progress, plan.fixed)
+                          plan.capability, plan.cap_sd, allow_failures, progress, plan.fixed,
+                          plan.label)
     ds = _dataset(spec, plan.tests, design, list(plan.settings), kinds, stats,
                   plan.pdraws, plan.capability)
     if keep_data:
@@ -960,8 +965,8 @@ def _kept_data(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
 def _simulate_all(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
                   settings: list[_Setting], kinds: list[tuple[str, Any]], base: Params,
                   capability: np.ndarray, cap_sd: float, allow_failures: bool,
-                  progress: bool | None, fixed: Mapping[str, float] | None = None
-                  ) -> dict[tuple[int, int, str], Any]:
+                  progress: bool | None, fixed: Mapping[str, float] | None = None,
+                  desc: str = "power") -> dict[tuple[int, int, str], Any]:
     """Run every (kind, value): {(kind, value, test): (reject, ok, estimate)} and
     {(kind, value, "successes"): counts}."""
     key = make_key(int(spec.seed))
@@ -969,7 +974,7 @@ def _simulate_all(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
     out: dict[tuple[int, int, str], tuple[np.ndarray, ...]] = {}
     total = R * len(settings) * len(kinds)
     disable = None if progress is None else not progress
-    with tqdm(total=total, desc="power", unit="study", disable=disable, leave=False) as bar, \
+    with tqdm(total=total, desc=desc, unit="study", disable=disable, leave=False) as bar, \
             jax.enable_x64(True):
         for ki, (_kind, post) in enumerate(kinds):
             for vi, (value, st) in enumerate(zip(spec.values, settings, strict=True)):
