@@ -19,11 +19,13 @@ __all__ = ["check_keys", "check_type", "closest_hint", "read_text"]
 def closest_hint(name: str, known: Iterable[str]) -> str:
     """A suffix for an error message: ``" (did you mean 'x'?)"`` or the list of known names.
 
-    The suggestion is the closest known name by :func:`difflib.get_close_matches` (ratio
-    :math:`\\geq 0.6`); without one, the known names are listed so the user can pick.
+    The suggestion is a known name differing only in case, else the closest known name by
+    :func:`difflib.get_close_matches` (ratio :math:`\\geq 0.6`); without one, the known names
+    are listed so the user can pick.
     """
     known = [str(k) for k in known]
-    near = difflib.get_close_matches(str(name), known, n=1)
+    same_but_case = [k for k in known if k.lower() == str(name).lower()]
+    near = same_but_case or difflib.get_close_matches(str(name), known, n=1)
     if near:
         return f" (did you mean {near[0]!r}?)"
     return f" (known: {', '.join(known)})" if known else ""

@@ -37,7 +37,9 @@ counts are exactly :math:`\operatorname{Binomial}(n, \bar p_{ct})`; those are dr
     :math:`P(F_{\hat\varepsilon d_E,\, \hat\varepsilon d_E (L-1)} > F) < a` (as afex's
     ``aov_car`` and :func:`tomstats.anova.anova` with ``within=``); with fewer LLMs than
     :math:`d_E + 1` the error matrix is singular, no correction can be estimated and the
-    uncorrected F test is used, as the analysis reports only it. One test per study; it
+    uncorrected F test is used, as the analysis reports only it. ``correction="HF"`` uses
+    the Huynh–Feldt :math:`\min(1, \tilde\varepsilon)` instead, ``"none"`` the uncorrected
+    test. One test per study; it
     needs at least 2 LLMs. Estimate: partial :math:`\eta^2 = SS_E/(SS_E + SS_{E\times
     S})`. The stories are fixed in this analysis: when they carry effects shared by all
     LLMs (:math:`\sigma > 0`), a cell's stories shift every LLM's accuracy alike and the
@@ -240,6 +242,17 @@ def _glm_stats(tests: Sequence[_Test], x: np.ndarray, add: np.ndarray, y: jax.Ar
     return out
 
 
+def _huynh_feldt(gg: np.ndarray, d: int, dfe: int) -> np.ndarray:
+    r"""Huynh–Feldt :math:`\min(1, \tilde\varepsilon)` from the Greenhouse–Geisser
+    :math:`\hat\varepsilon` of an effect with :math:`d` df and :math:`\nu` error df per
+    contrast (car's formula, as :func:`tomstats.anova.anova`):
+    :math:`\tilde\varepsilon = \frac{(\nu + 1) d\hat\varepsilon - 2}{d(\nu - d\hat
+    \varepsilon)}`."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hf = ((dfe + 1) * d * gg - 2) / (d * (dfe - d * gg))
+    return np.minimum(1.0, np.where(np.isnan(gg) | (hf >= 0), hf, np.inf))
+
+
 def _orthonormal(levels: int) -> np.ndarray:
     """Orthonormal contrasts over ``levels`` levels (columns orthogonal to 1), (levels, -1)."""
     q, _ = np.linalg.qr(np.hstack([np.ones((levels, 1)), np.eye(levels)[:, :-1]]))
@@ -418,15 +431,19 @@ def _matrices(ctx: np.ndarray, tom: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _decide(test: _Test, st: Mapping[str, np.ndarray], alpha: float, n: int,
-            cells: tuple[int, int], n_llms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            cells: tuple[int, int], n_llms: int, correction: str = "GG"
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(reject, ok, estimate) arrays for one test; shape (R, L) or (R,)."""
     n_c, n_t = cells
     if test.analysis == "rm-anova":
         j = _ANOVA_TERMS.index(test.term)
         d = (n_c - 1, n_t - 1, (n_c - 1) * (n_t - 1))[j]
         f, eps = st["rm_F"][..., j], st["rm_eps"][..., j]
-        if n_llms - 1 < d:  # too few LLMs to estimate ε: the uncorrected test, as anova()
+        if n_llms - 1 < d or correction == "none":
+            # too few LLMs to estimate ε: the uncorrected test, as anova() reports
             eps = np.ones_like(f)
+        elif correction == "HF":
+            eps = _huynh_feldt(eps, d, n_llms - 1)
         ok = np.isfinite(f) & np.isfinite(eps)
         with np.errstate(invalid="ignore"):
             p = scipy.stats.f.sf(f, eps * d, eps * d * (n_llms - 1))
@@ -679,6 +696,7 @@ def power(
     questions_per_cell: int | None = None,
     capability_sd: float | None = None,
     path: str | None = None,
+    correction: str | None = None,
     posterior: Any = None,
     draws: int = 200,
     allow_failures: bool = False,
@@ -715,7 +733,7 @@ def power(
         The same seed gives the same curve.
     target : float, optional
         Target power for :meth:`PowerResult.targets` (default 0.8).
-    items_per_cell, n_llms, capability_sd, path
+    items_per_cell, n_llms, capability_sd, path, correction
         See :class:`tomstats.study.PowerSpec`.
     questions_per_cell : int, optional
         Questions per cell and LLM of every simulated study (default: the design's), when
@@ -761,7 +779,8 @@ def power(
     cfg = _as_study(study if study is not None else StudyConfig(), params)
     changes: dict[str, Any] = dict(tests=tests, alpha=alpha, replicates=replicates, seed=seed,
                                    target=target, items_per_cell=items_per_cell, n_llms=n_llms,
-                                   capability_sd=capability_sd, path=path)
+                                   capability_sd=capability_sd, path=path,
+                                   correction=correction)
     for key, values_key, given in (("along", "values", along), ("by", "by_values", by)):
         if given is None:
             continue
@@ -894,7 +913,7 @@ def _execute(plan: _Plan, source: Any, allow_failures: bool, keep_data: bool,
 
     ds.attrs.update(
         along=spec.along, alpha=spec.alpha, replicates=int(spec.replicates),
-        seed=int(spec.seed), target=spec.target, path=spec.path,
+        seed=int(spec.seed), target=spec.target, path=spec.path, correction=spec.correction,
         tests=json.dumps(list(spec.tests)), items_per_cell=json.dumps(spec.items_per_cell),
         n_llms=json.dumps(spec.n_llms), capability_sd=plan.cap_sd,
         params=json.dumps(base.to_dict()), design=json.dumps(design.to_dict()),
@@ -1008,7 +1027,8 @@ def _simulate_all(spec: PowerSpec, tests: tuple[_Test, ...], design: Design,
                 stat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
                 out[(ki, vi, "successes")] = stat["successes"]
                 for t in tests:
-                    rej, ok, est = _decide(t, stat, spec.alpha, st.n, design.shape, st.n_llms)
+                    rej, ok, est = _decide(t, stat, spec.alpha, st.n, design.shape, st.n_llms,
+                                           spec.correction)
                     n_fail = int((~ok).sum())
                     if n_fail > _MAX_FAIL * ok.size and not allow_failures:
                         raise PowerFailureError(
@@ -1174,6 +1194,8 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-llms", type=int, default=None,
                    help="LLMs with capabilities drawn from N(mean, capability_sd)")
     p.add_argument("--path", default=None, help="'exact' (default) or 'bernoulli'")
+    p.add_argument("--correction", default=None, choices=("GG", "HF", "none"),
+                   help="sphericity correction of the rm-anova tests (default GG, as afex)")
     p.add_argument("--posterior", default=None,
                    help="structural GLMM fit (netCDF): report assurance beside plug-in power")
     p.add_argument("--draws", type=int, default=200, help="posterior draws used (default 200)")
@@ -1198,7 +1220,7 @@ def run_power(args: argparse.Namespace) -> int:
                    tests=args.test, alpha=args.alpha, replicates=args.replicates,
                    seed=args.seed, target=args.target, items_per_cell=args.items_per_cell,
                    n_llms=args.n_llms, questions_per_cell=args.questions_per_cell,
-                   path=args.path, posterior=args.posterior,
+                   path=args.path, correction=args.correction, posterior=args.posterior,
                    draws=args.draws, allow_failures=args.allow_failures,
                    progress=False if args.quiet else None, allow_large=args.allow_large)
     with replaced_dir(args.out) as tmp:

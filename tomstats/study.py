@@ -27,6 +27,8 @@ from tomstats.sensitivity import PAPER_ALPHA, PAPER_GAMMA, grid_values
 __all__ = ["ALONG", "PowerSpec", "StudyConfig", "load_study", "study_from_dict"]
 
 PATHS = ("exact", "bernoulli")
+#: Sphericity corrections of the repeated-measures ANOVA tests of a power analysis.
+CORRECTIONS = ("GG", "HF", "none")
 _PARAM_NAMES = ("alpha", "gamma", "delta", "sigma")
 #: Dimensions a power analysis can vary: design sizes (whole numbers) and parameters.
 ALONG = ("questions_per_cell", "items_per_cell", "n_llms", *_PARAM_NAMES)
@@ -80,6 +82,9 @@ class PowerSpec:
         for 80 % power with 3, 5 or 8 LLMs.
     by_values : tuple of float
         The values of ``by`` (empty when ``by`` is None).
+    correction : {"GG", "HF", "none"}
+        Sphericity correction of the ``rm-anova`` tests: Greenhouse–Geisser (the default, as
+        afex), Huynh–Feldt (:math:`\\min(1, \\tilde\\varepsilon)`), or none.
     """
 
     along: str = "questions_per_cell"
@@ -96,6 +101,7 @@ class PowerSpec:
     path: str = "exact"
     by: str | None = None
     by_values: tuple[float, ...] = ()
+    correction: str = "GG"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", _dimension_values("along", self.along, self.values))
@@ -131,6 +137,10 @@ class PowerSpec:
             raise ValueError(f"capability_sd must be a number >= 0, got {sd!r}")
         if self.path not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {self.path!r}")
+        if self.correction not in CORRECTIONS:
+            raise ValueError(f"correction must be 'GG', 'HF' or 'none', got "
+                             f"{self.correction!r}"
+                             + closest_hint(str(self.correction), CORRECTIONS))
 
     def replace(self, **changes: Any) -> PowerSpec:
         """Copy with some fields changed (``None`` values are ignored)."""
@@ -147,6 +157,7 @@ class PowerSpec:
             "target": self.target, "seed": int(self.seed),
             "items_per_cell": self.items_per_cell, "n_llms": self.n_llms,
             "capability_sd": self.capability_sd, "path": self.path,
+            "correction": self.correction,
         } | ({} if self.by is None else {"by": {self.by: [
             int(v) if self.by in ALONG[:3] else v for v in self.by_values]}})
 
@@ -154,7 +165,7 @@ class PowerSpec:
     def from_dict(cls, d: Mapping[str, Any]) -> PowerSpec:
         """Build from the ``[power]`` table (``along = {questions_per_cell = [...]}``)."""
         known = ("along", "tests", "alpha", "replicates", "target", "seed", "items_per_cell",
-                 "n_llms", "capability_sd", "path", "by")
+                 "n_llms", "capability_sd", "path", "by", "correction")
         check_keys(d, known, "[power]")
         kw = {k: v for k, v in d.items() if k not in ("along", "by")}
         for key, values_key in (("along", "values"), ("by", "by_values")):
