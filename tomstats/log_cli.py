@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tomstats.glmm.cli import parse_mapping
+from tomstats.glmm.cli import add_selection_arguments, parse_mapping
 from tomstats.summarize import (
     apply_mapping,
     apply_query,
@@ -76,11 +76,8 @@ def add_summarize_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--by", nargs="+", metavar="COL", default=None,
                    help="grouping columns before context × order (default: model, when the "
                         "log has it); 'none' pools all rows of a cell")
-    p.add_argument("--map", action="append", metavar="STD=COL,...",
-                   help="rename columns to the standard names (correct, model, tom_order, "
-                        "context_words, error_category), as in tomstats fit")
-    p.add_argument("--query", metavar="EXPR",
-                   help="keep only rows matching a pandas query (on the file's columns)")
+    add_selection_arguments(p, ("correct", "model", "tom_order", "context_words",
+                                "error_category"))
     p.add_argument("--level", type=float, default=0.95,
                    help="coverage of the Wilson intervals (default 0.95)")
     p.add_argument("--out", metavar="CSV", help="also write the table as CSV (atomically)")
@@ -354,11 +351,7 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", metavar="COL", default=None,
                    help="bootstrap resampling unit (default story_id, else item_id)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    p.add_argument("--map", action="append", metavar="STD=COL,...",
-                   help="rename columns to the standard names (correct, model, tom_order, "
-                        "context_words), as in tomstats fit")
-    p.add_argument("--query", metavar="EXPR",
-                   help="keep only rows matching a pandas query (on the file's columns)")
+    add_selection_arguments(p, ("correct", "model", "tom_order", "context_words"))
     p.add_argument("--out", metavar="CSV", help="also write the table(s) as CSV (atomically)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from tomstats.cli import EXIT_WARNINGS
@@ -44,6 +45,19 @@ def parse_mapping(items: list[str] | None) -> dict[str, str]:
             k, v = (s.strip() for s in pair.split("="))
             out[k] = v
     return out
+
+
+def add_selection_arguments(p: argparse.ArgumentParser, standard: Sequence[str],
+                            scope: str = "", *, as_in_fit: bool = True) -> None:
+    """``--map`` (:func:`parse_mapping`) and ``--query``
+    (:func:`tomstats.summarize.apply_query`): the column mapping and row filter shared by
+    ``fit``, ``summarize``, ``anova`` and ``report``; ``scope`` prefixes the help text."""
+    p.add_argument("--map", action="append", metavar="STD=COL,...",
+                   help=f"{scope}rename columns to the standard names ({', '.join(standard)})"
+                        + (", as in tomstats fit" if as_in_fit else ""))
+    p.add_argument("--query", metavar="EXPR",
+                   help=f"{scope}keep only rows matching a pandas query on the file's own "
+                        "columns, e.g. \"experiment == 'triplets'\"")
 
 
 def parse_options(items: list[str] | None) -> dict[str, Any]:
@@ -85,14 +99,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tree-depth", type=int, default=10,
                    help="NUTS maximum tree depth of the draws (default 10)")
     p.add_argument("--family", choices=("bernoulli", "binomial"), default=None)
-    p.add_argument("--map", action="append", metavar="STD=COL,...",
-                   help="rename columns to the standard names (correct, successes, trials, "
-                        "model, item, tom_order, context_words)")
+    add_selection_arguments(p, ("correct", "successes", "trials", "model", "item",
+                                "tom_order", "context_words"), as_in_fit=False)
     p.add_argument("--trials", metavar="COL", help="column of binomial trials")
     p.add_argument("--successes", metavar="COL", help="column of binomial successes")
-    p.add_argument("--query", metavar="EXPR",
-                   help="keep only rows matching a pandas query, e.g. \"experiment == "
-                        "'triplets'\"")
     p.add_argument("--errors", choices=ERROR_POLICIES, default="drop",
                    help="questions of the log that ended in an error (no answer, e.g. a "
                         "prompt longer than the context window): 'drop' leaves them out "

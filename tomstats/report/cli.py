@@ -48,11 +48,10 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="structural fits: posterior draws of the calibrated η² and "
                              f"dominance sweep in the report (default {SWEEP_DRAWS}; 0 "
                              "leaves it out)")
-    parser.add_argument("--map", action="append", metavar="STD=COL,...",
-                        help="evaluation logs: rename columns to the standard names "
-                             "(correct, model, tom_order, context_words), as in tomstats fit")
-    parser.add_argument("--query", metavar="EXPR",
-                        help="evaluation logs: keep only rows matching a pandas query")
+    from tomstats.glmm.cli import add_selection_arguments
+
+    add_selection_arguments(parser, ("correct", "model", "tom_order", "context_words"),
+                            "evaluation logs: ")
     parser.add_argument("--n-boot", type=int, default=None, metavar="N",
                         help="evaluation logs: bootstrap resamples of the effect-size "
                              "intervals (default 2000; 0 leaves them out)")
