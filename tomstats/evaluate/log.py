@@ -429,9 +429,10 @@ class LogLock:
                   f"{_describe(self.taken_over)}, which is no longer running",
                   file=sys.stderr)
 
-    @contextlib.contextmanager
-    def held(self, wait: float = 0.0) -> Iterator[LogLock]:
-        """Hold the lock for a block; wait up to ``wait`` seconds (``math.inf``: forever)."""
+    def pauses(self, wait: float) -> Iterator[float]:
+        """Try to take the lock until ``wait`` seconds have passed, yielding the seconds to
+        sleep before each next try (the caller sleeps, blocking or awaiting); says once on
+        stderr whom it waits for, and raises :meth:`refusal` at the deadline."""
         deadline = time.monotonic() + wait
         said = False
         while not self.try_acquire():
@@ -441,7 +442,13 @@ class LogLock:
                 print(f"tomstats evaluate: waiting for {_describe(self.holder())} to release "
                       f"{str(self.log)!r}", file=sys.stderr)
                 said = True
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())) or 0.01)
+            yield max(0.01, min(0.1, deadline - time.monotonic()))
+
+    @contextlib.contextmanager
+    def held(self, wait: float = 0.0) -> Iterator[LogLock]:
+        """Hold the lock for a block; wait up to ``wait`` seconds (``math.inf``: forever)."""
+        for pause in self.pauses(wait):
+            time.sleep(pause)
         try:
             self.note_takeover()
             yield self

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -301,19 +300,9 @@ async def _one(call: Call, config: ModelConfig, request: Request, cache: Respons
 
 
 async def _acquire(lock: LogLock, wait: float) -> None:
-    deadline = time.monotonic() + wait
-    said = False
-    while not lock.try_acquire():
-        if time.monotonic() >= deadline:
-            raise lock.refusal()
-        if not said:
-            holder = lock.holder()
-            who = (f"pid {holder.get('pid')} on host {holder.get('host')}" if holder
-                   else "another process")
-            print(f"tomstats evaluate: waiting for {who} to finish with {str(lock.log)!r}",
-                  file=sys.stderr)
-            said = True
-        await asyncio.sleep(max(0.01, min(0.1, deadline - time.monotonic())))
+    """Take the log lock without blocking the event loop (:meth:`LogLock.pauses`)."""
+    for pause in lock.pauses(wait):
+        await asyncio.sleep(pause)
     lock.note_takeover()
 
 
