@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from test_evaluate_support import (
+    Scripted,
     fake_answer,
     fake_server,
     free_port,
@@ -65,21 +66,7 @@ def _good_payload(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _hostile_handler(state: Hostile) -> type[BaseHTTPRequestHandler]:
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a: Any) -> None:
-            pass
-
-        def _raw(self, code: int, data: bytes, headers: dict[str, str] | None = None) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-
+    class H(Scripted):
         def _reset(self) -> None:
             self.close_connection = True
             with contextlib.suppress(OSError):
@@ -93,7 +80,7 @@ def _hostile_handler(state: Hostile) -> type[BaseHTTPRequestHandler]:
             if drop:
                 self._reset()
                 return
-            self._raw(200, b'{"object": "list", "data": [{"id": "fake"}]}')
+            self.send(200, b'{"object": "list", "data": [{"id": "fake"}]}')
 
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -104,34 +91,34 @@ def _hostile_handler(state: Hostile) -> type[BaseHTTPRequestHandler]:
             good = json.dumps(_good_payload(body)).encode()
             match mode:
                 case None:
-                    self._raw(200, good)
+                    self.send(200, good)
                 case "content_number" | "content_list" | "content_null":
                     content = {"content_number": 42, "content_list": ["room_1"],
                                "content_null": None}[mode]
-                    self._raw(200, json.dumps({"choices": [{"message": {
+                    self.send(200, json.dumps({"choices": [{"message": {
                         "role": "assistant", "content": content}}]}).encode())
                 case "cut_json":
-                    self._raw(200, good[: len(good) // 2])
+                    self.send(200, good[: len(good) // 2])
                 case "empty_choices":
-                    self._raw(200, b'{"choices": []}')
+                    self.send(200, b'{"choices": []}')
                 case "no_choices":
-                    self._raw(200, b'{"id": "x", "object": "chat.completion"}')
+                    self.send(200, b'{"id": "x", "object": "chat.completion"}')
                 case "json_list":
-                    self._raw(200, b"[1, 2, 3]")
+                    self.send(200, b"[1, 2, 3]")
                 case "bad_gzip":
-                    self._raw(200, good, {"Content-Encoding": "gzip"})
+                    self.send(200, good, {"Content-Encoding": "gzip"})
                 case "not_utf8":
-                    self._raw(200, b'{"choices": [{"message": {"content": "\xff\xfe"}}]}')
+                    self.send(200, b'{"choices": [{"message": {"content": "\xff\xfe"}}]}')
                 case "surrogate":  # valid JSON, but a lone UTF-16 surrogate is no text
                     data = json.dumps({"choices": [{"finish_reason": "stop@", "message": {
                         "role": "assistant", "content": fake_answer(body) + " @"}}]})
-                    self._raw(200, data.replace("@", "\\ud83d").encode())
+                    self.send(200, data.replace("@", "\\ud83d").encode())
                 case "html":
-                    self._raw(200, b"<html><body>502 Bad Gateway</body></html>")
+                    self.send(200, b"<html><body>502 Bad Gateway</body></html>")
                 case "reset":
                     self._reset()
                 case "retry_after":
-                    self._raw(429, b'{"error": "slow down"}', {"Retry-After": state.retry_after})
+                    self.send(429, b'{"error": "slow down"}', {"Retry-After": state.retry_after})
                 case "trickle":  # the whole body, one byte every 0.8 s
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

@@ -240,3 +240,55 @@ def kill_and_resume(items: Path, model: Path, out: Path, n_total: int, kills: in
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err.decode()
     return killed
+
+
+Reply = Callable[["Scripted", dict[str, Any]], None]
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """A chat-completions handler whose POST reply is ``self.server.reply(self, body)``."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a: Any) -> None:
+        pass
+
+    def send(self, code: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send(200, b'{"object": "list", "data": [{"id": "fake"}]}')
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.posts += 1  # type: ignore[attr-defined]
+        self.server.reply(self, body)  # type: ignore[attr-defined]
+
+
+def answer(text: str) -> bytes:
+    return json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": text}}]}).encode()
+
+
+@contextlib.contextmanager
+def scripted(reply: Reply) -> Iterator[Any]:
+    """A :class:`Scripted` server on a free port; yields its ``httpd`` (``.url``, ``.posts``)."""
+    port = free_port()
+    httpd: Any = ThreadingHTTPServer(("127.0.0.1", port), Scripted)
+    httpd.daemon_threads = True
+    httpd.reply, httpd.posts, httpd.url = reply, 0, f"http://127.0.0.1:{port}/v1"
+    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        t.join(timeout=5)

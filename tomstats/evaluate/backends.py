@@ -23,12 +23,10 @@ import asyncio
 import contextlib
 import datetime as _dt
 import email.utils
-import functools
 import hashlib
 import json
 import math
 import random
-import re
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -40,10 +38,12 @@ import httpx
 from tomstats.evaluate.cache import Completion
 from tomstats.evaluate.config import ModelConfig, resolve_model_path
 from tomstats.evaluate.prompts import Request
+from tomstats.evaluate.redact import REDACTED, Redactor, redact, safe_url, scrub
 from tomstats.stories.items import Item
 
 __all__ = ["REDACTED", "Call", "RequestFailed", "backoff_delay", "capped_retry_after",
-           "heuristic_answer", "load_llama", "open_backend", "redact", "scrub"]
+           "heuristic_answer", "load_llama", "open_backend", "read_body", "redact",
+           "redactor_for", "scrub"]
 
 #: A backend call: one request in, one completion out.
 Call = Callable[[Request], Awaitable[Completion]]
@@ -133,86 +133,11 @@ def backoff_delay(retry: int, base: float, cap: float, rng: random.Random,
     return d
 
 
-# --------------------------------------------------------------------------- redaction
-
-#: What replaces a secret in anything written (log, cache, stderr).
-REDACTED = "[REDACTED]"
-
 #: How far into a response body an error message quotes (after redaction).
 BODY_QUOTE_CHARS = 300
 
-# one character of a secret as a server may have written it: itself, JSON-escaped (``\/``,
-# ``\u002f``, also escaped twice), or URL-encoded (``%2F``, also twice: ``%252F``)
-_ESCAPE_PREFIX = r"\\*"
-
-
-def _char_pattern(c: str) -> str:
-    alts = [_ESCAPE_PREFIX + re.escape(c)]
-    if c.isascii():
-        hx = f"{ord(c):02x}"
-        alts.append(_ESCAPE_PREFIX + "u00" + "".join(f"[{h}{h.upper()}]" if h.isalpha() else h
-                                                    for h in hx))
-        alts.append("%(?:25)*" + "".join(f"[{h}{h.upper()}]" if h.isalpha() else h
-                                         for h in hx))
-        if c == " ":
-            alts.append(r"\+")
-    return "(?:" + "|".join(alts) + ")"
-
-
-_TOKEN_CHAR = r"(?:[A-Za-z0-9_\-.~+=]|\\*/|\\*u[0-9A-Fa-f]{4}|%(?:25)*[0-9A-Fa-f]{2})"
-#: Secret-looking tokens: ``sk-…``/``sk_…``/``hf_…`` keys and ``Bearer …`` credentials of 12
-#: or more characters (shorter ones are words: "sk-learn", "the bearer of"), in plain,
-#: JSON-escaped or URL-encoded form.
-_TOKEN_RE = re.compile(
-    r"(?:(?<![A-Za-z])(?:sk|rk|pk|hf)[-_]" + _TOKEN_CHAR + r"{12,})"
-    r"|(?:(?<![A-Za-z])Bearer(?:\s|%20|\+|\\*u0020)+" + _TOKEN_CHAR + r"{12,})",
-    re.IGNORECASE)
-
-
-@functools.lru_cache(maxsize=8)
-def _secret_re(secret: str) -> re.Pattern[str]:
-    # the whole key, or a prefix of at least 8 characters (a server that quotes part of it)
-    need = min(len(secret), 8)
-    pat = "".join(_char_pattern(c) for c in secret[:need])
-    tail = ""
-    for c in reversed(secret[need:]):
-        tail = "(?:" + _char_pattern(c) + tail + ")?"
-    return re.compile(pat + tail)
-
-
-def redact(text: str, secret: str | None = None) -> str:
-    r"""``text`` with the API key and anything that looks like a credential replaced.
-
-    Covers the configured ``secret`` (whole, or a prefix of 8 or more characters) and
-    ``sk-…``/``hf_…``/``Bearer …`` tokens, each also in JSON-escaped (``\/``, ``\u002f``) and
-    URL-encoded (``%2F``) form. Apply it to a whole body *before* cutting it: a cut made first
-    could leave the start of a key the patterns no longer recognise.
-
-    Examples
-    --------
-    >>> redact('{"error": "bad key sk-AUD1T\\/9f8e7d6c5b4a"}')
-    '{"error": "bad key [REDACTED]"}'
-    """
-    if secret:
-        text = _secret_re(secret).sub(REDACTED, text)
-    return _TOKEN_RE.sub(REDACTED, text)
-
-
-#: Lone UTF-16 surrogates: valid in a JSON string (``"\\ud800"``), not encodable as UTF-8.
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
-
-def scrub(text: str, secret: str | None = None) -> str:
-    """``text`` fit to be logged and cached: :func:`redact`-ed, and every lone surrogate
-    (a ``\\ud800`` escape a server wrote without its pair) replaced by U+FFFD, so writing it
-    as UTF-8 cannot fail."""
-    return redact(_SURROGATE_RE.sub("\ufffd", text), secret)
-
-
-def _quote_body(body: str, secret: str | None, n: int = BODY_QUOTE_CHARS) -> str:
-    """A redacted, then cut, one-line excerpt of a response body."""
-    text = " ".join(redact(body, secret).split())
-    return text if len(text) <= n else text[:n] + "…"
+#: How much of a non-200 body is read (only its start is ever quoted).
+ERROR_BODY_BYTES = 65536
 
 
 # --------------------------------------------------------------------------- openai
@@ -291,15 +216,15 @@ def _openai_body(config: ModelConfig, request: Request) -> dict[str, Any]:
     return body
 
 
-def _auth_reason(resp: httpx.Response, key: str | None) -> str:
+def _auth_reason(data: bytes, redactor: Redactor) -> str:
     """A short, redacted reason for a 401/403 (never the body verbatim)."""
     reason = ""
     with contextlib.suppress(Exception):
-        err = json.loads(resp.content.decode("utf-8", "replace")).get("error")
+        err = json.loads(data.decode("utf-8", "replace")).get("error")
         msg = err.get("message") if isinstance(err, dict) else err
         if isinstance(msg, str):
             reason = msg
-    reason = " ".join(redact(reason, key).split())[:80]
+    reason = redactor.quote(reason, 80).removesuffix("…")
     return f"authentication refused{': ' + reason if reason else ''} (check the API key)"
 
 
@@ -314,19 +239,102 @@ def note(message: str) -> None:
 #: malformed 200 replies).
 RETRY_STATUS = frozenset({408, 409, 425, 429}) | frozenset(range(500, 600))
 
+#: Content codings the client asks for and decodes (as a stream, within the body cap).
+ACCEPT_ENCODING = "gzip, deflate"
+
+
+class _BodyTooLarge(Exception):
+    """A body longer than the cap (after decoding)."""
+
+
+class _Undecodable(Exception):
+    """A body whose content coding cannot be undone."""
+
+
+class _Inflater:
+    """Streaming decoder of one content coding, bounded: never more than ``room`` bytes out
+    per call, so a small gzip bomb cannot inflate beyond the cap in memory."""
+
+    def __init__(self, coding: str) -> None:
+        import zlib
+
+        self._zlib = zlib
+        self.coding = coding
+        # 47 = 32 + 15: a gzip or zlib header, detected; deflate may also come raw (-15)
+        self._dec = zlib.decompressobj(47 if coding in ("gzip", "x-gzip") else 15)
+        self._started = False
+
+    def feed(self, data: bytes, room: int) -> bytes:
+        out = bytearray()
+        try:
+            while data and len(out) <= room:
+                try:
+                    piece = self._dec.decompress(data, room + 1 - len(out))
+                except self._zlib.error:
+                    if self.coding != "deflate" or self._started:
+                        raise
+                    self._dec = self._zlib.decompressobj(-15)  # raw deflate, no header
+                    piece = self._dec.decompress(data, room + 1 - len(out))
+                self._started = True
+                out += piece
+                data = self._dec.unconsumed_tail
+                if not piece and not data:
+                    break
+        except self._zlib.error as exc:
+            raise _Undecodable(f"{self.coding}: {exc}") from None
+        return bytes(out)
+
+
+async def read_body(resp: httpx.Response, cap: int, *, strict: bool = True) -> bytes:
+    """The decoded body of a streamed response, at most ``cap`` bytes.
+
+    Reads the raw bytes as they arrive and undoes ``gzip`` / ``deflate`` as a stream (each
+    step bounded by the room left under the cap). With ``strict``, raises
+    :class:`_BodyTooLarge` as soon as the body would pass ``cap`` (a declared
+    ``Content-Length`` over it is refused before reading); without, returns its first
+    ``cap`` bytes. Raises :class:`_Undecodable` for another or a broken content coding. The
+    caller bounds the whole read with its deadline.
+    """
+    codings = [c.strip().lower() for c in resp.headers.get("content-encoding", "").split(",")
+               if c.strip() and c.strip().lower() != "identity"]
+    if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
+        raise _Undecodable(f"unsupported Content-Encoding {resp.headers['content-encoding']!r}")
+    inflater = _Inflater(codings[0]) if codings else None
+    declared = resp.headers.get("content-length", "")
+    if strict and inflater is None and declared.isdigit() and int(declared) > cap:
+        raise _BodyTooLarge(f"declares {int(declared):,} bytes")
+    buf = bytearray()
+    async for chunk in resp.aiter_raw():
+        room = cap - len(buf)
+        buf += inflater.feed(chunk, room) if inflater is not None else chunk[:room + 1]
+        if len(buf) > cap:
+            if strict:
+                raise _BodyTooLarge("more")
+            return bytes(buf[:cap])
+    return bytes(buf)
+
 
 async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any],
-                   config: ModelConfig, key: str | None,
+                   config: ModelConfig, redactor: Redactor,
                    form: str) -> tuple[Completion | None, str, httpx.Response | None, bool]:
     """One try: ``(completion, reason, response, retryable)``; never raises on a reply."""
+    cap = config.max_response_bytes
+    data = b""
     try:
         # the deadline covers the whole request: connecting, sending, and the last body byte
-        async with asyncio.timeout(config.timeout):
-            resp = await client.post(url, json=body)
+        async with asyncio.timeout(config.timeout), client.stream("POST", url,
+                                                                  json=body) as resp:
+            ok = resp.status_code == 200  # only the start of an error body is ever quoted
+            data = await read_body(resp, cap if ok else min(cap, ERROR_BODY_BYTES), strict=ok)
     except (TimeoutError, httpx.TimeoutException):
         return None, f"timeout: no complete response within {config.timeout:g} s", None, True
+    except _BodyTooLarge:
+        return None, (f"response body larger than {cap:,} bytes (max_response_bytes) "
+                      "(HTTP 200)"), resp, True
+    except _Undecodable as exc:
+        return None, f"undecodable response body ({redactor.quote(str(exc), 80)})", None, True
     except httpx.DecodingError as exc:
-        return None, f"undecodable response body ({_quote_body(str(exc), key, 80)})", None, True
+        return None, f"undecodable response body ({redactor.quote(str(exc), 80)})", None, True
     except httpx.TransportError as exc:
         return None, f"connection error ({type(exc).__name__})", None, True
     except httpx.HTTPError as exc:
@@ -334,8 +342,7 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any],
     code = resp.status_code
     if code == 200:
         try:
-            data = json.loads(resp.content.decode("utf-8"))
-            return _parse_openai(data, form), "", resp, False
+            return _parse_openai(json.loads(data.decode("utf-8")), form), "", resp, False
         except UnicodeDecodeError:
             reason = "response body is not UTF-8"
         except ValueError as exc:  # json.JSONDecodeError
@@ -346,46 +353,59 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any],
             reason = "response body is nested too deeply"
         return None, f"{reason} (HTTP 200)", resp, True
     if code in (401, 403):
-        return None, f"HTTP {code}: {_auth_reason(resp, key)}", resp, False
-    detail = _quote_body(resp.content.decode("utf-8", "replace"), key)
+        return None, f"HTTP {code}: {_auth_reason(data, redactor)}", resp, False
+    detail = redactor.quote(data.decode("utf-8", "replace"), BODY_QUOTE_CHARS)
     return None, f"HTTP {code}: {detail}", resp, code in RETRY_STATUS
 
 
-async def _post_with_retries(client: httpx.AsyncClient, config: ModelConfig, key: str | None,
-                             request: Request, rng: random.Random) -> Completion:
+async def _post_with_retries(client: httpx.AsyncClient, config: ModelConfig,
+                             redactor: Redactor, request: Request,
+                             rng: random.Random) -> Completion:
     url = config.endpoint.rstrip("/") + ("/chat/completions" if request.form == "chat"
                                          else "/completions")
+    shown = safe_url(url)
     body = _openai_body(config, request)
     reason = ""
     for attempt in range(config.max_retries + 1):
         t0 = time.perf_counter()
-        comp, reason, resp, retryable = await _attempt(client, url, body, config, key,
+        comp, reason, resp, retryable = await _attempt(client, url, body, config, redactor,
                                                        request.form)
-        if comp is not None:
-            return Completion(text=redact(comp.text, key), prompt_tokens=comp.prompt_tokens,
+        if comp is not None:  # the answer as the model gave it: scored before any redaction
+            return Completion(text=comp.text, prompt_tokens=comp.prompt_tokens,
                               completion_tokens=comp.completion_tokens,
                               finish_reason=comp.finish_reason,
                               latency_s=time.perf_counter() - t0, attempts=attempt + 1)
         if not retryable:
-            raise RequestFailed(f"{reason} from {url}", attempt + 1)
+            raise RequestFailed(f"{reason} from {shown}", attempt + 1)
         if attempt == config.max_retries:
             break
         asked = honoured = None
         if resp is not None:
             asked, honoured = capped_retry_after(resp, config.max_retry_after)
             if asked is not None and honoured is not None and asked > honoured:
-                note(f"{url} asked to wait {asked:g} s (Retry-After); waiting "
+                note(f"{shown} asked to wait {asked:g} s (Retry-After); waiting "
                      f"{honoured:g} s, the cap (max_retry_after / --max-retry-after)")
         await asyncio.sleep(backoff_delay(attempt, config.backoff_base, config.backoff_max, rng,
                                           honoured))
-    raise RequestFailed(f"{reason} from {url}; gave up after {config.max_retries + 1} attempts",
-                        config.max_retries + 1)
+    raise RequestFailed(f"{reason} from {shown}; gave up after {config.max_retries + 1} "
+                        "attempts", config.max_retries + 1)
+
+
+def redactor_for(config: ModelConfig) -> Redactor:
+    """The :class:`~tomstats.evaluate.redact.Redactor` of a configuration's secrets (its API
+    key and its endpoint's credentials; empty for backends without an endpoint)."""
+    if config.backend != "openai":
+        return Redactor()
+    return Redactor.for_endpoint(config.endpoint, config.api_key())
 
 
 @contextlib.asynccontextmanager
 async def _openai_backend(config: ModelConfig) -> AsyncIterator[Call]:
     key = config.api_key()
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    redactor = redactor_for(config)
+    headers = {"Accept-Encoding": ACCEPT_ENCODING}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     host = urlparse(config.endpoint).hostname or ""
     client = httpx.AsyncClient(
         timeout=config.timeout, headers=headers,
@@ -394,17 +414,17 @@ async def _openai_backend(config: ModelConfig) -> AsyncIterator[Call]:
         trust_env=host not in _LOOPBACK)
     try:
         rng = random.Random(config.seed)
-        await _check_reachable(client, config, key, rng)
+        await _check_reachable(client, config, redactor, rng)
 
         async def call(request: Request) -> Completion:
             try:
-                return await _post_with_retries(client, config, key, request, rng)
+                return await _post_with_retries(client, config, redactor, request, rng)
             except RequestFailed as exc:
-                # an error text must never carry the key, whatever the server echoed
-                raise RequestFailed(redact(str(exc), key), exc.attempts) from None
+                # an error text must never carry a secret, whatever the server echoed
+                raise RequestFailed(redactor(str(exc)), exc.attempts) from None
             except Exception as exc:  # noqa: BLE001 - no reply may crash the run
-                raise RequestFailed(redact(f"unexpected failure ({type(exc).__name__}: {exc})",
-                                           key)) from None
+                raise RequestFailed(redactor(f"unexpected failure ({type(exc).__name__}: "
+                                             f"{exc})")) from None
 
         yield call
     finally:
@@ -416,38 +436,42 @@ async def _openai_backend(config: ModelConfig) -> AsyncIterator[Call]:
 PREFLIGHT_RETRIES, PREFLIGHT_BACKOFF_MAX = 3, 2.0
 
 
-async def _check_reachable(client: httpx.AsyncClient, config: ModelConfig, key: str | None,
+async def _check_reachable(client: httpx.AsyncClient, config: ModelConfig, redactor: Redactor,
                            rng: random.Random) -> None:
-    """Fail fast (with the URL) when nothing answers at the endpoint.
+    """Fail fast (with the URL, its credentials redacted) when nothing answers there.
 
     ``GET <endpoint>/models`` is retried on timeouts and connection errors
     (``min(max_retries, 3)`` retries, backoff as configured but at most 2 s a wait); any
-    HTTP answer but 401/403 counts as reachable.
+    HTTP answer but 401/403 counts as reachable. The body is read as a stream, at most
+    64 KiB of it, within the same deadline.
     """
     url = config.endpoint.rstrip("/") + "/models"
+    shown, endpoint = safe_url(url), safe_url(config.endpoint)
     limit = min(config.timeout, 10.0)
     retries = min(config.max_retries, PREFLIGHT_RETRIES)
     why = ""
     for attempt in range(retries + 1):
+        data = b""
         try:
-            async with asyncio.timeout(limit):
-                resp = await client.get(url)
+            async with asyncio.timeout(limit), client.stream("GET", url) as resp:
+                with contextlib.suppress(_Undecodable):
+                    data = await read_body(resp, ERROR_BODY_BYTES, strict=False)
         except (TimeoutError, httpx.TimeoutException):
-            why = f"model server {config.endpoint!r} did not answer within {limit:g} s"
+            why = f"model server {endpoint!r} did not answer within {limit:g} s"
         except httpx.HTTPError as exc:
-            why = f"cannot reach model server {config.endpoint!r} ({type(exc).__name__})"
+            why = f"cannot reach model server {endpoint!r} ({type(exc).__name__})"
         else:
             if resp.status_code in (401, 403):
-                raise ValueError(redact(f"model server {config.endpoint!r} refused GET {url} "
-                                        f"with HTTP {resp.status_code}: "
-                                        f"{_auth_reason(resp, key)}; api_key_env = "
-                                        f"{config.api_key_env!r}", key))
+                raise ValueError(redactor(f"model server {endpoint!r} refused GET {shown} "
+                                          f"with HTTP {resp.status_code}: "
+                                          f"{_auth_reason(data, redactor)}; api_key_env = "
+                                          f"{config.api_key_env!r}"))
             return
         if attempt < retries:
             await asyncio.sleep(backoff_delay(attempt, config.backoff_base,
                                               min(config.backoff_max, PREFLIGHT_BACKOFF_MAX),
                                               rng))
-    raise ValueError(redact(f"{why} (GET {url}, {retries + 1} attempts); is it running?", key))
+    raise ValueError(redactor(f"{why} (GET {shown}, {retries + 1} attempts); is it running?"))
 
 
 # --------------------------------------------------------------------------- llamacpp

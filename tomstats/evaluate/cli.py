@@ -27,14 +27,28 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _count(text: str) -> int:
+    """A whole number, also written like ``1e6`` (the run checks its range and size)."""
+    try:
+        v = float(text) if any(c in text.lower() for c in ".e") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(v)
+
+
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``tomstats evaluate`` to ``parser``."""
     parser.add_argument("--items", help="item file (JSON Lines)")
     parser.add_argument("--model", help="model file (models/*.toml)")
     parser.add_argument("--out",
                         help="evaluation log (JSON Lines); re-running the command resumes it")
-    parser.add_argument("--samples", type=int, default=1, metavar="K",
+    parser.add_argument("--samples", type=_count, default=1, metavar="K",
                         help="samples per item (default 1)")
+    parser.add_argument("--allow-large", action="store_true",
+                        help="run even when items x samples exceed the size guard (memory, "
+                             "a day of runner time, or the disk beside --out)")
     parser.add_argument("--limit", type=int, default=None, metavar="N",
                         help="only the first N items")
     parser.add_argument("--concurrency", type=int, default=None, metavar="N",
@@ -77,7 +91,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     s = evaluate(args.items, args.model, args.out, samples=args.samples, limit=args.limit,
                  concurrency=args.concurrency, cache_dir=None if args.no_cache else args.cache_dir,
                  progress=not args.no_progress, wait=args.wait,
-                 max_retry_after=args.max_retry_after)
+                 max_retry_after=args.max_retry_after, allow_large=args.allow_large)
     print(f"{s.model}: {s.n_answered} answered ({s.n_cached} from cache, {s.n_requests} "
           f"requests), {s.n_errors} errors, {s.n_skipped} already in {s.out}; "
           f"{s.wall_s:.1f} s")

@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 
 from tomstats._io import json_dumps, sha256_text
 from tomstats._validate import check_keys, read_text
+from tomstats.evaluate.redact import safe_url
 
 __all__ = [
     "BACKENDS",
@@ -42,13 +43,17 @@ __all__ = [
 #: Backends the runner knows.
 BACKENDS = ("openai", "llamacpp", "heuristic")
 
+#: Default cap of a decoded response body (``max_response_bytes``), in bytes.
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+
 #: Deterministic baselines of the ``heuristic`` backend.
 HEURISTIC_STRATEGIES = ("oracle", "recency", "first_common_location", "random")
 
 #: Fields that only one backend reads; elsewhere they are refused as a likely mistake.
 _BACKEND_FIELDS = {
     "openai": {"endpoint", "model", "api_key_env", "timeout", "max_retries", "backoff_base",
-               "backoff_max", "max_retry_after", "extra_body"},
+               "backoff_max", "max_retry_after", "extra_body", "max_context",
+               "max_response_bytes"},
     "llamacpp": {"model_path", "n_ctx", "n_threads"},
     "heuristic": {"strategy"},
 }
@@ -57,7 +62,7 @@ _BACKEND_FIELDS = {
 #: configuration hash so that, e.g., raising the concurrency keeps the cache valid.
 _RUNTIME_FIELDS = frozenset({"concurrency", "timeout", "max_retries", "backoff_base",
                              "backoff_max", "max_retry_after", "api_key_env", "n_threads",
-                             "source"})
+                             "max_context", "max_response_bytes", "source"})
 
 #: Key names that would hold a secret; their presence in a model file is an error.
 _SECRET_KEYS = frozenset({"api_key", "apikey", "key", "token", "api_token", "secret",
@@ -126,6 +131,14 @@ class ModelConfig:
     max_retry_after : float
         ``openai``: the longest wait a server's ``Retry-After`` header is honoured for
         (seconds); a longer request is capped at this value and a line on stderr says so.
+    max_context : int
+        ``openai``: the server's context window in tokens (prompt + answer); before a run
+        the prompts are counted (estimated, see :mod:`tomstats.evaluate.context`) and a run
+        whose items would not fit is refused, naming the cells. 0: unknown, not checked.
+    max_response_bytes : int
+        ``openai``: the most bytes of a decoded response body read (default 4 MiB); a
+        longer 200 reply is a (retried) failure, a gzip body is decoded as a stream within
+        the cap.
     concurrency : int
         Requests in flight at once.
     source : str
@@ -157,6 +170,8 @@ class ModelConfig:
     backoff_base: float = 0.5
     backoff_max: float = 30.0
     max_retry_after: float = 30.0
+    max_context: int = 0
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     concurrency: int = 4
     source: str = ""
 
@@ -236,6 +251,7 @@ def _validate(cfg: ModelConfig) -> None:
               "timeout": (1e-3, 86400.0), "max_retries": (0, 100), "backoff_base": (0.0, 3600.0),
               "backoff_max": (0.0, 86400.0), "max_retry_after": (0.0, 86400.0),
               "concurrency": (1, 4096), "seed": (0, 2**31 - 1),
+              "max_context": (0, 1 << 24), "max_response_bytes": (1024, 1 << 30),
               "few_shot_seed": (0, 2**31 - 1)}
     for k, (lo, hi) in ranges.items():
         v = getattr(cfg, k)
@@ -253,7 +269,8 @@ def _validate(cfg: ModelConfig) -> None:
                 _fail(cfg, "backend 'openai' needs field 'endpoint' (e.g. 'http://127.0.0.1:8765/v1')")
             u = urlparse(cfg.endpoint)
             if u.scheme not in ("http", "https") or not u.netloc:
-                _fail(cfg, f"field 'endpoint' must be an http(s) URL, got {cfg.endpoint!r}")
+                _fail(cfg, "field 'endpoint' must be an http(s) URL, got "
+                           f"{safe_url(cfg.endpoint)!r}")
             if not cfg.model:
                 _fail(cfg, "backend 'openai' needs field 'model' (the model id of the server)")
         case "llamacpp":

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import fcntl
 import json
 import math
 import os
 import socket
+import stat
 import sys
 import time
 import warnings
@@ -48,7 +50,8 @@ from tomstats._io import atomic_write_text
 from tomstats._validate import read_text
 
 __all__ = ["LOG_FORMAT", "REQUIRED_FIELDS", "LogLock", "LogLocked", "LogWriter", "RepairResult",
-           "read_log", "read_records", "repair_log", "repair_tail"]
+           "check_not_link", "open_nofollow", "read_log", "read_records", "repair_log",
+           "repair_tail"]
 
 #: Version tag of every log record.
 LOG_FORMAT = "tomstats.evallog/1"
@@ -90,7 +93,7 @@ def repair_tail(path: str | os.PathLike[str]) -> int:
     p = Path(path)
     if not p.is_file() or p.stat().st_size == 0:
         return 0
-    with open(p, "rb+") as fh:
+    with os.fdopen(open_nofollow(p, os.O_RDWR, what="evaluation log"), "rb+") as fh:
         data = fh.read()
         if data.endswith(b"\n"):
             return 0
@@ -286,6 +289,52 @@ def read_log(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.DataFr
     return df
 
 
+def check_not_link(path: str | os.PathLike[str], field: str = "--out") -> Path:
+    """``path`` as a :class:`~pathlib.Path`; ``ValueError`` when it is a symbolic link (or
+    an existing file with several hard links).
+
+    A log is only ever written through its own path: a link planted at ``--out`` (or at its
+    lock file) could point anywhere, and following it would append to, overwrite or (on
+    repair) replace a file nobody named. Pass the real path instead.
+    """
+    p = Path(path)
+    if p.is_symlink():
+        raise ValueError(f"{field} {str(p)!r} is a symbolic link (to "
+                         f"{os.readlink(p)!r}); tomstats does not write through links: "
+                         "pass the real path of the log")
+    if p.is_file() and p.stat().st_nlink > 1:
+        raise ValueError(f"{field} {str(p)!r} has {p.stat().st_nlink} hard links (another "
+                         "name could be any file); refusing to write it")
+    return p
+
+
+def open_nofollow(path: str | os.PathLike[str], flags: int, *, what: str,
+                  of: str = "") -> int:
+    """``os.open`` with ``O_NOFOLLOW``; the file must be a regular file with one link.
+
+    Raises ``ValueError`` (bad input, naming ``what``) for a symbolic link, another kind of
+    file, or a file with several hard links (whose other name could be anyone's file), and
+    ``OSError`` naming the path for anything else.
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{what} {str(p)!r}{of} is a symbolic link; refusing to follow "
+                             "it (remove it if you did not make it)") from None
+        raise OSError(exc.errno, f"cannot open the {what} {str(p)!r}{of}: "
+                                 f"{exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    problem = ("is not a regular file" if not stat.S_ISREG(st.st_mode) else
+               f"has {st.st_nlink} hard links (another name could be any file)"
+               if st.st_nlink > 1 else "")
+    if problem:
+        os.close(fd)
+        raise ValueError(f"{what} {str(p)!r}{of} {problem}; refusing to write it")
+    return fd
+
+
 class LogWriter:
     """Append records to a log, one ``os.write`` per record (flushed as it completes).
 
@@ -299,7 +348,8 @@ class LogWriter:
     def __enter__(self) -> LogWriter:
         try:
             repair_tail(self.path)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = open_nofollow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                     what="evaluation log (--out)")
         except OSError as exc:
             raise _write_error(self.path, exc) from None
         return self
@@ -351,17 +401,17 @@ def _describe(info: Mapping[str, Any] | None) -> str:
 class LogLock:
     """An exclusive lock on an evaluation log: ``fcntl.flock`` on ``<log>.lock``.
 
-    The sidecar file (beside the log's real path, so a symlink to a log shares its lock)
-    holds the holder's pid, host and start time as JSON. It is removed on
-    release; a sidecar left by a killed process is not locked (the kernel drops a ``flock``
-    with its process) and is simply taken over, with a note. Use
-    :meth:`acquire` / :meth:`release`, or ``with LogLock(path).held(wait):``.
+    The sidecar file beside the log holds the holder's pid, host and start time as JSON. It
+    is removed on release; a sidecar left by a killed process is not locked (the kernel
+    drops a ``flock`` with its process) and is simply taken over, with a note. It is opened
+    with ``O_NOFOLLOW`` and must be a regular file with one link: a symbolic or hard link
+    planted there is refused (``ValueError``), never followed and overwritten. Use
+    :meth:`try_acquire` / :meth:`release`, or ``with LogLock(path).held(wait):``.
     """
 
     def __init__(self, log: str | os.PathLike[str]) -> None:
         self.log = Path(log)
-        real = self.log.resolve()  # a symlinked log shares its target's lock
-        self.path = real.with_name(real.name + ".lock")
+        self.path = self.log.with_name(self.log.name + ".lock")
         self._fd: int | None = None
         self.taken_over: dict[str, Any] | None = None
 
@@ -378,11 +428,8 @@ class LogLock:
         if self._fd is not None:
             return True
         while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise OSError(f"cannot create the lock file {str(self.path)!r} of --out "
-                              f"{str(self.log)!r}: {exc.strerror or exc}") from None
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, what="lock file",
+                               of=f" of --out {str(self.log)!r}")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -488,12 +535,17 @@ def repair_log(path: str | os.PathLike[str], *, wait: float = 0.0) -> RepairResu
     is cut off first. The result is accepted by :func:`read_log` unless the log has other
     faults (which are reported, naming the line, and nothing is changed).
 
+    A log that is a symbolic link is refused, not repaired: the rename would replace the
+    link and leave its target unrepaired, and following it could rewrite a file the user
+    did not name; repair the target by its own path.
+
     Raises
     ------
     ValueError
-        The log is in use (:class:`LogLocked`), malformed, or does not exist.
+        The log is in use (:class:`LogLocked`), malformed, a symbolic link, or does not
+        exist.
     """
-    p = Path(path)
+    p = check_not_link(path, "--repair")
     if not p.is_file():
         raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist")
     check_wait(wait)

@@ -20,19 +20,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tomstats import __version__
 from tomstats._io import ensure_writable_file
 from tomstats._validate import read_text
-from tomstats.evaluate.backends import Call, RequestFailed, note, open_backend, scrub
+from tomstats._version import __version__
+from tomstats.evaluate.backends import Call, RequestFailed, note, open_backend, redactor_for
 from tomstats.evaluate.cache import DEFAULT_CACHE_DIR, Completion, ResponseCache
 from tomstats.evaluate.config import ModelConfig, load_model_config
 from tomstats.evaluate.extract import score_response
-from tomstats.evaluate.log import LOG_FORMAT, LogLock, LogWriter, check_wait, load_records
+from tomstats.evaluate.log import (
+    LOG_FORMAT,
+    LogLock,
+    LogWriter,
+    check_not_link,
+    check_wait,
+    load_records,
+)
 from tomstats.evaluate.prompts import Request, build_request
+from tomstats.evaluate.redact import Redactor
 from tomstats.stories.items import Item
 
-__all__ = ["RunSummary", "check_items", "error_category", "evaluate", "evaluate_async",
-           "few_shot_examples", "load_items", "make_record"]
+__all__ = ["RunSummary", "check_items", "check_run_size", "error_category", "evaluate",
+           "evaluate_async", "few_shot_examples", "load_items", "make_record"]
 
 
 @dataclass(frozen=True)
@@ -89,9 +97,15 @@ def error_category(message: str) -> str:
 
 
 def make_record(config: ModelConfig, request: Request, completion: Completion | None, *,
-                error: str | None = None, attempts: int = 1,
-                cached: bool = False) -> dict[str, Any]:
-    """The log record of one (model, item, sample): answered when ``completion`` is given."""
+                error: str | None = None, attempts: int = 1, cached: bool = False,
+                redactor: Redactor | None = None) -> dict[str, Any]:
+    """The log record of one (model, item, sample): answered when ``completion`` is given.
+
+    The answer is scored as the model gave it; only what is written (the response, the
+    extracted answer text, the finish reason, the error) passes through ``redactor``
+    (default: the generic credential patterns only).
+    """
+    red = redactor or Redactor()
     item = request.item
     rec: dict[str, Any] = {
         "format": LOG_FORMAT, "model": config.name, "config_hash": config.config_hash,
@@ -111,17 +125,18 @@ def make_record(config: ModelConfig, request: Request, completion: Completion | 
     if completion is None:
         rec.update(status="error", correct=None, response=None, answer_text=None,
                    parsed_answer=None, error_category=error_category(error or ""),
-                   error=error, latency_s=None,
+                   error=red(error) if error is not None else None, latency_s=None,
                    prompt_tokens=None, completion_tokens=None, finish_reason=None)
     else:
         sc = score_response(item, completion.text)
-        rec.update(status="ok", correct=sc.correct, response=completion.text,
-                   answer_text=sc.answer_text, parsed_answer=sc.parsed_answer,
+        finish = completion.finish_reason
+        rec.update(status="ok", correct=sc.correct, response=red(completion.text),
+                   answer_text=red(sc.answer_text), parsed_answer=sc.parsed_answer,
                    error_category=sc.category, error=None,
                    latency_s=round(completion.latency_s, 6),
                    prompt_tokens=completion.prompt_tokens,
                    completion_tokens=completion.completion_tokens,
-                   finish_reason=completion.finish_reason)
+                   finish_reason=red(finish) if isinstance(finish, str) else None)
     rec.update(attempts=attempts, cached=cached, tomstats_version=__version__,
                timestamp=_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"))
     return rec
@@ -223,6 +238,39 @@ def _check_args(samples: int, limit: int | None, concurrency: int | None) -> Non
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
 
 
+#: Rough cost of one (item, sample) in a run: bytes held (job, key, record in flight), bytes
+#: of its log record, and the runner's own seconds (the floor, with no model time at all).
+JOB_BYTES, RECORD_BYTES, JOB_SECONDS = 400, 1500, 1e-4
+
+
+def check_run_size(n_items: int, samples: int, out: Path, *, allow_large: bool = False) -> None:
+    """Refuse an absurd run before any work: ``n_items × samples`` jobs held in memory, a log
+    of that many records on ``out``'s disk, and the runner's own time (no model time).
+
+    Raises ``ValueError`` (:func:`tomstats._guards.check_footprint`, or the disk space) unless
+    ``allow_large``.
+    """
+    import shutil
+
+    from tomstats._guards import Footprint, check_footprint, format_bytes
+
+    n = n_items * samples
+    detail = f"{n_items:,} items × {samples:,} samples = {n:,} questions"
+    check_footprint(Footprint("evaluation run", n * JOB_BYTES, n * JOB_SECONDS, detail),
+                    allow_large=allow_large, flag="allow_large=True (--allow-large)")
+    if allow_large:
+        return
+    try:
+        free = shutil.disk_usage(out.parent if str(out.parent) else ".").free
+    except OSError:
+        return
+    if n * RECORD_BYTES > free:
+        raise ValueError(f"evaluation run too large: its log would need about "
+                         f"{format_bytes(n * RECORD_BYTES)} ({detail}) but "
+                         f"{format_bytes(free)} is free beside --out {str(out)!r}; make it "
+                         "smaller or pass allow_large=True (--allow-large) to run it anyway")
+
+
 def _done_keys(out: Path, config: ModelConfig) -> set[tuple[str, str, int]]:
     if not out.is_file() or out.stat().st_size == 0:
         return set()
@@ -255,48 +303,57 @@ def _finite(v: Any) -> bool:
         and v >= 0
 
 
-def _safe(comp: Completion, secret: str | None) -> Completion:
-    """``comp`` as it may be logged and cached, whatever a backend or a cache file held:
-    nothing secret, text that encodes as UTF-8, token counts that are counts."""
+def _clean(comp: Completion) -> Completion:
+    """``comp`` with sane fields whatever a backend or a cache file held: text that encodes
+    as UTF-8 (a lone surrogate becomes U+FFFD), token counts that are counts. The text is
+    otherwise the model's own: it is scored before anything is redacted."""
     finish = comp.finish_reason
     latency = comp.latency_s
-    return Completion(text=scrub(comp.text, secret), prompt_tokens=_count(comp.prompt_tokens),
+    return Completion(text=_SURROGATE_RE.sub("\ufffd", comp.text),
+                      prompt_tokens=_count(comp.prompt_tokens),
                       completion_tokens=_count(comp.completion_tokens),
-                      finish_reason=scrub(finish, secret) if isinstance(finish, str) else None,
+                      finish_reason=finish if isinstance(finish, str) else None,
                       latency_s=float(latency) if _finite(latency) else 0.0,
                       attempts=comp.attempts)
 
 
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
 async def _one(call: Call, config: ModelConfig, request: Request, cache: ResponseCache | None,
-               counts: _Counts, secret: str | None) -> dict[str, Any]:
+               counts: _Counts, redactor: Redactor) -> dict[str, Any]:
     ch, rh = config.config_hash, request.request_hash
     hit = cache.get(ch, rh) if cache is not None else None
-    if hit is not None:
+    if hit is not None:  # a cache entry holds the redacted text (as the log does)
         counts.cached += 1
         counts.answered += 1
-        return make_record(config, request, _safe(hit, secret), cached=True, attempts=0)
+        return make_record(config, request, _clean(hit), cached=True, attempts=0,
+                           redactor=redactor)
     counts.requests += 1
     try:
         comp = await call(request)
     except RequestFailed as exc:
         counts.errors += 1
-        return make_record(config, request, None, error=scrub(str(exc), secret),
-                           attempts=exc.attempts)
+        return make_record(config, request, None, error=str(exc), attempts=exc.attempts,
+                           redactor=redactor)
     if not isinstance(comp.text, str):  # e.g. an in-process model returning no text
         counts.errors += 1
         return make_record(config, request, None, attempts=comp.attempts,
                            error=f"backend returned {type(comp.text).__name__}, not text")
-    comp = _safe(comp, secret)
+    comp = _clean(comp)
     if cache is not None:
+        stored = dataclasses.replace(
+            comp, text=redactor(comp.text),
+            finish_reason=redactor(comp.finish_reason) if comp.finish_reason else None)
         try:
-            await asyncio.to_thread(cache.put, ch, rh, comp)
+            await asyncio.to_thread(cache.put, ch, rh, stored)
         except OSError as exc:  # a cache is an optimisation: warn once, keep the answer
             if not counts.cache_warned:
                 counts.cache_warned = True
                 note(f"cannot write the response cache {str(cache.root)!r} "
                      f"({exc.strerror or exc}); answers are still logged")
     counts.answered += 1
-    return make_record(config, request, comp, attempts=comp.attempts)
+    return make_record(config, request, comp, attempts=comp.attempts, redactor=redactor)
 
 
 async def _acquire(lock: LogLock, wait: float) -> None:
@@ -318,6 +375,7 @@ async def evaluate_async(
     progress: bool = True,
     wait: float = 0.0,
     max_retry_after: float | None = None,
+    allow_large: bool = False,
 ) -> RunSummary:
     """Asynchronous :func:`evaluate` (use it where an event loop already runs)."""
     t0 = time.perf_counter()
@@ -335,10 +393,13 @@ async def evaluate_async(
         raise ValueError("items: no items to evaluate")
     check_items(its)
     its = its[:limit] if limit is not None else its
-    out = ensure_writable_file(out, "--out")
+    out = ensure_writable_file(check_not_link(out), "--out")
+    check_run_size(len(its), samples, out, allow_large=allow_large)
     cache_root = _check_cache_dir(cache_dir) if (
         cache_dir is not None and config.backend != "heuristic") else None
-    secret = config.api_key() if config.backend == "openai" else None
+    redactor = redactor_for(config)
+    if redactor.short() is not None:
+        note(redactor.short())
     lock = LogLock(out)
     await _acquire(lock, wait)
     try:
@@ -352,7 +413,7 @@ async def evaluate_async(
         if jobs:
             async with open_backend(config) as call:
                 await _run_jobs(call, config, jobs, examples, cache, out, n_workers, counts,
-                                progress, secret)
+                                progress, redactor)
     finally:
         lock.release()
     return RunSummary(out=out, model=config.name, config_hash=config.config_hash,
@@ -364,7 +425,7 @@ async def evaluate_async(
 async def _run_jobs(call: Call, config: ModelConfig, jobs: list[tuple[Item, int]],
                     examples: dict[int, tuple[Item, ...]], cache: ResponseCache | None,
                     out: Path, n_workers: int, counts: _Counts, progress: bool,
-                    secret: str | None) -> None:
+                    redactor: Redactor) -> None:
     from tqdm.auto import tqdm
 
     pending = iter(jobs)
@@ -374,7 +435,7 @@ async def _run_jobs(call: Call, config: ModelConfig, jobs: list[tuple[Item, int]
         async def worker() -> None:
             for item, sample in pending:  # one shared iterator: each job is taken once
                 req = build_request(item, config, sample, examples.get(item.tom_order, ()))
-                log.write(await _one(call, config, req, cache, counts, secret))
+                log.write(await _one(call, config, req, cache, counts, redactor))
                 bar.update(1)
                 bar.set_postfix(errors=counts.errors, cached=counts.cached, refresh=False)
 
@@ -403,6 +464,7 @@ def evaluate(
     progress: bool = True,
     wait: float = 0.0,
     max_retry_after: float | None = None,
+    allow_large: bool = False,
 ) -> RunSummary:
     """Put items to a model and append one record per (model, item, sample) to ``out``.
 
@@ -435,6 +497,10 @@ def evaluate(
     max_retry_after : float, optional
         Override the model file's ``max_retry_after``: the longest ``Retry-After`` wait
         honoured (seconds).
+    allow_large : bool
+        Skip the size guard (:func:`check_run_size`): by default a run of more (item,
+        sample) pairs than memory, a day of the runner's own time or the disk beside
+        ``out`` can hold is refused before any work.
 
     Returns
     -------
@@ -454,4 +520,5 @@ def evaluate(
     return asyncio.run(evaluate_async(items, model, out, samples=samples, limit=limit,
                                       concurrency=concurrency, cache_dir=cache_dir,
                                       progress=progress, wait=wait,
-                                      max_retry_after=max_retry_after))
+                                      max_retry_after=max_retry_after,
+                                      allow_large=allow_large))
