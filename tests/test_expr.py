@@ -20,7 +20,9 @@ from tomstats._expr import (
     MAX_DEPTH,
     MAX_LENGTH,
     ExpressionError,
+    check_column,
     check_formula,
+    check_group,
     check_terms,
     parse_query,
     query_mask,
@@ -466,3 +468,16 @@ def test_check_terms_refuses_random_terms_and_names_columns():
     assert check_terms("1 + tom_order + I(x / 2)") == ("tom_order", "x")
     with pytest.raises(ExpressionError, match="may stand only as a term"):
         check_terms("(1 | g)")
+
+
+def test_check_group_and_check_column():
+    assert check_group("a/b") == ("a", "b")
+    assert check_group("a:b") == ("a", "b")
+    assert check_group("`run dir`") == ("run dir",)
+    for bad in ("__import__('os')", "a + b", "log(a)", "a b", ""):
+        with pytest.raises(ExpressionError):
+            check_group(bad)
+    assert check_column("n_correct") == "n_correct"
+    for bad in ("correct.__class__", "a b", "__x", "", None, "x(1)"):
+        with pytest.raises(ExpressionError, match="is not a column name"):
+            check_column(bad, "stored response")

@@ -53,8 +53,8 @@ import pandas as pd
 from tomstats._validate import closest_hint
 
 __all__ = ["FORMULA_CONTEXT", "FUNCTIONS", "MAX_DEPTH", "MAX_LENGTH", "TRANSFORMS",
-           "ExpressionError", "FormulaParts", "Query", "check_formula", "check_terms",
-           "parse_query", "query_mask"]
+           "ExpressionError", "FormulaParts", "Query", "check_column", "check_formula",
+           "check_group", "check_terms", "parse_query", "query_mask"]
 
 #: Longest query or formula accepted, in characters.
 MAX_LENGTH = 10_000
@@ -962,3 +962,39 @@ def check_terms(expr: str, field: str = "formula") -> tuple[str, ...]:
         raise parser.error(f"unexpected {tok.text!r} at position {tok.pos + 1}")
     return tuple(dict.fromkeys(parser.variables))
 
+
+
+def check_group(group: str, field: str = "formula") -> tuple[str, ...]:
+    """Check the grouping factor of a random term (``g``, ``g1:g2`` or ``g1/g2``); return its
+    columns.
+
+    Raises
+    ------
+    ExpressionError
+        Anything else.
+    """
+    _check_size(group, field)
+    parser = _FormulaParser(group, field)
+    parser.group()
+    if parser.peek().kind != "end":
+        tok = parser.peek()
+        raise parser.error(f"unexpected {tok.text!r} at position {tok.pos + 1}")
+    return tuple(dict.fromkeys(parser.variables))
+
+
+_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def check_column(name: object, field: str = "formula") -> str:
+    """Check a column name as a formula's left-hand side spells it (``correct``, ``n``).
+
+    Raises
+    ------
+    ExpressionError
+        A name that is not a plain identifier (letters, digits, ``_`` and ``.``).
+    """
+    if (not isinstance(name, str) or not _COLUMN.fullmatch(name)
+            or any(part.startswith("__") for part in name.split("."))):
+        raise ExpressionError(f"{field}: {name!r} is not a column name (letters, digits, '_' "
+                              f"and '.', no part starting with '__')")
+    return name
