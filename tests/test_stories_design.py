@@ -1,4 +1,4 @@
-"""The context-length × ToM-order item set: shape, lengths, answers, determinism."""
+"""The context-length × ToM-order item set: shape, lengths, answers, balance, determinism."""
 
 from __future__ import annotations
 
@@ -7,26 +7,48 @@ import collections
 import pytest
 
 from tomstats.stories import build_design_items, read_items, write_items
-from tomstats.stories.beliefs import belief, well_defined
-from tomstats.stories.storyboard import Storyboard, generate_story
+from tomstats.stories.beliefs import belief, last_perceived, well_defined
+from tomstats.stories.plot import SCENARIOS
+from tomstats.stories.questions import wm_answer
 from tomstats.stories.taxonomy import classify_answer
-from tomstats.stories.world import Event, replay
+from tomstats.stories.world import Event, World, replay
 
 
 @pytest.fixture(scope="module")
 def paper_items():
-    return build_design_items(3, seed=11)
+    return build_design_items(8, seed=11, question_types=("tom", "wm_human"))
 
 
-def rebuild(item) -> tuple[Storyboard, list[Event]]:
-    sb_d = item.metadata["storyboard"]
+def rebuild(item) -> tuple[World, list[Event]]:
+    sb = item.metadata["storyboard"]
     events = [Event(t, "enter", a, loc, src) for t, a, loc, src in item.metadata["events"]]
-    return sb_d, events
+    world = World(tuple(sb["characters"]), tuple(sb["locations"]),
+                  tuple(tuple(e) for e in sb["edges"]),
+                  {c: sb["start"] for c in sb["characters"]})
+    return world, events
+
+
+def last_seen(world: World, events: list[Event], x: str, target: str) -> str:
+    """Independent first-order answer for stories of moves: where ``x`` last saw ``target``.
+
+    ``x`` sees a move when it makes it or stands, just before it, in the place left or
+    entered; entering a place, ``x`` sees who is there.
+    """
+    pos = dict(world.start)
+    seen = pos[target]
+    for e in events:
+        if e.actor == target and (x == target or pos[x] in (e.source, e.location)):
+            seen = e.location
+        if e.actor == x and pos[target] == e.location:
+            seen = e.location
+        pos[e.actor] = e.location
+    return seen
 
 
 def test_shape_every_cell_and_length(paper_items) -> None:
-    cells = collections.Counter((it.context_words, it.tom_order) for it in paper_items)
-    assert cells == {(c, o): 3 for c in (200, 500, 1000, 2000, 5000) for o in (0, 1, 2)}
+    tom = [it for it in paper_items if it.question_type != "wm_human"]
+    cells = collections.Counter((it.context_words, it.tom_order) for it in tom)
+    assert cells == {(c, o): 8 for c in (200, 500, 1000, 2000, 5000) for o in (0, 1, 2)}
     assert len({it.item_id for it in paper_items}) == len(paper_items)
     for it in paper_items:
         assert abs(it.n_words - it.context_words) <= 0.02 * it.context_words
@@ -34,42 +56,80 @@ def test_shape_every_cell_and_length(paper_items) -> None:
         assert it.answer in it.candidates
         assert it.first_common_location in it.candidates
         assert it.last_location in it.candidates
-        assert it.mislead_distance == 10
         assert it.n_characters == 8
-        assert len(it.agents) == it.tom_order
+        assert "room_" not in it.story  # natural place names
+        if it.question_type != "wm_human":
+            assert len(it.agents) == it.tom_order
 
 
 def test_answers_come_from_the_tracker(paper_items) -> None:
     for it in paper_items:
-        sb, events = rebuild(it)
+        world, events = rebuild(it)
         roles = it.metadata["roles"]
-        from tomstats.stories.world import World
-        world = World(tuple(sb["characters"]), tuple(sb["locations"]),
-                      tuple(tuple(e) for e in sb["edges"]),
-                      {c: sb["start"] for c in sb["characters"]})
+        s1, s2, t = roles["S1"], roles["S2"], roles["T"]
         replay(world, events)  # the event log is consistent with the graph
+        if it.question_type == "wm_human":
+            assert wm_answer(world, events, s1, s2, t) == it.answer
+            continue
         assert belief(world, events, it.agents, it.target) == it.answer
         assert well_defined(world, events, it.agents, it.target)
-        expected = roles["L3"] if it.tom_order == 0 else roles["L2"]
-        assert it.answer == expected
-        assert it.first_common_location == roles["L1"]
-        assert it.last_location == roles["L3"]
-        # the three heuristic answers differ, so the taxonomy can tell them apart
-        assert len({roles["L1"], roles["L2"], roles["L3"]}) == 3
-        # filler events never involve the key characters
-        key = {roles["S1"], roles["S2"], roles["T"]}
-        a, b = it.metadata["critical_span"]
-        assert all(e.actor not in key for e in events if not a <= e.time <= b)
+        if it.tom_order == 1:  # an independent reading of the story
+            assert last_seen(world, events, s1, t) == it.answer
+        assert belief(world, events, (), t) == it.last_location == last_seen(world, events, t, t)
+        simpler = it.metadata["simpler_answers"]
+        assert simpler == {"reality": belief(world, events, (), t),
+                           "S1": last_seen(world, events, s1, t),
+                           "S2": last_seen(world, events, s2, t)}
+        status = "none" if it.tom_order == 0 else (
+            "true" if it.answer == it.last_location else "false")
+        assert it.belief_status == status
+        sc = SCENARIOS[it.metadata["scenario"]]
+        assert status == {0: "none", 1: sc.order1, 2: sc.order2}[it.tom_order]
+        if it.tom_order == 2:
+            same = "+".join(k for k, v in simpler.items() if v == it.answer) or "none"
+            assert it.same_as == same
         assert classify_answer(it, it.answer) == "correct"
+
+
+def test_mislead_distance(paper_items) -> None:
+    for it in paper_items:
+        if it.tom_order != 1:
+            continue
+        world, events = rebuild(it)
+        t, s1 = it.target, it.agents[0]
+        final = max(e.time for e in events if e.actor == t)
+        seen = last_perceived(world, events, (s1,), t)
+        if it.belief_status == "false":
+            assert it.mislead_distance == final - seen - 1 >= 10
+        else:
+            assert it.mislead_distance == 0 and seen == final
+
+
+def test_key_characters_live_in_the_whole_story(paper_items) -> None:
+    """S1, S2 and T act before the block (long stories) and are named after it."""
+    acted_before = 0
+    for it in paper_items:
+        if it.tom_order != 0 or it.context_words < 2000:
+            continue
+        world, events = rebuild(it)
+        a, b = it.metadata["critical_span"]
+        key = {it.metadata["roles"][r] for r in ("S1", "S2", "T")}
+        acted_before += any(e.actor in key for e in events[:a])
+        tail = it.story.split(events[b].actor, 1)[-1]
+        assert it.target in tail.split(".", 1)[-1]  # T is named after its final move
+        # the block does not always sit at the same place
+    positions = {round(it.critical_position, 1) for it in paper_items}
+    assert len(positions) >= 5
+    assert acted_before >= 10
 
 
 def test_orders_share_one_story(paper_items) -> None:
     by_story = collections.defaultdict(list)
     for it in paper_items:
         by_story[it.metadata["story_id"]].append(it)
-    assert len(by_story) == 15
+    assert len(by_story) == 40
     for group in by_story.values():
-        assert sorted(it.tom_order for it in group) == [0, 1, 2]
+        assert sorted(it.tom_order for it in group) == [0, 0, 1, 2]
         assert len({it.story for it in group}) == 1
 
 
@@ -84,36 +144,51 @@ def test_same_seed_same_items_other_seed_other_items() -> None:
 @pytest.mark.parametrize("setting", ["rooms", "field", "calls"])
 @pytest.mark.parametrize("position", [0.0, 0.5, 1.0])
 def test_settings_and_critical_position(setting: str, position: float) -> None:
-    items = build_design_items(2, seed=3, contexts=(200, 1000), setting=setting,
+    items = build_design_items(2, seed=3, contexts=(500, 2000), setting=setting,
                                critical_position=position, mislead_distance=5,
                                n_characters=5)
     for it in items:
         assert it.setting == setting
         assert abs(it.n_words - it.context_words) <= 0.02 * it.context_words
-        assert abs(it.critical_position - position) < 0.08
-        assert it.mislead_distance == 5
+        if it.context_words == 2000:
+            assert abs(it.critical_position - position) < 0.1
         assert it.n_characters == 5
         assert it.metadata["instructions"]
 
 
-def test_world_model_questions() -> None:
-    items = build_design_items(1, seed=2, contexts=(500,), orders=(1,),
+def test_world_model_questions_same_events_told_twice() -> None:
+    items = build_design_items(2, seed=2, contexts=(500,), orders=(1,),
                                question_types=("tom", "wm_human", "wm_object"))
-    kinds = {it.question_type: it for it in items}
-    assert set(kinds) == {"tom", "wm_human", "wm_object"}
-    human, obj = kinds["wm_human"], kinds["wm_object"]
-    assert human.answer == human.metadata["roles"]["L2"]
-    assert obj.answer == obj.metadata["roles"]["L2"]
-    assert "where did" in human.question and "moved to" in obj.question
-    assert human.story == kinds["tom"].story
-    assert not any(name in obj.story for name in obj.metadata["storyboard"]["characters"])
-    assert obj.question.startswith("When the ")
-    assert abs(obj.n_words - 500) <= 10
+    by = {(it.metadata["story_id"], it.question_type): it for it in items}
+    for sid in {it.metadata["story_id"] for it in items}:
+        human, obj, tom = by[(sid, "wm_human")], by[(sid, "wm_object")], by[(sid, "tom")]
+        assert human.answer == obj.answer
+        assert human.metadata["events"] == obj.metadata["events"]  # one skeleton
+        assert "go next" in human.question and "moved to next" in obj.question
+        assert human.question.startswith("After the start")
+        assert human.story == tom.story
+        assert not any(name in obj.story for name in obj.metadata["storyboard"]["characters"])
+        assert abs(obj.n_words - 500) <= 10
+        world, events = rebuild(human)
+        r = human.metadata["roles"]
+        assert wm_answer(world, events, r["S1"], r["S2"], r["T"]) == human.answer
 
 
 def test_jsonl_roundtrip(tmp_path, paper_items) -> None:
     path = write_items(tmp_path / "items.jsonl", paper_items)
     assert read_items(path) == paper_items
+
+
+def test_old_format_still_read(repo_root, tmp_path) -> None:
+    import lzma
+
+    src = repo_root / "tests" / "fixtures" / "stories" / "items_v1_seed21.jsonl.xz"
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(lzma.decompress(src.read_bytes()))
+    items = read_items(path)
+    tom = [it for it in items if it.question_type == "tom"]
+    assert tom and all(it.belief_status == "false" for it in tom)  # format 1: all false
+    assert {it.belief_status for it in items if it.tom_order == 0} == {"none"}
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -127,6 +202,7 @@ def test_jsonl_roundtrip(tmp_path, paper_items) -> None:
     ({"mislead_distance": 0}, "mislead_distance"),
     ({"critical_position": 1.5}, "critical_position"),
     ({"question_types": ("gossip",)}, "question_types"),
+    ({"true_belief_share": 0.3}, "true_belief_share"),
     ({"mislead_distance": 40, "question_types": ("tom", "wm_object")}, "told with objects"),
 ])
 def test_bad_arguments(kwargs: dict, message: str) -> None:
@@ -135,25 +211,11 @@ def test_bad_arguments(kwargs: dict, message: str) -> None:
         build_design_items(**args)
 
 
-def test_storyboard_of_item_regenerates_story(paper_items) -> None:
-    from tomstats.stories.storyboard import Scripted
-    it = paper_items[0]
-    d = it.metadata["storyboard"]
-    sb = Storyboard(tuple(d["characters"]), tuple(d["locations"]),
-                    tuple(tuple(e) for e in d["edges"]),
-                    tuple(Scripted(e["name"], tuple(e["actors"]), e["t"], e.get("location"),
-                                   e.get("stop")) for e in d["events"]),
-                    d["n"], d["start"], setting=d["setting"], roles=d["roles"])
-    story = generate_story(sb, it.seed)
-    assert [[e.time, e.actor, e.location, e.source] for e in story.events] == \
-        it.metadata["events"]
-
-
 def test_items_frame(paper_items) -> None:
     from tomstats.stories import items_frame
 
     df = items_frame(paper_items)
     assert len(df) == len(paper_items)
-    assert df.groupby(["context_words", "tom_order"]).size().eq(3).all()
-    assert df.groupby("story_id").size().eq(3).all()
+    assert set(df["belief_status"]) == {"true", "false", "none"}
+    assert df.groupby("story_id").size().eq(4).all()
     assert "metadata" not in df and "metadata" in items_frame(paper_items[:2], metadata=True)

@@ -18,10 +18,14 @@ from typing import Any
 from tomstats._io import atomic_open
 from tomstats._validate import read_text
 
-__all__ = ["ITEM_FORMAT", "Item", "write_items", "read_items"]
+__all__ = ["BELIEF_STATUSES", "ITEM_FORMAT", "READABLE_FORMATS", "Item", "read_items",
+           "write_items"]
 
-#: Version tag written into every item record.
-ITEM_FORMAT = "tomstats.items/1"
+#: Version tag written into every item record (version 2 added ``belief_status`` and
+#: ``same_as``; version-1 records are still read, ``belief_status`` derived on reading).
+ITEM_FORMAT = "tomstats.items/2"
+#: Every version :meth:`Item.from_dict` reads.
+READABLE_FORMATS = ("tomstats.items/1", ITEM_FORMAT)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,13 @@ class Item:
         Relative position (0–1) of the critical events in the rendered story.
     metadata : mapping
         Anything else (storyboard name, event log, …); must be JSON-serialisable.
+    belief_status : str
+        ``"true"`` (the asked belief equals reality), ``"false"``, or ``"none"`` (reality
+        and world-model questions): a design factor of orders ≥ 1.
+    same_as : str
+        Order-2 StorySim items: which simpler questions have the same answer, ``+``-joined
+        among ``reality``, ``S1`` (the chain's first agent about the target) and ``S2``
+        (the second agent about the target), or ``"none"``; ``""`` for other items.
     """
 
     item_id: str
@@ -93,6 +104,8 @@ class Item:
     seed: int = 0
     critical_position: float | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    belief_status: str = "none"
+    same_as: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict with the format tag."""
@@ -106,8 +119,11 @@ class Item:
     def from_dict(cls, d: Mapping[str, Any]) -> Item:
         """Build an item from :meth:`to_dict` output; ``ValueError`` names a bad field."""
         fmt = d.get("format", ITEM_FORMAT)
+        if fmt not in READABLE_FORMATS:
+            raise ValueError(f"item format {fmt!r} is not supported (expected one of "
+                             f"{list(READABLE_FORMATS)})")
         if fmt != ITEM_FORMAT:
-            raise ValueError(f"item format {fmt!r} is not supported (expected {ITEM_FORMAT!r})")
+            d = {**d, "belief_status": _derived_belief_status(d)}
         names = {f.name for f in dataclasses.fields(cls)}
         required = {
             f.name for f in dataclasses.fields(cls)
@@ -122,11 +138,31 @@ class Item:
         kw = {k: v for k, v in d.items() if k in names}
         kw["candidates"] = tuple(kw["candidates"])
         kw["agents"] = tuple(kw.get("agents", ()))
+        if kw.get("belief_status", "none") not in BELIEF_STATUSES:
+            raise ValueError(f"item {kw['item_id']!r}: field 'belief_status' must be one of "
+                             f"{list(BELIEF_STATUSES)}, got {kw['belief_status']!r}")
         for k in ("tom_order", "context_words", "n_words"):
             if not isinstance(kw[k], int) or isinstance(kw[k], bool) or kw[k] < 0:
                 raise ValueError(f"item {kw['item_id']!r}: field {k!r} must be a non-negative "
                                  f"integer, got {kw[k]!r}")
         return cls(**kw)
+
+
+#: Values of :attr:`Item.belief_status`.
+BELIEF_STATUSES = ("true", "false", "none")
+
+
+def _derived_belief_status(d: Mapping[str, Any]) -> str:
+    """``belief_status`` of a version-1 record: its answer compared with reality."""
+    qtype = str(d.get("question_type", ""))
+    if qtype.endswith("_true_belief"):
+        return "true"
+    if qtype.endswith("_false_belief"):
+        return "false"
+    if qtype == "tom" and isinstance(d.get("tom_order"), int) and d["tom_order"] >= 1 \
+            and d.get("last_location") is not None:
+        return "true" if d.get("answer") == d["last_location"] else "false"
+    return "none"
 
 
 def write_items(path: str | os.PathLike[str], items: Iterable[Item]) -> Path:

@@ -31,8 +31,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tomstats.stories.beliefs import last_perceived
-from tomstats.stories.fast import CodedStory, beliefs_along, encode_story, wm_answer_fast
+from tomstats.stories.fast import (
+    CodedStory,
+    beliefs_along,
+    encode,
+    encode_story,
+    wm_answer_fast,
+)
 from tomstats.stories.items import Item
+from tomstats.stories.narrative import NaturalSetting, listing, natural_setting
+from tomstats.stories.plot import SCENARIOS, PlotStory, cycle_scenario, tell_story
 from tomstats.stories.questions import first_common_location, tom_question, wm_question
 from tomstats.stories.render import (
     fit_templates,
@@ -41,7 +49,7 @@ from tomstats.stories.render import (
     sentence_options,
     word_count,
 )
-from tomstats.stories.settings import CHARACTERS, OBJECT_NAMES, Setting, get_setting
+from tomstats.stories.settings import CHARACTERS, OBJECT_NAMES, Setting
 from tomstats.stories.storyboard import (
     Story,
     Storyboard,
@@ -50,11 +58,11 @@ from tomstats.stories.storyboard import (
     generate_story,
     move,
 )
-from tomstats.stories.world import Event
+from tomstats.stories.world import Event, World
 
 __all__ = ["DEFAULT_CONTEXTS", "DEFAULT_ORDERS", "QUESTION_TYPES", "RenderedStory",
-           "build_design_items", "derive_seed", "design_storyboard", "render_story",
-           "story_items"]
+           "build_design_items", "derive_seed", "design_storyboard", "plot_items",
+           "render_story", "story_items"]
 
 #: The paper's context lengths (words) and ToM orders.
 DEFAULT_CONTEXTS = (200, 500, 1000, 2000, 5000)
@@ -250,7 +258,8 @@ def _wm_items(rs: RenderedStory, coded: CodedStory, setting: Setting, extra: Seq
 
 def _check_design_args(n_per_cell: int, seed: int, contexts: Sequence[int],
                        orders: Sequence[int], n_characters: int, mislead_distance: int,
-                       critical_position: float, question_types: Sequence[str]) -> None:
+                       critical_position: float | None, question_types: Sequence[str],
+                       true_belief_share: float) -> None:
     def bad_int(x: object, lo: int) -> bool:
         return not isinstance(x, int) or isinstance(x, bool) or x < lo
 
@@ -272,21 +281,32 @@ def _check_design_args(n_per_cell: int, seed: int, contexts: Sequence[int],
                          f"{n_characters!r}")
     if bad_int(mislead_distance, 1):
         raise ValueError(f"mislead_distance must be an integer ≥ 1, got {mislead_distance!r}")
-    if not isinstance(critical_position, (int, float)) or not 0 <= critical_position <= 1:
-        raise ValueError(f"critical_position must be in [0, 1], got {critical_position!r}")
+    if critical_position is not None and (not isinstance(critical_position, (int, float))
+                                          or not 0 <= critical_position <= 1):
+        raise ValueError(f"critical_position must be in [0, 1] or None, got "
+                         f"{critical_position!r}")
     for q in question_types:
         if q not in QUESTION_TYPES:
             raise ValueError(f"question_types: {q!r} is not one of {QUESTION_TYPES}")
+    if not isinstance(true_belief_share, (int, float)) or true_belief_share not in (0, 0.5, 1):
+        raise ValueError(f"true_belief_share must be 0, 0.5 or 1, got {true_belief_share!r}")
 
 
 def build_design_items(n_per_cell: int, seed: int,
                        contexts: Sequence[int] = DEFAULT_CONTEXTS,
                        orders: Sequence[int] = DEFAULT_ORDERS, setting: str = "rooms", *,
                        n_characters: int = 8, mislead_distance: int = 10,
-                       critical_position: float = 0.5,
+                       critical_position: float | None = None,
                        question_types: Sequence[str] = ("tom",),
+                       true_belief_share: float = 0.5,
                        tolerance: float = 0.02, progress: bool | None = None) -> list[Item]:
     """Build the context-length × ToM-order item set (the paper's 5×3 design, for real).
+
+    Each story is a :mod:`tomstats.stories.plot` story: a belief scenario told inside a
+    whole story in a natural setting (:mod:`tomstats.stories.narrative`), asked at every
+    requested order. Scenarios cycle within each context length (:data:`~tomstats.stories.\
+plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs, and the
+    order-2 answer differs from every simpler question's answer in 3 stories of 8.
 
     Parameters
     ----------
@@ -303,12 +323,18 @@ def build_design_items(n_per_cell: int, seed: int,
     n_characters : int
         Characters per story (three key characters plus filler characters).
     mislead_distance : int
-        Events between S1's last sight of T and T's final move (≥ 1).
-    critical_position : float
-        Where the critical block sits among the filler: 0 start, 0.5 middle, 1 end.
+        Events between S1's last perception of T and T's final move, when S1's belief is
+        false (≥ 1).
+    critical_position : float or None
+        Where the critical block starts among the free words: 0 start, 1 end; ``None``
+        (default): drawn uniformly for every story.
     question_types : sequence of str
         ``"tom"`` (the order questions) and optionally ``"wm_human"``, ``"wm_object"``
-        (StorySim's world-model controls, order 0, one extra item each per story).
+        (StorySim's world-model controls, order 0, one extra item each per story; the
+        object story tells the same events with objects for the characters).
+    true_belief_share : {0.5, 0, 1}
+        0.5: the balanced scenario cycle; 0: false beliefs only (``ff_*`` scenarios);
+        1: true beliefs at both orders only (``tt``).
     tolerance : float
         Relative length tolerance (0.02 = ±2 %).
     progress : bool or None
@@ -329,16 +355,15 @@ def build_design_items(n_per_cell: int, seed: int,
     True
     """
     _check_design_args(n_per_cell, seed, contexts, orders, n_characters, mislead_distance,
-                       critical_position, question_types)
-    st = get_setting(setting)
-    for inanimate in (False, True) if "wm_object" in question_types else (False,):
-        need = _min_words(st, CHARACTERS[:n_characters], mislead_distance + 5, inanimate)
-        if min(contexts) < need:
-            told = " told with objects (wm_object)" if inanimate else ""
-            raise ValueError(
-                f"contexts: {min(contexts)} words cannot hold the opening sentence and the "
-                f"{mislead_distance + 5} critical events{told} (at least {need} words with "
-                f"mislead distance {mislead_distance} and {n_characters} characters)")
+                       critical_position, question_types, true_belief_share)
+    st = natural_setting(setting)
+    need = _min_plot_words(st, n_characters, mislead_distance, "wm_object" in question_types)
+    if min(contexts) < need:
+        told = " told with objects (wm_object)" if "wm_object" in question_types else ""
+        raise ValueError(
+            f"contexts: {min(contexts)} words cannot hold the opening sentence and the "
+            f"critical events{told} (at least {need} words with mislead distance "
+            f"{mislead_distance} and {n_characters} characters)")
     from tqdm.auto import tqdm
 
     show = sys.stderr.isatty() if progress is None else bool(progress)
@@ -346,18 +371,135 @@ def build_design_items(n_per_cell: int, seed: int,
     extra = [q for q in question_types if q != "tom"]
     tom_orders = list(orders) if "tom" in question_types else []
     items: list[Item] = []
+    seen: dict[tuple[int, str], int] = {}
     for context, r in tqdm(jobs, desc="stories", disable=not show, unit="story"):
         prefix = f"{setting}-s{seed}-w{context}-r{r:04d}"
+        scenario = _scenario(r, true_belief_share)
+        story_seed = derive_seed(seed, setting, context, r)
+        k = seen[(context, scenario)] = seen.get((context, scenario), -1) + 1
+        places = _balanced_places(st, derive_seed(seed, setting, context, scenario), k)
+        ps = _tell(st, CHARACTERS[:n_characters], scenario, context, story_seed, places=places,
+                   critical_position=critical_position, mislead_distance=mislead_distance,
+                   tolerance=tolerance, objects="wm_object" in extra)
         meta = {"design_seed": seed, "critical_position_target": critical_position}
-        kw = dict(mislead_distance=mislead_distance, critical_position=critical_position,
-                  tolerance=tolerance)
-        rs = _build_story(st, CHARACTERS[:n_characters], context,
-                          seed=derive_seed(seed, setting, context, r), **kw)
-        items.extend(story_items(rs, st, tom_orders, item_prefix=prefix, metadata=meta,
-                                 extra=[q for q in extra if q == "wm_human"]))
-        if "wm_object" in extra:  # the same storyboard told with objects: its own story
-            rs_obj = _build_story(st, CHARACTERS[:n_characters], context, inanimate=True,
-                                  seed=derive_seed(seed, setting, context, r, "objects"), **kw)
-            items.extend(story_items(rs_obj, st, (), item_prefix=prefix, metadata=meta,
-                                     extra=["wm_object"]))
+        items.extend(plot_items(ps, st, tom_orders, extra, item_prefix=prefix,
+                                characters=CHARACTERS[:n_characters], seed=story_seed,
+                                target_words=context, metadata=meta))
+    return items
+
+
+def _balanced_places(st: NaturalSetting, seed: int, k: int) -> list[str]:
+    """The ``k``-th rotation of a seeded permutation of the locations.
+
+    Stories ``k = 0, 1, …`` of one scenario in one cell take successive rotations, so
+    each location plays each role of the scenario (each answer) once in every
+    ``len(locations)`` stories: the gold answers are balanced by construction.
+    """
+    base = random.Random(seed).sample(list(st.locations), len(st.locations))
+    n = len(base)
+    return [base[(i + k) % n] for i in range(n)]
+
+
+def _scenario(r: int, true_belief_share: float) -> str:
+    if true_belief_share == 1:
+        return "tt"
+    if true_belief_share == 0:
+        return ("ff_none", "ff_s1", "ff_s2")[r % 3]
+    return cycle_scenario(r)
+
+
+def _min_plot_words(st: NaturalSetting, n_characters: int, mislead: int,
+                    objects: bool) -> int:
+    """Rough shortest story: the opening, the longest scenario's moves and the tail."""
+    names = CHARACTERS[:n_characters]
+    intro = len(st.intro.format(names=listing(names), hub=st.text(st.hub)).split())
+    moves = 3 + max(len(s.steps) + max(0, mislead - (len(s.steps) - s.seen - 2))
+                    * (s.order1 == "false") for s in SCENARIOS.values())
+    longest = max(len(st.text(x).split()) for x in st.locations)
+    words = intro + (longest + 4) * moves + 20
+    if objects:
+        onames = OBJECT_NAMES[:n_characters]
+        intro_o = len(st.intro.format(names=listing(onames), hub=st.text(st.hub)).split())
+        words = max(words, intro_o + (longest + 6) * moves)
+    return words
+
+
+def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: int,
+          seed: int, *, critical_position: float | None, mislead_distance: int,
+          tolerance: float, objects: bool, places: Sequence[str]) -> PlotStory:
+    """Tell a story, retrying with fewer decor sentences per move when it overflows."""
+    last: ValueError | None = None
+    for attempt, density in enumerate((1.0, 1.0, 0.6, 0.3, 0.0, 0.0)):
+        rng = random.Random(derive_seed(seed, "plot", attempt))
+        pos = rng.random() if critical_position is None else float(critical_position)
+        try:
+            return tell_story(st, characters, scenario, target, critical_position=pos,
+                              mislead_distance=mislead_distance, rng=rng,
+                              tolerance=tolerance, density=density, places=places,
+                              objects=OBJECT_NAMES[:len(characters)] if objects else None)
+        except ValueError as exc:
+            last = exc
+    raise ValueError(f"could not tell a story of {target} words: {last}")
+
+
+def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
+               extra: Sequence[str], *, item_prefix: str, characters: Sequence[str],
+               seed: int, target_words: int,
+               metadata: dict[str, object] | None = None) -> list[Item]:
+    """The questions about one told story, answers from the tracker (checked against the
+    scenario's)."""
+    roles = ps.roles
+    s1, s2, t = roles["S1"], roles["S2"], roles["T"]
+    world = World(tuple(characters), st.locations, st.edges,
+                  {c: st.hub for c in characters})
+    coded = encode(world, ps.events)
+    reality, first, second = beliefs_along(coded, (s1, s2), t)
+    s2_first = beliefs_along(coded, (s2,), t)[1]
+    wm = wm_answer_fast(coded, s1, s2, t)
+    got = {"reality": reality, "S1": first, "S2": s2_first, "S1S2": second, "wm": wm}
+    if got != ps.expected:  # the tracker and the scenario must agree
+        raise RuntimeError(f"{item_prefix}: tracker answers {got} != scenario {ps.scenario!r} "
+                           f"answers {ps.expected}")
+    simpler = {"reality": reality, "S1": first, "S2": s2_first}
+    same = "+".join(k for k, v in simpler.items() if v == second) or "none"
+    sb = Storyboard(tuple(characters), st.locations, st.edges, (), len(ps.events), st.hub,
+                    setting=st.name, name=f"plot_{ps.scenario}", roles=dict(roles))
+    n_words = word_count(ps.text)
+    meta = {**(metadata or {}), "story_id": item_prefix, "roles": dict(roles),
+            "scenario": ps.scenario, "storyboard": sb.to_dict(),
+            "events": [[e.time, e.actor, e.location, e.source] for e in ps.events],
+            "critical_span": list(ps.critical_span), "instructions": st.instructions,
+            "simpler_answers": simpler}
+    common = dict(context_words=target_words, candidates=st.locations, target=t,
+                  last_location=reality, mislead_distance=ps.mislead_distance,
+                  n_characters=len(characters), setting=st.name, generator="storysim",
+                  seed=seed, critical_position=ps.critical_position)
+    answers = {0: reality, 1: first, 2: second}
+    status = {0: "none", 1: SCENARIOS[ps.scenario].order1, 2: SCENARIOS[ps.scenario].order2}
+    chains = {0: (), 1: (s1,), 2: (s1, s2)}
+    items = []
+    for order in orders:
+        chain = chains[order]
+        group = chain + (t,) if chain else (s1, s2, t)
+        items.append(Item(
+            item_id=f"{item_prefix}-o{order}", story=ps.text, n_words=n_words,
+            question=tom_question(chain, t), answer=str(answers[order]),
+            question_type="reality" if order == 0 else "tom", tom_order=order, agents=chain,
+            first_common_location=first_common_location(world, ps.events, group),
+            metadata={**meta, "question_chain": list(chain)}, belief_status=status[order],
+            same_as=same if order == 2 else "", **common))
+    fcl = first_common_location(world, ps.events, (s1, s2, t))
+    for qtype in extra:
+        if qtype == "wm_object":
+            names = dict(zip(characters, OBJECT_NAMES, strict=False))
+            q = wm_question(st, names[s1], names[s2], names[t], inanimate=True)
+            text, target_text = str(ps.object_text), names[t].removeprefix("the ")
+            q = q[:1].upper() + q[1:]
+        else:
+            q, text, target_text = wm_question(st, s1, s2, t), ps.text, t
+        items.append(Item(
+            item_id=f"{item_prefix}-{qtype}", story=text, n_words=word_count(text),
+            question=q, answer=str(wm), question_type=qtype, tom_order=0, agents=(s1, s2),
+            first_common_location=fcl,
+            metadata={**meta, "question_chain": [], "target_text": target_text}, **common))
     return items

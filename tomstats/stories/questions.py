@@ -1,8 +1,9 @@
 """Question wording and the answers of the heuristics StorySim's error analysis names.
 
 - order ``k`` ToM question: "Where does A think B thinks … T is?" (``k = 0``: "Where is T?");
-- WM-Human: "When S1 and S2 were in the same room as T, where did T go?";
-- WM-Inanimate: the same story told with objects: "…, where was T moved to?".
+- WM-Human: "After the start, when S1 and S2 were in the same room as T, where did T go
+  next?";
+- WM-Inanimate: the same events told with objects: "…, where was T moved to next?".
 
 Heuristic answers (for the error taxonomy): the *first common location* of a group is where
 they first meet — the location entered at the first event, by a member of the group, after
@@ -12,6 +13,7 @@ which all members are in one place; the *last location* is the target's true fin
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from tomstats.stories.settings import Setting
 from tomstats.stories.world import Event, World, initial_state
@@ -31,12 +33,18 @@ def tom_question(chain: Sequence[str], target: str) -> str:
     return f"Where does {chain[0]} think {inner} is?"
 
 
-def wm_question(setting: Setting, s1: str, s2: str, target: str, *,
+def wm_question(setting: Setting | Any, s1: str, s2: str, target: str, *,
                 inanimate: bool = False) -> str:
-    """StorySim's WM-Human (or, with ``inanimate``, WM-Inanimate) question."""
-    verb = "was {t} moved to" if inanimate else "did {t} go"
-    return (f"When {s1} and {s2} were in {setting.same_place} as {target}, where "
-            + verb.format(t=target) + "?")
+    """StorySim's WM-Human (or, with ``inanimate``, WM-Inanimate) question.
+
+    The opening co-location does not count (:func:`wm_answer` reads only events), and the
+    wording says so::
+
+        After the start, when S1 and S2 were in the same room as T, where did T go next?
+    """
+    verb = "was {t} moved to next" if inanimate else "did {t} go next"
+    return (f"After the start, when {s1} and {s2} were in {setting.same_place} as {target}, "
+            "where " + verb.format(t=target) + "?")
 
 
 def _meetings(world: World, events: Sequence[Event],

@@ -1,0 +1,440 @@
+"""Design stories: a belief scenario told inside a whole story, at a target length in words.
+
+A design story has three key characters — ``S1`` (the first-order observer), ``S2`` and
+``T`` (the target) — and filler characters, in a :class:`~tomstats.stories.narrative.\
+NaturalSetting` (everyone starts in the hub; every place can be entered from every other).
+It is told in three phases:
+
+1. **before** the critical block, everyone (the key characters too) moves about, never
+   returning straight to the place just left, and the three key characters are never all
+   in one place;
+2. the **critical block**: ``S1`` goes to a place ``X``, then ``S2`` and ``T`` arrive (the
+   one meeting of the three: the world-model questions ask about it), and a *scenario*
+   (:data:`SCENARIOS`) plays out, with filler moves between its steps and exactly
+   ``mislead_distance`` events between the last moment ``S1`` perceives ``T`` and ``T``'s
+   final move when ``S1``'s belief is false;
+3. **after** it, ``T`` stays where it is; ``S1`` and ``S2`` only move to places that none of
+   the asked beliefs names (so no one walks into a place where they expect ``T`` and find
+   it empty), everyone talks, acts and thinks.
+
+Scenarios fix the answers of reality (``R``), ``S1``'s belief about ``T`` (order 1),
+``S2``'s belief about ``T`` and ``S1``'s belief about ``S2``'s belief (order 2):
+
+============  ============  ============  =====================================
+scenario      order 1       order 2       order-2 answer equals
+============  ============  ============  =====================================
+``tt``        true          true          reality, S1, S2
+``ft``        false         true          reality, S2
+``tf``        true          false         none (X, Y, R, S1 = R all differ)
+``ff_none``   false         false         none (four different places)
+``ff_s1``     false         false         S1 (StorySim's second-order story)
+``ff_s2``     false         false         S2
+============  ============  ============  =====================================
+
+The places of a scenario are a random permutation of the setting's locations, so every
+location is equally likely to be each answer. Between the scripted steps, and all through
+the story, sentences that do not move anyone (actions, object handling, dialogue,
+descriptions, remarks about other places; :mod:`tomstats.stories.narrative`) carry the
+length; after ``T``'s final move, ``T`` is named only in sentences that do not place it.
+The gold answers are never taken from the scenario: :mod:`tomstats.stories.fast` computes
+them, and the scenario's expected answers are a cross-check.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tomstats.stories.narrative import NaturalSetting, Phrases, listing
+from tomstats.stories.world import Event
+
+__all__ = ["CYCLE", "SCENARIOS", "PlotStory", "Scenario", "tell_story"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A belief scenario: scripted steps after the meeting in ``X`` and expected answers.
+
+    ``steps`` are ``(role, place index)`` pairs: the role enters ``places[index]`` (``X``
+    is index 0). ``seen`` is the index of the step at which ``S1`` last perceives ``T``
+    (``-1``: the meeting); ``answers`` maps ``reality``, ``S1``, ``S2``, ``S1S2`` and
+    ``wm`` to place indices.
+    """
+
+    name: str
+    order1: str
+    order2: str
+    steps: tuple[tuple[str, int], ...]
+    seen: int
+    answers: dict[str, int]
+
+
+# place indices: 0 = X (the meeting place); the others as named in each docstring row
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    # T: X -> R, seen by S1 and S2
+    Scenario("tt", "true", "true", (("T", 1),), 0,
+             {"reality": 1, "S1": 1, "S2": 1, "S1S2": 1, "wm": 1}),
+    # T: X -> R (both see); S1 follows to R, sees T leave for Y, goes to U (4);
+    # T: Y -> V (3) -> R unseen
+    Scenario("ft", "false", "true", (("T", 1), ("S1", 1), ("T", 2), ("S1", 4), ("T", 3),
+                                     ("T", 1)), 2,
+             {"reality": 1, "S1": 2, "S2": 1, "S1S2": 1, "wm": 1}),
+    # S2 leaves for W (3) (S1 sees); S1 goes to R (1); S2: W -> Y (2); T: X -> Y (S2
+    # sees); S2 leaves for V (4); T: Y -> R (S1 sees it arrive)
+    Scenario("tf", "true", "false", (("S2", 3), ("S1", 1), ("S2", 2), ("T", 2), ("S2", 4),
+                                     ("T", 1)), 5,
+             {"reality": 1, "S1": 1, "S2": 2, "S1S2": 0, "wm": 2}),
+    # S2 leaves for W (4); S1 goes to C (2); S2: W -> B (1); T: X -> B (S2 sees);
+    # S2 leaves for V (5); T: B -> C (S1 sees); S1 leaves for U (1); T: C -> D (3) unseen
+    Scenario("ff_none", "false", "false", (("S2", 4), ("S1", 2), ("S2", 1), ("T", 1),
+                                           ("S2", 5), ("T", 2), ("S1", 1), ("T", 3)), 5,
+             {"reality": 3, "S1": 2, "S2": 1, "S1S2": 0, "wm": 1}),
+    # StorySim: T: X -> Y (1) and S2 follows (S1 sees both); T: Y -> R (2), seen by S2 only
+    Scenario("ff_s1", "false", "false", (("T", 1), ("S2", 1), ("T", 2)), 0,
+             {"reality": 2, "S1": 1, "S2": 2, "S1S2": 1, "wm": 1}),
+    # S2 leaves for W (3) (S1 sees); S1 goes to C (1); T: X -> C (S1 sees);
+    # S1 leaves for U (4); T: C -> D (2) unseen
+    Scenario("ff_s2", "false", "false", (("S2", 3), ("S1", 1), ("T", 1), ("S1", 4),
+                                         ("T", 2)), 2,
+             {"reality": 2, "S1": 1, "S2": 0, "S1S2": 0, "wm": 1}),
+)}
+
+#: Scenarios in the order a design cell cycles through them (stories ``r = 0, 1, …`` take
+#: ``CYCLE[r % 8]``; the last slot alternates ``ff_s1`` / ``ff_s2`` between cycles): true
+#: beliefs are half of the order-1 (``tt``, ``tf``) and half of the order-2 items (``tt``,
+#: ``ft``), and the order-2 answer equals a simpler question's answer in 5 of every 8
+#: stories. ``ft`` needs ``T`` to enter ``R`` twice, which a "most frequent place near
+#: ``T``" rule exploits, so it is the rarest.
+CYCLE = ("tt", "ff_none", "tf", "tt", "ft", "ff_none", "tt", "ff_s1|ff_s2")
+
+
+def cycle_scenario(r: int) -> str:
+    """The scenario of replicate ``r`` of a cell."""
+    name = CYCLE[r % len(CYCLE)]
+    if "|" in name:
+        a, b = name.split("|")
+        return a if (r // len(CYCLE)) % 2 == 0 else b
+    return name
+
+
+@dataclass(frozen=True)
+class PlotStory:
+    """A told design story.
+
+    Attributes
+    ----------
+    events : tuple of Event
+        Every move, in order (the tracker's input).
+    text : str
+        The story told with the characters.
+    object_text : str or None
+        The same events told with objects for the characters (``objects`` given).
+    roles : dict
+        ``S1``, ``S2``, ``T`` and the scenario's places ``X``, ``P1`` … ``P5``.
+    scenario : str
+    expected : dict
+        The scenario's answers (``reality``, ``S1``, ``S2``, ``S1S2``, ``wm``) as places.
+    critical_span : (int, int)
+        Times of the block's first event and of ``T``'s final move.
+    critical_position : float
+        Share of the words outside the block and the opening that come before the block.
+    mislead_distance : int
+        Events between ``S1``'s last perception of ``T`` and ``T``'s final move (0 when
+        ``S1`` sees that move).
+    """
+
+    events: tuple[Event, ...]
+    text: str
+    object_text: str | None
+    roles: dict[str, str]
+    scenario: str
+    expected: dict[str, str]
+    critical_span: tuple[int, int]
+    critical_position: float
+    mislead_distance: int
+
+
+class _Teller:
+    """Builds events and sentences together (one instance per attempt)."""
+
+    def __init__(self, st: NaturalSetting, characters: Sequence[str], roles: dict[str, str],
+                 rng: random.Random, density: float) -> None:
+        self.st, self.rng, self.density = st, rng, density
+        self.chars = tuple(characters)
+        self.key = (roles["S1"], roles["S2"], roles["T"])
+        self.fillers = tuple(c for c in self.chars if c not in self.key)
+        self.pos = {c: st.hub for c in self.chars}
+        self.came = {c: "" for c in self.chars}
+        self.events: list[Event] = []
+        self.ph = Phrases(st, rng)
+        intro = st.intro.format(names=listing(self.chars), hub=st.text(st.hub))
+        self.sents: list[str] = [intro[:1].upper() + intro[1:]]
+        self.words = len(self.sents[0].split())
+        self.described: set[str] = set()
+        self.plain = density == 0  # the shortest telling: plain moves, no extra sentences
+
+    # ---- primitives
+    def say(self, s: str) -> None:
+        self.sents.append(s)
+        self.words += len(s.split())
+
+    def move(self, who: str, dest: str, *, plain: bool = False,
+             joins: Sequence[str] = ()) -> int:
+        src = self.pos[who]
+        if src == dest:
+            raise RuntimeError(f"{who} is already in {dest}")
+        t = len(self.events)
+        self.events.append(Event(t, "enter", who, dest, src))
+        self.came[who], self.pos[who] = src, dest
+        if joins:
+            self.say(self.ph.joins(who, joins))
+        else:
+            self.say(self.ph.move(who, dest, plain=plain or self.plain))
+        return t
+
+    def _dests(self, who: str, avoid: Sequence[str] = ()) -> list[str]:
+        here, back = self.pos[who], self.came[who]
+        return [x for x in self.st.locations if x != here and x != back and x not in avoid]
+
+    def filler_move(self) -> None:
+        who = self.rng.choice(self.fillers)
+        self.move(who, self.rng.choice(self._dests(who)))
+
+    def _triple(self, who: str, dest: str) -> bool:
+        return all((dest if c == who else self.pos[c]) == dest for c in self.key)
+
+    def key_move(self, who: str, avoid: Sequence[str] = ()) -> bool:
+        opts = [x for x in self._dests(who, avoid) if not self._triple(who, x)]
+        if not opts:
+            return False
+        self.move(who, self.rng.choice(opts))
+        return True
+
+    # ---- sentences that move no one
+    def decor(self) -> None:
+        rng, ph = self.rng, self.ph
+        # key characters are named more often, T most
+        who = rng.choice(self.chars + self.key + self.key[2:])
+        u = rng.random()
+        if u < 0.22:
+            self.say(ph.action(who))
+        elif u < 0.42:
+            mates = [c for c in self.chars if c != who and self.pos[c] == self.pos[who]]
+            self.say(ph.dialogue(who, rng.choice(mates)) if mates else ph.action(who))
+        elif u < 0.62:
+            self.say(ph.about(who, rng.choice(self.st.locations)))
+        elif u < 0.82:
+            self.say(ph.note(rng.choice(self.st.locations)))
+        elif who not in self.described or rng.random() < 0.2:
+            self.described.add(who)
+            self.say(ph.looks(who))
+        else:
+            self.say(ph.action(who))
+
+    def decor_run(self, mean: float) -> None:
+        """A geometric number of decor sentences with mean ``mean × density``."""
+        m = mean * self.density
+        p = m / (1 + m)
+        while self.rng.random() < p:
+            self.decor()
+
+    def beat(self, phase: str, safe: dict[str, set[str]] | None = None) -> None:
+        """One free move (a filler or, sometimes, a key character) and some decor."""
+        rng = self.rng
+        if rng.random() < 0.3:
+            if phase == "before":
+                if self.key_move(rng.choice(self.key)):
+                    self.decor_run(1.3)
+                    return
+            elif safe is not None:
+                who = rng.choice(self.key[:2])
+                if self.key_move(who, avoid=sorted(safe[who])):
+                    self.decor_run(1.3)
+                    return
+        self.filler_move()
+        self.decor_run(1.3)
+
+
+def _key_places(st: NaturalSetting, teller: _Teller, rng: random.Random) -> list[str]:
+    """``X`` (not where ``S2`` or ``T`` is) and the other five places in random order."""
+    _s1, s2, t = teller.key
+    xs = [x for x in st.locations if x not in (teller.pos[s2], teller.pos[t])]
+    x = rng.choice(xs)
+    rest = [p for p in st.locations if p != x]
+    rng.shuffle(rest)
+    return [x, *rest]
+
+
+def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
+               target_words: int, *, critical_position: float, mislead_distance: int,
+               rng: random.Random, tolerance: float = 0.02,
+               objects: Sequence[str] | None = None, density: float = 1.0,
+               places: Sequence[str] | None = None) -> PlotStory:
+    """Tell one design story of ``target_words`` ± ``tolerance`` (see the module docstring).
+
+    Parameters
+    ----------
+    st : NaturalSetting
+    characters : sequence of str
+        The cast; ``S1``, ``S2`` and ``T`` are drawn from it.
+    scenario : str
+        A key of :data:`SCENARIOS`.
+    target_words : int
+    critical_position : float
+        Where the block starts: the share (0–1) of the free words told before it.
+    mislead_distance : int
+        Events between ``S1``'s last perception of ``T`` and ``T``'s final move, for the
+        scenarios in which ``S1``'s belief is false.
+    rng : random.Random
+    objects : sequence of str, optional
+        Object names for the characters: the same events are also told with them.
+    density : float
+        Decor sentences per move, relative to the default (lower: more moves per word).
+    places : sequence of str, optional
+        The scenario's places (``X`` first), a permutation of the setting's locations; by
+        default ``X`` is drawn among the places where neither ``S2`` nor ``T`` is and the
+        rest shuffled. Given places let a design balance the answers exactly.
+
+    Raises
+    ------
+    ValueError
+        When the story cannot be told within the length window (too short a target).
+    """
+    from tomstats.stories.render import length_window
+
+    sc = SCENARIOS[scenario]
+    lo, hi = length_window(target_words, tolerance)
+    s1, s2, t = rng.sample(list(characters), 3)
+    roles = {"S1": s1, "S2": s2, "T": t}
+    tl = _Teller(st, characters, roles, rng, density)
+    # words the block and the tail need, roughly: ~8 words per scripted or filler move
+    block_moves = 3 + len(sc.steps) + (mislead_distance if sc.order1 == "false" else 0) \
+        + len(sc.steps)
+    reserve = block_moves * 8 * (1 + 0.9 * density) + 40
+    free = max(0.0, target_words - tl.words - reserve)
+    stop_before = tl.words + critical_position * free
+    while tl.words + 8 < stop_before:
+        tl.beat("before")
+    pre_words = tl.words
+    if places is None:
+        places = _key_places(st, tl, rng)
+    else:
+        places = list(places)
+        if sorted(places) != sorted(st.locations):
+            raise ValueError(f"places must be a permutation of {st.locations}, got {places}")
+        for c in (s2, t):  # S2 and T must arrive in X while S1 is there
+            if tl.pos[c] == places[0] and not tl.key_move(c, avoid=[places[0]]):
+                raise ValueError(f"{c} cannot leave {places[0]} before the meeting")
+    roles.update({"X": places[0], **{f"P{i}": p for i, p in enumerate(places[1:], 1)}})
+    who = {"S1": s1, "S2": s2, "T": t}
+    first = len(tl.events)
+    # the meeting: S1 in X first, then S2 and T (random order)
+    if tl.pos[s1] != places[0]:
+        tl.move(s1, places[0], plain=True)
+        tl.decor_run(0.5)
+    for c in rng.sample([s2, t], 2):
+        # told as "joins S1 (and S2)": the meeting place is not named again
+        there = [x for x in (s1, s2) if x != c and tl.pos[x] == places[0]]
+        tl.move(c, places[0], plain=True, joins=there)
+        if not tl.plain:
+            tl.say(tl.ph.action(rng.choice([x for x in tl.chars if x != t])))
+        tl.decor_run(0.5)
+    seen_time = len(tl.events) - 1
+    for k, (role, idx) in enumerate(sc.steps):
+        last = k == len(sc.steps) - 1
+        if last and sc.order1 == "false":
+            for _ in range(mislead_distance - (len(tl.events) - seen_time - 1)):
+                tl.filler_move()
+                tl.decor_run(0.6)
+        elif rng.random() < 0.5 * density:
+            tl.filler_move()
+            tl.decor_run(0.6)
+        tm = tl.move(who[role], places[idx], plain=True)
+        if k == sc.seen:
+            seen_time = tm
+        if role == "T" and not tl.plain and rng.random() < 0.6:
+            tl.say(tl.ph.about(t, rng.choice(st.locations)))
+        if not last:
+            tl.decor_run(0.6)
+    final = len(tl.events) - 1
+    block_words = tl.words - pre_words
+    expected = {k: places[v] for k, v in sc.answers.items()}
+    asked = {expected[k] for k in ("reality", "S1", "S2", "S1S2")}
+    safe = {s1: asked, s2: asked}
+    tail_about = 0
+    while tl.words + 40 < lo:
+        tl.beat("after", safe)
+        if rng.random() < 0.15:
+            tl.say(tl.ph.about(t, rng.choice(st.locations)))
+            tail_about += 1
+    for _ in range(max(0, 2 - tail_about)):
+        tl.say(tl.ph.about(t, rng.choice(st.locations)))
+    _fit(tl, lo, hi)
+    if not lo <= tl.words <= hi:
+        raise ValueError(f"cannot tell a {scenario!r} story in {target_words} words "
+                         f"(±{tolerance:.0%}): {tl.words} words")
+    outside = tl.words - len(tl.sents[0].split()) - block_words
+    pos = (pre_words - len(tl.sents[0].split())) / outside if outside > 0 else 0.0
+    mislead = max(0, final - seen_time - 1) if sc.order1 == "false" else 0
+    obj_text = None
+    if objects is not None:
+        obj_text = _object_text(st, characters, objects, tl.events, lo, hi, rng)
+    return PlotStory(tuple(tl.events), " ".join(tl.sents), obj_text, roles, scenario,
+                     expected, (first, final), round(pos, 4), mislead)
+
+
+def _fit(tl: _Teller, lo: int, hi: int) -> None:
+    """Add sentences that move no one until the story is in ``[lo, hi]`` words."""
+    for _ in range(200):
+        if tl.words >= lo:
+            return
+        room = hi - tl.words
+        for _try in range(12):
+            saved = (len(tl.sents), tl.words)
+            tl.decor()
+            if tl.words <= hi:
+                break
+            tl.sents.pop()
+            tl.words = saved[1]
+        else:
+            s = tl.ph.fill(max(1, lo - tl.words), room)
+            if s is None:
+                return
+            tl.say(s)
+
+
+def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequence[str],
+                 events: Sequence[Event], lo: int, hi: int, rng: random.Random) -> str:
+    """The same events told with objects for the characters, padded with place notes."""
+    names = dict(zip(characters, objects, strict=False))
+    ph = Phrases(st, rng)
+    intro = st.intro.format(names=listing([names[c] for c in characters]),
+                            hub=st.text(st.hub))
+    sents = [intro[:1].upper() + intro[1:]]
+    sents += [ph.object_move(names[e.actor], e.location) for e in events]
+    words = sum(len(s.split()) for s in sents)
+    # shorten the longest sentences to their plain form while over the window
+    order = sorted(range(1, len(sents)), key=lambda i: -len(sents[i].split()))
+    for i in order:
+        if words <= hi:
+            break
+        e = events[i - 1]
+        plain = f"{names[e.actor][:1].upper()}{names[e.actor][1:]} is now in " \
+                f"{st.text(e.location)}."
+        words += len(plain.split()) - len(sents[i].split())
+        sents[i] = plain
+    if words > hi:
+        raise ValueError(f"the events told with objects need {words} words, more than {hi}")
+    tries = 0
+    while words < lo and tries < 500:
+        tries += 1
+        s = ph.note(rng.choice(st.locations))
+        if words + len(s.split()) > hi:
+            continue
+        at = rng.randrange(1, len(sents) + 1)
+        sents.insert(at, s)
+        words += len(s.split())
+    if words < lo:
+        raise ValueError(f"could not pad the object story to {lo} words")
+    return " ".join(sents)
