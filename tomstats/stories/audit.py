@@ -253,6 +253,13 @@ class Audit:
     text: list[dict[str, Any]]
     checks: list[Check] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: cells, pooled, text, checks and ``passed``."""
+        return {"cells": self.cells, "pooled": self.pooled, "text": self.text,
+                "checks": [{"name": c.name, "scope": c.scope, "value": c.value, "limit": c.limit,
+                  "passed": c.passed} for c in self.checks],
+                "passed": self.passed}
+
     @property
     def passed(self) -> bool:
         """Whether every check passed."""
@@ -414,6 +421,37 @@ def simpler_shares(items: Iterable[Item]) -> dict[str, float]:
            for k in ("reality", "S1", "S2")}
     out["any"] = sum(it.answer in s.values() for it, s in pairs) / len(pairs)
     return out
+
+
+def gguf_token_counter(path: str) -> Callable[[str], int]:
+    """Token counter of a GGUF model's tokenizer (llama-cpp-python, vocabulary only).
+
+    ``path`` is a ``.gguf`` file or ``pip:PACKAGE`` for the one GGUF file inside an
+    installed package's folder (found with :func:`importlib.util.find_spec`; the package
+    is never imported). ``ValueError`` names a missing file or package.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    if path.startswith("pip:"):
+        spec = importlib.util.find_spec(path[4:])
+        if spec is None or spec.origin is None:
+            raise ValueError(f"--tokenizer: package {path[4:]!r} is not installed")
+        found = sorted(Path(spec.origin).parent.glob("*.gguf"))
+        if len(found) != 1:
+            raise ValueError(f"--tokenizer: {path[4:]!r} holds {len(found)} .gguf files, "
+                             "expected one")
+        file = found[0]
+    else:
+        file = Path(path)
+        if not file.is_file():
+            raise ValueError(f"--tokenizer: {path!r} is not a file")
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise ValueError("--tokenizer needs llama-cpp-python (the 'local' extra)") from None
+    model = Llama(model_path=str(file), vocab_only=True, verbose=False)
+    return lambda text: len(model.tokenize(text.encode("utf-8"), add_bos=False))
 
 
 def _table(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> list[str]:

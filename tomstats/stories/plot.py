@@ -75,10 +75,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     # T: X -> R, seen by S1 and S2
     Scenario("tt", "true", "true", (("T", 1),), 0,
              {"reality": 1, "S1": 1, "S2": 1, "S1S2": 1, "wm": 1}),
-    # T: X -> R (both see); S1 follows to R, sees T leave for Y, goes to U (4);
-    # T: Y -> V (3) -> R unseen
-    Scenario("ft", "false", "true", (("T", 1), ("S1", 1), ("T", 2), ("S1", 4), ("T", 3),
-                                     ("T", 1)), 2,
+    # a filler goes to R; T: X -> R (both see); S1 follows to R, sees T leave for Y, goes
+    # to U (4); T: Y -> V (3) -> R unseen
+    Scenario("ft", "false", "true", (("F", 1), ("T", 1), ("S1", 1), ("T", 2), ("S1", 4),
+                                     ("T", 3), ("T", 1)), 3,
              {"reality": 1, "S1": 2, "S2": 1, "S1S2": 1, "wm": 1}),
     # S2 leaves for W (3) (S1 sees); S1 goes to R (1); S2: W -> Y (2); T: X -> Y (S2
     # sees); S2 leaves for V (4); T: Y -> R (S1 sees it arrive)
@@ -142,6 +142,8 @@ class PlotStory:
     mislead_distance : int
         Events between ``S1``'s last perception of ``T`` and ``T``'s final move (0 when
         ``S1`` sees that move).
+    block_words : int
+        Words of the critical block.
     """
 
     events: tuple[Event, ...]
@@ -153,6 +155,7 @@ class PlotStory:
     critical_span: tuple[int, int]
     critical_position: float
     mislead_distance: int
+    block_words: int = 0
 
 
 class _Teller:
@@ -180,7 +183,13 @@ class _Teller:
         self.words += len(s.split())
 
     def move(self, who: str, dest: str, *, plain: bool = False,
-             joins: Sequence[str] = ()) -> int:
+             joins: Sequence[str] | None = None, p_join: float = 0.5) -> int:
+        """``who`` enters ``dest``; told as "joins H" (place unnamed) with probability
+        ``p_join`` when someone is there (``joins``: these hosts, always)."""
+        if joins is None:
+            hosts = [c for c in self.chars if c != who and self.pos[c] == dest]
+            joins = self.rng.sample(hosts, min(len(hosts), 2)) \
+                if hosts and self.rng.random() < p_join else ()
         src = self.pos[who]
         if src == dest:
             raise RuntimeError(f"{who} is already in {dest}")
@@ -270,7 +279,8 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                target_words: int, *, critical_position: float, mislead_distance: int,
                rng: random.Random, tolerance: float = 0.02,
                objects: Sequence[str] | None = None, density: float = 1.0,
-               places: Sequence[str] | None = None) -> PlotStory:
+               places: Sequence[str] | None = None,
+               block_words: float | None = None) -> PlotStory:
     """Tell one design story of ``target_words`` ± ``tolerance`` (see the module docstring).
 
     Parameters
@@ -295,6 +305,9 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
         The scenario's places (``X`` first), a permutation of the setting's locations; by
         default ``X`` is drawn among the places where neither ``S2`` nor ``T`` is and the
         rest shuffled. Given places let a design balance the answers exactly.
+    block_words : float, optional
+        Expected words of the critical block (default: a rough estimate); a second telling
+        with the first one's ``block_words`` lands closer to ``critical_position``.
 
     Raises
     ------
@@ -311,7 +324,8 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     # words the block and the tail need, roughly: ~8 words per scripted or filler move
     block_moves = 3 + len(sc.steps) + (mislead_distance if sc.order1 == "false" else 0) \
         + len(sc.steps)
-    reserve = block_moves * 8 * (1 + 0.9 * density) + 40
+    reserve = (block_moves * 8 * (1 + 0.9 * density) if block_words is None
+               else block_words) + 40
     free = max(0.0, target_words - tl.words - reserve)
     stop_before = tl.words + critical_position * free
     while tl.words + 8 < stop_before:
@@ -350,7 +364,13 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
         elif rng.random() < 0.5 * density:
             tl.filler_move()
             tl.decor_run(0.6)
-        tm = tl.move(who[role], places[idx], plain=True)
+        if role == "F":  # a filler goes ahead, so that the next key arrival is "joins F"
+            fs = [c for c in tl.fillers if tl.pos[c] != places[idx]]
+            if fs and len(fs) == len(tl.fillers):  # nobody is there yet
+                tl.move(rng.choice(fs), places[idx], p_join=0.0)
+                tl.decor_run(0.6)
+            continue
+        tm = tl.move(who[role], places[idx], plain=True, p_join=1.0)
         if k == sc.seen:
             seen_time = tm
         if role == "T" and not tl.plain and rng.random() < 0.6:
@@ -381,7 +401,7 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     if objects is not None:
         obj_text = _object_text(st, characters, objects, tl.events, lo, hi, rng)
     return PlotStory(tuple(tl.events), " ".join(tl.sents), obj_text, roles, scenario,
-                     expected, (first, final), round(pos, 4), mislead)
+                     expected, (first, final), round(pos, 4), mislead, block_words)
 
 
 def _fit(tl: _Teller, lo: int, hi: int) -> None:
