@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import lzma
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +170,28 @@ def test_estimate_is_close_to_smollm2_tokenizer(paper_items) -> None:
     assert abs(est - real) / real < 0.10
     words = sum(len(t.split()) for t in texts)
     assert real / words < 1.5  # natural names: 5,000 words fit 8,192 tokens with a prompt
+
+
+def test_rule_baselines_in_the_runner(old_items, tmp_path) -> None:
+    """The heuristic models answer with the audit's rules; on the old items the
+    second-to-last mention solves every belief item, on the new ones it does not."""
+    from tomstats.evaluate import evaluate, heuristic_answer, read_log
+    from tomstats.evaluate.config import HEURISTIC_STRATEGIES
+    from tomstats.stories.audit import AUDIT_RULES
+
+    rules = [s[5:] for s in HEURISTIC_STRATEGIES if s.startswith("rule:")]
+    assert rules and set(rules) <= set(AUDIT_RULES)
+    _path, items = old_items
+    it = next(x for x in items if x.tom_order == 1 and x.setting == "rooms")
+    assert heuristic_answer("rule:t_second_last", it) == it.answer == rule_answers(it)[
+        "t_second_last"]
+    with pytest.raises(ValueError, match="unknown heuristic strategy"):
+        heuristic_answer("rule:nonsense", it)
+    toml = Path(__file__).resolve().parents[1] / "models" / "heuristic-rule-t-second-last.toml"
+    old = [x for x in items if x.setting == "rooms" and x.tom_order in (1, 2)][:12]
+    new = [x for x in build_design_items(8, seed=3, contexts=(500,)) if x.tom_order >= 1]
+    for its, name in ((old, "old"), (new, "new")):
+        out = tmp_path / f"{name}.jsonl"
+        evaluate(its, toml, out, progress=False, cache_dir=None)
+        acc = read_log(out)["correct"].mean()
+        assert acc == 1.0 if name == "old" else acc < 0.5

@@ -91,9 +91,18 @@ def heuristic_answer(strategy: str, item: Item, seed: int = 0, sample: int = 0) 
     ``oracle``: the gold answer; ``recency``: the target's last location
     (``item.last_location``); ``first_common_location``: StorySim's first location the
     question's agents shared; ``random``: a uniform draw from ``item.candidates`` seeded by
-    ``(seed, item_id, sample)`` (independent of run order). An empty string when the item
-    lacks the field the heuristic reads.
+    ``(seed, item_id, sample)`` (independent of run order); ``rule:NAME``: the text-only
+    rule ``NAME`` of :func:`tomstats.stories.audit.rule_answers` (e.g. ``rule:t_last``,
+    the place named in the last sentence that names the target). An empty string when the
+    item lacks the field the heuristic reads.
     """
+    if strategy.startswith("rule:"):
+        from tomstats.stories.audit import rule_answers
+
+        answers = rule_answers(item)
+        if strategy[5:] not in answers:
+            raise ValueError(f"unknown heuristic strategy {strategy!r}")
+        return answers[strategy[5:]]
     match strategy:
         case "oracle":
             return item.answer

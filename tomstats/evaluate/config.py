@@ -46,8 +46,12 @@ BACKENDS = ("openai", "llamacpp", "heuristic")
 #: Default cap of a decoded response body (``max_response_bytes``), in bytes.
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 
-#: Deterministic baselines of the ``heuristic`` backend.
-HEURISTIC_STRATEGIES = ("oracle", "recency", "first_common_location", "random")
+#: Deterministic baselines of the ``heuristic`` backend; ``rule:NAME`` answers with a
+#: text-only rule of :mod:`tomstats.stories.audit` (what a shortcut scores on the items).
+HEURISTIC_STRATEGIES = ("oracle", "recency", "first_common_location", "random",
+                        *(f"rule:{r}" for r in ("t_last", "t_second_last", "t_first",
+                                                "t_near_frequent", "story_last",
+                                                "story_frequent", "opening")))
 
 #: Fields that only one backend reads; elsewhere they are refused as a likely mistake.
 _BACKEND_FIELDS = {
@@ -100,9 +104,11 @@ class ModelConfig:
         ``llamacpp``: context window in tokens; CPU threads for prompt processing and
         generation (0: llama.cpp's default, every core). Decoding is greedy at temperature 0
         with no repeat penalty.
-    strategy : {"oracle", "recency", "first_common_location", "random"}
-        ``heuristic``: the gold answer, the target's last location, StorySim's first common
-        location, or a seeded uniform draw from the item's candidate locations.
+    strategy : {"oracle", "recency", "first_common_location", "random", "rule:NAME"}
+        ``heuristic``: ``rule:NAME`` a text-only rule of the item audit
+        (:func:`tomstats.stories.audit.rule_answers`); else the gold answer, the target's
+        last location, StorySim's first common location, or a seeded uniform draw from the
+        item's candidate locations.
     temperature, max_tokens, seed : float, int, int
         Decoding settings; sample ``k`` of an item is requested with seed ``seed + k``.
     system_prompt : str
