@@ -8,10 +8,11 @@ import importlib
 import pytest
 
 
-def test_stories_md_examples(repo_root) -> None:
-    result = doctest.testfile(str(repo_root / "docs" / "stories.md"), module_relative=False,
+@pytest.mark.parametrize(("page", "least"), [("stories.md", 10), ("item-validity.md", 10)])
+def test_stories_md_examples(repo_root, page: str, least: int) -> None:
+    result = doctest.testfile(str(repo_root / "docs" / page), module_relative=False,
                               optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 10
+    assert result.attempted > least
     assert result.failed == 0
 
 

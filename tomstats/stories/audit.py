@@ -466,8 +466,12 @@ def _table(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> list[str]:
     return lines
 
 
-def format_audit(audit: Audit, *, cells: bool = False) -> str:
-    """The audit as plain-text tables (pooled rules, text, failed checks)."""
+def format_audit(audit: Audit, *, cells: bool = False, failures: bool = True) -> str:
+    """The audit as plain-text tables (pooled rules, text, failed checks).
+
+    ``cells`` adds the per-cell table; ``failures=False`` leaves out the list of failed
+    checks (their number is always given).
+    """
     rule_cols = ["setting", "order", "belief", "n", "chance", *AUDIT_RULES]
     lines = ["Text-only rules, accuracy pooled over lengths (chance = 1/candidates):"]
     lines += _table(audit.pooled, rule_cols)
@@ -479,6 +483,6 @@ def format_audit(audit: Audit, *, cells: bool = False) -> str:
                                  "distinct_2", "tokens_per_word"])
     fails = audit.failures
     lines += ["", f"Checks: {len(audit.checks) - len(fails)} of {len(audit.checks)} passed"]
-    for c in fails:
+    for c in fails if failures else ():
         lines.append(f"  FAIL {c.name} [{c.scope}]: {c.value:.3f}, limit {c.limit}")
     return "\n".join(lines)
