@@ -1,4 +1,4 @@
-"""R-hat and bulk/tail ESS for many scalars: tomstats.glmm.convergence against ArviZ.
+"""R-hat and bulk/tail ESS for many scalars: tomstats.glmm.rhat_ess against ArviZ.
 
 Both compute the rank-normalised split R-hat and the bulk and tail effective sample sizes
 (Vehtari et al.) of every scalar of a posterior; ArviZ loops over the scalars in Python,
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     import arviz as az
 
-    from tomstats.glmm.convergence import convergence
+    from tomstats.glmm.rhat_ess import convergence
 
     logging.getLogger("arviz").setLevel(logging.ERROR)
     x = draws(a.chains, a.draws, a.scalars, a.seed)

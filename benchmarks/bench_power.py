@@ -41,8 +41,8 @@ from statsmodels.stats.anova import anova_lm
 import tomstats
 from tomstats.design import paper_design
 from tomstats.model import cell_probabilities
-from tomstats.simulate import item_counts, item_trials
-from tomstats.study import StudyConfig
+from tomstats.simulation.simulator import item_counts, item_trials
+from tomstats.simulation.study import StudyConfig
 
 VALUES = [10, 20, 30, 50, 75, 100, 150, 200, 300, 500]
 ANOVA_TESTS = ["anova:tom_order", "anova:context_length", "anova:interaction"]

@@ -26,10 +26,10 @@ import pandas as pd
 from statsmodels.formula.api import ols
 from statsmodels.stats.anova import anova_lm
 
-from tomstats.calibration import PAPER_PARAMS
 from tomstats.design import paper_design
-from tomstats.sensitivity import PAPER_ALPHA, PAPER_GAMMA
-from tomstats.simulate import expected_cells, simulate
+from tomstats.simulation.paper import PAPER_PARAMS
+from tomstats.simulation.sensitivity_grid import PAPER_ALPHA, PAPER_GAMMA
+from tomstats.simulation.simulator import expected_cells, simulate
 
 DESIGN = paper_design()
 GRID = {"gamma": list(PAPER_GAMMA), "alpha": list(PAPER_ALPHA)}

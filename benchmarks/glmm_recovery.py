@@ -28,7 +28,7 @@ fitted model *is* the data-generating model. The true parameters come from ``--t
     realistic values: nominal coverage is expected only approximately (the priors are
     weakly informative, not flat).
 ``paper``
-    fixed at :data:`tomstats.calibration.PAPER_PARAMS` with capabilities evenly spaced in
+    fixed at :data:`tomstats.simulation.paper.PAPER_PARAMS` with capabilities evenly spaced in
     [0.8, 1.2]: coverage at one point of the parameter space.
 
 The Monte Carlo standard error of a coverage estimate from ``n`` datasets is
@@ -116,7 +116,7 @@ def draw_truth(mode: str, rng: np.random.Generator, n_llm: int = N_LLM) -> dict[
         out["capability"] = rng.uniform(*PAPER_RANGES["capability"], n_llm)
         return out
     if mode == "paper":
-        from tomstats.calibration import PAPER_PARAMS
+        from tomstats.simulation.paper import PAPER_PARAMS
 
         out = {k: float(getattr(PAPER_PARAMS, k)) for k in PARAM_NAMES}
         out["capability"] = np.linspace(0.8, 1.2, n_llm) if n_llm > 1 else np.ones(1)

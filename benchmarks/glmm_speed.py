@@ -1,13 +1,13 @@
 """Speed of the structural GLMM: min bulk ESS per second, NumPyro vs PyMC vs PyMC-via-NumPyro.
 
-Two datasets simulated from equation (1) (:data:`tomstats.calibration.PAPER_PARAMS`):
+Two datasets simulated from equation (1) (:data:`tomstats.simulation.paper.PAPER_PARAMS`):
 
 ``one-llm``
     7,500 rows: one LLM, the 5 × 3 design × 500 questions a cell, 150 item intercepts
     (10 items a cell, each asked 50 times; item effects :math:`u_k\\sim N(0,\\sigma^2)`).
 ``crossed``
     12,000 rows: four LLMs (capability 0.8/0.95/1.1/1.25) answering the same 3,000 items
-    (5 × 3 cells × 200 items; :func:`tomstats.simulate.simulate_questions` with
+    (5 × 3 cells × 200 items; :func:`tomstats.simulation.simulator.simulate_questions` with
     ``latent=True, shared_items=True``): crossed model × item effects.
 
 Each is fitted with the same spec and priors by ``tomstats.glmm.fit`` on each backend
@@ -59,9 +59,9 @@ BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
 def one_llm_data(seed: int = 0, n_items_per_cell: int = 10, n_per_cell: int = 500
                  ) -> pd.DataFrame:
     """7,500 rows, one LLM, 150 items (each asked ``n_per_cell / n_items_per_cell`` times)."""
-    from tomstats.calibration import PAPER_PARAMS
     from tomstats.design import paper_design
     from tomstats.model import linear_predictor
+    from tomstats.simulation.paper import PAPER_PARAMS
 
     rng = np.random.default_rng(seed)
     d = paper_design()
@@ -82,9 +82,9 @@ def one_llm_data(seed: int = 0, n_items_per_cell: int = 10, n_per_cell: int = 50
 
 def crossed_data(seed: int = 0) -> pd.DataFrame:
     """12,000 rows: four LLMs × 3,000 shared items."""
-    from tomstats.calibration import PAPER_PARAMS
     from tomstats.design import paper_design
-    from tomstats.simulate import simulate_questions
+    from tomstats.simulation.paper import PAPER_PARAMS
+    from tomstats.simulation.simulator import simulate_questions
 
     d = paper_design().with_(n_per_cell=200, capability=(0.8, 0.95, 1.1, 1.25))
     df = simulate_questions(d, PAPER_PARAMS, seed=seed, latent=True, shared_items=True)

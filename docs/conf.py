@@ -51,9 +51,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import numpy as np
 import pandas as pd
 import importlib as _importlib
-for _m in ("tomstats", "tomstats.model", "tomstats.design", "tomstats.anova",
-           "tomstats.simulate", "tomstats.calibration", "tomstats.figures", "tomstats.glmm",
-           "tomstats.stories", "tomstats.evaluate", "tomstats.report"):
+for _m in ("tomstats", "tomstats.model", "tomstats.design", "tomstats.analysis.row_anova",
+           "tomstats.simulation.count_anova", "tomstats.simulation.simulator",
+           "tomstats.simulation.paper", "tomstats.simulation.figures", "tomstats.planning.figure",
+           "tomstats.glmm", "tomstats.stories", "tomstats.evaluate", "tomstats.report"):
     try:
         _mod = _importlib.import_module(_m)
     except ImportError:

@@ -10,10 +10,10 @@ import pytest
 import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
-from tomstats.anova import (
+from tomstats.analysis.row_anova import anova
+from tomstats.simulation.count_anova import (
     SOURCES,
     AnovaArrays,
-    anova,
     anova_from_counts,
     counts_table_to_frame,
     systematic_share,

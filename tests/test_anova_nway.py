@@ -11,7 +11,7 @@ import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
 import tomstats
-from tomstats.anova import EFFECT_SIZES, _Between, _factorial_terms, anova
+from tomstats.analysis.row_anova import EFFECT_SIZES, _Between, _factorial_terms, anova
 
 RTOL = 1e-9
 N_DESIGNS = 36

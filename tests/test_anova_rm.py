@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.anova import AnovaRM
 
-from tomstats.anova import EFFECT_SIZES, RM_COLUMNS, anova
+from tomstats.analysis.row_anova import EFFECT_SIZES, RM_COLUMNS, anova
 
 RTOL = 1e-9
 REFERENCE = Path(__file__).parent / "reference"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tomstats.calibration import (
+from tomstats.simulation.paper import (
     PAPER_PARAMS,
     PAPER_TARGETS,
     fit_paper_parameters,

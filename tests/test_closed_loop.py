@@ -149,7 +149,7 @@ def _check_step(argv: list[str], d: Path, out: str) -> None:
         params = doc["meta"]["calibration"]
         post = glmm.load_fit(d / "fit.nc").posterior
         # the file is a simulation file at the posterior means, runnable as it is
-        from tomstats.reproduce import load_study
+        from tomstats.simulation.reproduce import load_study
 
         cfg = load_study(d / "calibrated.toml", replicates=5)
         assert cfg.params.gamma == pytest.approx(params["params"]["gamma"]["mean"])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tomstats.design import Design, Factor, load_design, paper_design
-from tomstats.reproduce import load_study
+from tomstats.simulation.reproduce import load_study
 
 
 def test_paper_design_defaults():
@@ -68,8 +68,8 @@ def test_shipped_simulation_files_load(repo_root):
 
 
 def test_paper_toml_equals_package_defaults(repo_root):
-    from tomstats.calibration import PAPER_PARAMS
-    from tomstats.reproduce import StudyConfig
+    from tomstats.simulation.paper import PAPER_PARAMS
+    from tomstats.simulation.reproduce import StudyConfig
 
     assert load_study(repo_root / "simulations" / "paper.toml").to_dict() == StudyConfig(
         params=PAPER_PARAMS).to_dict()

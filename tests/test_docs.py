@@ -37,8 +37,8 @@ def test_sphinx_html_build(tmp_path: Path) -> None:
         assert (html / f"{page}.html").is_file(), page
     api = (html / "api.html").read_text(encoding="utf-8")
     # autodoc really rendered the docstrings
-    for name in ("tomstats.figures.fig_sensitivity", "tomstats.report.fit.write_fit_report",
-                 "tomstats.model.linear_predictor"):
+    for name in ("tomstats.simulation.figures.fig_sensitivity",
+                 "tomstats.report.fit.write_fit_report", "tomstats.model.linear_predictor"):
         assert f'id="{name}"' in api, name
 
 

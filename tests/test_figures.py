@@ -11,7 +11,7 @@ from _report_data import write_simulation_dir
 from matplotlib.collections import QuadMesh
 from matplotlib.figure import Figure
 
-from tomstats import figures as F
+from tomstats.simulation import figures as F
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -269,7 +269,7 @@ def test_wrong_types_name_the_argument(tmp_path):
 
 
 def test_calibrate_json_toml_and_suffixes(smollm2_run, tmp_path, capsys):
-    from tomstats.study import load_study
+    from tomstats.simulation.study import load_study
 
     fit = smollm2_run[3]
     capsys.readouterr()

@@ -1,4 +1,4 @@
-"""Logistic regression by Newton's method (tomstats.glm) against statsmodels."""
+"""Logistic regression by Newton's method (tomstats.glmm.glm) against statsmodels."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from tomstats.glm import logistic_fit, saturated_loglik
+from tomstats.glmm.glm import logistic_fit, saturated_loglik
 
 
 def _bernoulli_case(seed: int, n: int = 300, p: int = 4) -> tuple[np.ndarray, np.ndarray]:

@@ -115,8 +115,8 @@ def test_spec_json_back_compat():
 
 def test_default_structural_priors_leave_paper_values_inside():
     """The default priors put the paper's α, γ, δ (and 10× α, δ) within 1.6 prior sd."""
-    from tomstats.calibration import PAPER_PARAMS
     from tomstats.glmm.spec import StructuralSpec
+    from tomstats.simulation.paper import PAPER_PARAMS
 
     spec = StructuralSpec()
     for name, value, scale in (("alpha_scaled", PAPER_PARAMS.alpha, spec.alpha_scale),

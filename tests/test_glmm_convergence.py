@@ -1,4 +1,4 @@
-"""Vectorised R-hat / ESS (tomstats.glmm.convergence) against ArviZ's own estimators."""
+"""Vectorised R-hat / ESS (tomstats.glmm.rhat_ess) against ArviZ's own estimators."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import arviz as az
 import numpy as np
 import pytest
 
-from tomstats.glmm.convergence import (
+from tomstats.glmm.rhat_ess import (
     convergence,
     dataset_convergence,
     ess_bulk,

@@ -44,7 +44,7 @@ def test_simulated_dataset_layout(recovery):
 def test_simulation_is_the_fitted_model(recovery):
     """eta = equation (1) written out here, plus one N(0, sigma) intercept per item that
     every LLM shares (the structural model's u_k)."""
-    from tomstats.calibration import PAPER_PARAMS
+    from tomstats.simulation.paper import PAPER_PARAMS
 
     df, truth = recovery.simulate_dataset(3, truth="paper", n_per_cell=40)
     assert truth["gamma"] == PAPER_PARAMS.gamma and truth["capability[m2]"] == 1.2

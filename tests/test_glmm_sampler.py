@@ -201,9 +201,9 @@ def _warmup_steps(df, monkeypatch, depth: int) -> np.ndarray:
 
 
 def test_warmup_trees_are_capped(monkeypatch):
-    from tomstats.calibration import PAPER_PARAMS
     from tomstats.design import paper_design
-    from tomstats.simulate import simulate_questions
+    from tomstats.simulation.paper import PAPER_PARAMS
+    from tomstats.simulation.simulator import simulate_questions
 
     # four LLMs sharing 600 items: capabilities informed by 600 answers each, item
     # effects by four, so the unit metric of the first window needs long trajectories

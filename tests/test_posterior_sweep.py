@@ -1,4 +1,4 @@
-"""Calibrated sweeps (tomstats.posterior_sweep): a hand-built structural fit with a tight
+"""Calibrated sweeps (tomstats.simulation.posterior_sweep): a hand-built structural fit with a tight
 posterior around known parameters must reproduce the plain simulator's η² and ToM shares at
 those parameters; bad fits and arguments are refused with clear messages."""
 
@@ -14,10 +14,10 @@ import xarray as xr
 
 from tomstats.design import paper_design
 from tomstats.model import Params
-from tomstats.posterior_sweep import posterior_draws, run_posterior_study, thin_index
-from tomstats.reproduce import StudyConfig
-from tomstats.sensitivity import sensitivity
-from tomstats.simulate import simulate
+from tomstats.simulation.posterior_sweep import posterior_draws, run_posterior_study, thin_index
+from tomstats.simulation.reproduce import StudyConfig
+from tomstats.simulation.sensitivity_grid import sensitivity
+from tomstats.simulation.simulator import simulate
 
 TRUE = Params(alpha=8e-5, gamma=1.2, delta=2e-4, sigma=0.6)
 CAPS = {"weak": 0.8, "strong": 1.25}
@@ -125,7 +125,7 @@ def test_posterior_uncertainty_widens_intervals():
     """A wide posterior on γ gives a wider η²_ToM interval than a tight one."""
     cfg = _config(replicates=40, sensitivity_replicates=20, gamma=(1.2,), alpha=(1e-4,),
                   design=paper_design().with_(n_per_cell=200))
-    from tomstats.posterior_sweep import posterior_study
+    from tomstats.simulation.posterior_sweep import posterior_study
 
     widths = []
     for gsd in (1e-3, 0.3):

@@ -1,4 +1,4 @@
-"""Power analysis (tomstats.power): type I error at the nominal level, the analytic
+"""Power analysis (tomstats.planning): type I error at the nominal level, the analytic
 noncentral-F power, decisions equal to statsmodels' on the same simulated data, assurance
 from a posterior, reproducibility, and bad input refused before any work."""
 
@@ -12,11 +12,13 @@ import pytest
 import scipy.stats
 
 import tomstats
-from tomstats.anova import anova_from_stats
+from tomstats.analysis.intervals import wilson_interval
 from tomstats.design import CONTEXT, TOM, Design, Factor, paper_design
 from tomstats.model import Params
-from tomstats.power import PowerFailureError, _decide, _parse_test, wilson_interval
-from tomstats.study import PowerSpec, StudyConfig
+from tomstats.planning.analyses import decide, parse_test
+from tomstats.planning.result import PowerFailureError
+from tomstats.simulation.count_anova import anova_from_stats
+from tomstats.simulation.study import PowerSpec, StudyConfig
 
 DESIGN1 = paper_design().with_(capability=(1.0,))
 NULL = Params(alpha=7e-5, gamma=0.0, delta=0.0, sigma=0.6)
@@ -102,7 +104,7 @@ def test_gaussian_balanced_anova_power_equals_noncentral_f(shift):
     tab = anova_from_stats(sums, np.full((a, b), float(n)), within, balanced=True,
                            p_values=False)
     st = {"anova_F": np.asarray(tab.F)[..., :3], "anova_peta": np.asarray(tab.partial_eta2)}
-    rej, ok, _ = _decide(_parse_test("anova:interaction"), st, alpha, n, (a, b), 1)
+    rej, ok, _ = decide(parse_test("anova:interaction"), st, alpha, n, (a, b), 1)
     inter = mu - mu.mean(1, keepdims=True) - mu.mean(0, keepdims=True) + mu.mean()
     lam = n * (inter ** 2).sum() / sd ** 2
     df1, df2 = (a - 1) * (b - 1), a * b * (n - 1)

@@ -1,9 +1,9 @@
-"""Power of the repeated-measures ANOVA across LLMs (``rm-anova:*`` tests of tomstats.power).
+"""Power of the repeated-measures ANOVA across LLMs (``rm-anova:*`` tests of tomstats.planning).
 
-The statistics are checked against :func:`tomstats.anova` with ``within=`` (itself checked
-against R's afex in test_anova_rm.py); the decisions on simulated studies against the same
-function run study by study; the type I error without story effects against the nominal
-level, and with story effects shared by all LLMs against the documented inflation (the
+The statistics are checked against :func:`tomstats.analysis.row_anova.anova` with ``within=``
+(itself checked against R's afex in test_anova_rm.py); the decisions on simulated studies
+against the same function run study by study; the type I error without story effects against the
+nominal level, and with story effects shared by all LLMs against the documented inflation (the
 language-as-fixed-effect fallacy) that the GLMM with ``(1 | item)`` avoids.
 """
 
@@ -18,8 +18,8 @@ import pytest
 import tomstats
 from tomstats.design import paper_design
 from tomstats.model import Params
-from tomstats.power import _ANOVA_TERMS, _decide, _parse_test, _rm_anova_stats, _rm_contrasts
-from tomstats.study import StudyConfig
+from tomstats.planning.analyses import ANOVA_TERMS, decide, parse_test, rm_anova_stats, rm_contrasts
+from tomstats.simulation.study import StudyConfig
 
 NAMES = {"context_length": "c", "tom_order": "t", "interaction": "c:t"}
 
@@ -39,11 +39,11 @@ def test_statistics_equal_tomstats_anova_within(shape: tuple[int, int, int]) -> 
     rng = np.random.default_rng(sum(shape))
     n_l, n_c, n_t = shape
     acc = rng.binomial(20, rng.uniform(0.2, 0.9, shape)) / 20
-    with jax.enable_x64(True):  # as inside tomstats.power
+    with jax.enable_x64(True):  # as inside tomstats.planning
         st = {k: np.asarray(v)[None] for k, v in
-              _rm_anova_stats(jnp.asarray(acc), _rm_contrasts(n_c, n_t)).items()}
+              rm_anova_stats(jnp.asarray(acc), rm_contrasts(n_c, n_t)).items()}
     ref = _reference(acc)
-    for j, term in enumerate(_ANOVA_TERMS):
+    for j, term in enumerate(ANOVA_TERMS):
         row = ref.loc[NAMES[term]]
         assert st["rm_F"][0, j] == pytest.approx(row["F"], rel=1e-9)
         assert st["rm_peta"][0, j] == pytest.approx(row["partial_eta2"], rel=1e-9)
@@ -55,7 +55,7 @@ def test_statistics_equal_tomstats_anova_within(shape: tuple[int, int, int]) -> 
         p_hf = row["p_hf"] if np.isfinite(row["p_hf"]) else row["p"]
         for level in (0.01, 0.05, 0.2, 0.5):
             for correction, want in (("GG", p_ref), ("HF", p_hf), ("none", row["p"])):
-                rej, ok, est = _decide(_parse_test(f"rm-anova:{term}"), st, level, 20,
+                rej, ok, est = decide(parse_test(f"rm-anova:{term}"), st, level, 20,
                                        (n_c, n_t), n_l, correction)
                 assert ok[0] and bool(rej[0]) == bool(want < level), (correction, level)
 
@@ -69,10 +69,10 @@ def test_decisions_equal_the_anova_of_each_simulated_study() -> None:
                          replicates=60, seed=3, keep_data=True, progress=False)
     succ = res.data["successes"].sel(kind="plug-in", value=12).to_numpy()
     reject = res.data["reject"].sel(kind="plug-in", value=12).isel(llm_index=0)
-    decided = {t: reject.sel(test=f"rm-anova:{t}").to_numpy() for t in _ANOVA_TERMS}
+    decided = {t: reject.sel(test=f"rm-anova:{t}").to_numpy() for t in ANOVA_TERMS}
     for r in range(succ.shape[0]):
         ref = _reference(succ[r] / 12)
-        for term in _ANOVA_TERMS:
+        for term in ANOVA_TERMS:
             row = ref.loc[NAMES[term]]
             p_ref = row["p_gg"] if np.isfinite(row["p_gg"]) else row["p"]
             assert bool(decided[term][r]) == bool(p_ref < 0.05)

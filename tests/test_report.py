@@ -438,8 +438,8 @@ def test_calibrated_sweep_folder_report(sweep, tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def power_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import tomstats
-    from tomstats.power import write_power
-    from tomstats.study import StudyConfig
+    from tomstats.planning.result import write_power
+    from tomstats.simulation.study import StudyConfig
 
     res = tomstats.power(StudyConfig(), along={"questions_per_cell": [10, 40, 160]},
                          tests=["anova:interaction", "anova:tom_order"], replicates=40,
@@ -479,8 +479,8 @@ def test_simulation_report_gains_power_section(sim_dir: Path, power_dir: Path,
 
 def test_power_report_with_a_second_dimension(tmp_path: Path) -> None:
     import tomstats
-    from tomstats.power import write_power
-    from tomstats.study import StudyConfig
+    from tomstats.planning.result import write_power
+    from tomstats.simulation.study import StudyConfig
 
     res = tomstats.power(StudyConfig(), along={"questions_per_cell": [10, 40]},
                          by={"n_llms": [3, 6]}, tests=["rm-anova:interaction"],

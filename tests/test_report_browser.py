@@ -206,8 +206,8 @@ def test_fit_report_of_the_shipped_log_in_browser(tmp_path: Path) -> None:
 
 def test_power_report_in_browser(tmp_path: Path) -> None:
     import tomstats
-    from tomstats.power import write_power
-    from tomstats.study import StudyConfig
+    from tomstats.planning.result import write_power
+    from tomstats.simulation.study import StudyConfig
 
     res = tomstats.power(StudyConfig(), along={"questions_per_cell": [10, 40]},
                          tests=["anova:interaction"], replicates=20, progress=False)

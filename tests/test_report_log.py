@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tomstats.analysis.summary import summarize
 from tomstats.cli import main
 from tomstats.report.log import SECTIONS, fit_command, is_log
-from tomstats.summarize import summarize
 
 LOG = Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tomstats.anova import anova_from_counts
-from tomstats.calibration import PAPER_BANDS, PAPER_PARAMS
 from tomstats.cli import main
 from tomstats.design import paper_design
-from tomstats.reproduce import StudyConfig, run_study
-from tomstats.simulate import expected_cells
+from tomstats.simulation.count_anova import anova_from_counts
+from tomstats.simulation.paper import PAPER_BANDS, PAPER_PARAMS
+from tomstats.simulation.reproduce import StudyConfig, run_study
+from tomstats.simulation.simulator import expected_cells
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +129,12 @@ def test_cli_unwritable_out(tmp_path, capsys):
 
 
 def test_failed_run_leaves_no_partial_output(tmp_path, monkeypatch, capsys):
-    import tomstats.figures
+    import tomstats.simulation.figures
 
     def boom(_):
         raise RuntimeError("figure failed")
 
-    monkeypatch.setattr(tomstats.figures, "write_paper_figures", boom)
+    monkeypatch.setattr(tomstats.simulation.figures, "write_paper_figures", boom)
     out = tmp_path / "out"
     # an internal failure: exit 3 (not 1, "re-run"; not 2, "bad input"), one line, no output
     assert main(["reproduce", "--out", str(out), "--replicates", "5", "--quiet"]) == 3

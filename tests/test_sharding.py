@@ -19,8 +19,8 @@ CHILD = textwrap.dedent(
     import json, sys
     import jax, numpy as np
     from tomstats.design import paper_design
-    from tomstats.calibration import PAPER_PARAMS
-    from tomstats.simulate import simulate, _compiled, _devices_mesh
+    from tomstats.simulation.paper import PAPER_PARAMS
+    from tomstats.simulation.simulator import _compiled, _devices_mesh, simulate
     assert jax.device_count() == 2, jax.devices()
     out = {}
     for path in ("exact", "bernoulli"):
@@ -42,9 +42,9 @@ CHILD = textwrap.dedent(
 
 
 def test_two_device_sweep_equals_single_device():
-    from tomstats.calibration import PAPER_PARAMS
     from tomstats.design import paper_design
-    from tomstats.simulate import simulate
+    from tomstats.simulation.paper import PAPER_PARAMS
+    from tomstats.simulation.simulator import simulate
 
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
                JAX_PLATFORMS="cpu")

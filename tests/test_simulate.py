@@ -11,10 +11,10 @@ import pytest
 from scipy import stats
 
 import tomstats
-from tomstats.anova import anova
+from tomstats.analysis.row_anova import anova
 from tomstats.design import Design, Factor
 from tomstats.model import Params
-from tomstats.simulate import expected_cells, simulate, simulate_questions
+from tomstats.simulation.simulator import expected_cells, simulate, simulate_questions
 
 PARAMS = Params(alpha=1.0e-4, gamma=0.9, delta=1.5e-4, sigma=0.8)
 SMALL = Design(
@@ -181,7 +181,7 @@ def test_item_counts_are_binomial_given_the_item_effect(trials):
     one cell and LLM pass a chi-square test against scipy's pmf, and items share nothing."""
     import jax
 
-    from tomstats.simulate import item_counts
+    from tomstats.simulation.simulator import item_counts
 
     trials = np.asarray(trials)
     params = Params(alpha=7e-5, gamma=1.0, delta=2e-4, sigma=0.0)

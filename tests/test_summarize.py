@@ -1,4 +1,4 @@
-"""``tomstats.summarize``: counts against an independent reading of the log, Wilson intervals
+"""``tomstats.analysis.summary``: counts against an independent reading of the log, Wilson intervals
 against statsmodels, the error taxonomy, tables with other column names."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from tomstats.power import wilson_interval
+from tomstats.analysis.intervals import wilson_interval
+from tomstats.analysis.summary import ERROR_COLUMNS, SUMMARY_COLUMNS, TAXONOMY, summarize
 from tomstats.stories.taxonomy import ERROR_CATEGORIES
-from tomstats.summarize import ERROR_COLUMNS, SUMMARY_COLUMNS, TAXONOMY, summarize
 
 LOG = Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl"
 

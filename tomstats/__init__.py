@@ -1,23 +1,24 @@
 """tomstats: separate theory-of-mind order from context length in LLM evaluations.
 
-Stages (each a module with a small public surface; the main names are re-exported here):
+Stages, in the order of the pipeline (each a module or package with a small public surface):
 
 - :mod:`tomstats.model` — equation (1), its parameters and expected cell accuracies;
 - :mod:`tomstats.design` — factorial designs (the paper's 5×3 by default);
-- :mod:`tomstats.simulate` — the JAX simulator (exact counts and per-question draws);
-- :mod:`tomstats.anova` — two-way ANOVA with η², partial η², F, from rows or cell counts;
-- :mod:`tomstats.sensitivity` — the 7×7 γ × α sensitivity grid;
-- :mod:`tomstats.calibration` — default parameters fitted to the paper's printed numbers;
-- :mod:`tomstats.study` — simulation TOML files (:class:`StudyConfig`, :class:`PowerSpec`);
-- :mod:`tomstats.reproduce` — the paper in one call;
-- :mod:`tomstats.power` — simulation-based power and assurance (``tomstats.power(...)``);
-- :mod:`tomstats.stories`, :mod:`tomstats.evaluate`, :mod:`tomstats.glmm`,
-  :mod:`tomstats.report`, :mod:`tomstats.figures` — story generator, runner, GLMMs,
-  reports and figures (imported on first use: ``tomstats.glmm.fit(...)``).
+- :mod:`tomstats.stories` — story items (context length × ToM order) with verified answers;
+- :mod:`tomstats.evaluate` — the runner that puts items to a language model;
+- :mod:`tomstats.analysis` — the evaluation table, Wilson intervals, accuracy per cell, the
+  ANOVA of rows (n-way, repeated measures) and the ``summarize``/``anova`` commands;
+- :mod:`tomstats.glmm` — Bayesian and maximum-likelihood GLMMs of an evaluation log;
+- :mod:`tomstats.simulation` — the paper's parameters, the JAX simulator, the ANOVA of cell
+  counts, the γ × α sensitivity grid, study files, posterior sweeps, figures and the paper
+  in one call;
+- :mod:`tomstats.planning` — simulation-based power and assurance;
+- :mod:`tomstats.report` — HTML/Markdown reports.
 
-Note that ``tomstats.anova``, ``tomstats.simulate``, ``tomstats.sensitivity`` and
-``tomstats.power`` are the functions; their modules are imported with
-``from tomstats.anova import ...``.
+The main names are reachable here (``tomstats.simulate(...)``, ``tomstats.power(...)``,
+``tomstats.anova(...)``, ``tomstats.sensitivity(...)`` are functions). Nothing is imported
+until it is first used (:pep:`562`), so ``import tomstats`` and the command line start
+without JAX, SciPy or pandas.
 """
 
 from __future__ import annotations
@@ -25,77 +26,60 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from tomstats._version import __version__
 
-from tomstats.anova import AnovaArrays, anova_from_counts, systematic_share  # noqa: E402
-from tomstats.anova import anova as _anova  # noqa: E402
-from tomstats.calibration import PAPER_PARAMS, fit_paper_parameters  # noqa: E402
-from tomstats.design import Design, Factor, load_design, paper_design  # noqa: E402
-from tomstats.model import (  # noqa: E402
-    BETA0,
-    Params,
-    cell_probabilities,
-    context_load,
-    expected_accuracy,
-    linear_predictor,
-)
-from tomstats.power import PowerResult  # noqa: E402
-from tomstats.power import power as _power  # noqa: E402
-from tomstats.reproduce import run_study, write_study  # noqa: E402
-from tomstats.sensitivity import sensitivity as _sensitivity  # noqa: E402
-from tomstats.simulate import expected_cells, simulate_questions  # noqa: E402
-from tomstats.simulate import simulate as _simulate  # noqa: E402
-from tomstats.study import PowerSpec, StudyConfig, load_study  # noqa: E402
-
-anova = _anova
-power = _power
-simulate = _simulate
-sensitivity = _sensitivity
-
-_LAZY = ("stories", "evaluate", "glmm", "report", "figures", "posterior_sweep")
-_LAZY_NAMES = {"read_log": "tomstats.evaluate", "load_fit": "tomstats.glmm",
-               "build_design_items": "tomstats.stories"}
+#: Public name -> module that defines it (imported on first use).
+_NAMES: dict[str, str] = {
+    "BETA0": "tomstats.model",
+    "Params": "tomstats.model",
+    "cell_probabilities": "tomstats.model",
+    "context_load": "tomstats.model",
+    "expected_accuracy": "tomstats.model",
+    "linear_predictor": "tomstats.model",
+    "Design": "tomstats.design",
+    "Factor": "tomstats.design",
+    "load_design": "tomstats.design",
+    "paper_design": "tomstats.design",
+    "build_design_items": "tomstats.stories",
+    "read_log": "tomstats.evaluate",
+    "anova": "tomstats.analysis.row_anova",
+    "load_fit": "tomstats.glmm",
+    "PAPER_PARAMS": "tomstats.simulation.paper",
+    "fit_paper_parameters": "tomstats.simulation.paper",
+    "AnovaArrays": "tomstats.simulation.count_anova",
+    "anova_from_counts": "tomstats.simulation.count_anova",
+    "systematic_share": "tomstats.simulation.count_anova",
+    "expected_cells": "tomstats.simulation.simulator",
+    "simulate": "tomstats.simulation.simulator",
+    "simulate_questions": "tomstats.simulation.simulator",
+    "sensitivity": "tomstats.simulation.sensitivity_grid",
+    "PowerSpec": "tomstats.simulation.study",
+    "StudyConfig": "tomstats.simulation.study",
+    "load_study": "tomstats.simulation.study",
+    "run_study": "tomstats.simulation.reproduce",
+    "write_study": "tomstats.simulation.reproduce",
+    "PowerResult": "tomstats.planning.result",
+    "power": "tomstats.planning.run",
+}
+#: The stages, imported as modules on first use (``tomstats.glmm.fit(...)``).
+_STAGES = ("model", "design", "stories", "evaluate", "analysis", "glmm", "simulation",
+           "planning", "report")
 
 
 def __getattr__(name: str) -> Any:
-    """Import the heavier stages (PyMC, llama-cpp, matplotlib) only when first used."""
-    if name in _LAZY:
-        return importlib.import_module(f"tomstats.{name}")
-    if name in _LAZY_NAMES:
-        return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
-    raise AttributeError(f"module 'tomstats' has no attribute {name!r}")
+    """Import a public name's module (or a stage) when the name is first used."""
+    if name in _NAMES:
+        value = getattr(importlib.import_module(_NAMES[name]), name)
+    elif name in _STAGES:
+        value = importlib.import_module(f"tomstats.{name}")
+    else:
+        raise AttributeError(f"module 'tomstats' has no attribute {name!r}")
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
 
-__all__ = [
-    "__version__",
-    "BETA0",
-    "PAPER_PARAMS",
-    "AnovaArrays",
-    "Design",
-    "Factor",
-    "Params",
-    "PowerResult",
-    "PowerSpec",
-    "StudyConfig",
-    "anova",
-    "anova_from_counts",
-    "build_design_items",
-    "cell_probabilities",
-    "context_load",
-    "expected_accuracy",
-    "expected_cells",
-    "fit_paper_parameters",
-    "linear_predictor",
-    "load_design",
-    "load_fit",
-    "load_study",
-    "paper_design",
-    "power",
-    "read_log",
-    "run_study",
-    "sensitivity",
-    "simulate",
-    "simulate_questions",
-    "systematic_share",
-    "write_study",
-]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_NAMES, *_STAGES})
+
+
+__all__ = ["__version__", *sorted(_NAMES)]

@@ -15,15 +15,17 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
+from tomstats._version import __version__
+
 __all__ = ["main"]
 
 # name -> (module, argument-adder, runner, one-line help)
 COMMANDS: dict[str, tuple[str, str, str, str]] = {
-    "reproduce": ("tomstats.reproduce", "add_reproduce_arguments", "run_reproduce",
+    "reproduce": ("tomstats.simulation.reproduce", "add_reproduce_arguments", "run_reproduce",
                   "run the simulation paper (Table 1, cells, 7×7 sensitivity, Figures 1–5)"),
-    "simulate": ("tomstats.reproduce", "add_simulate_arguments", "run_simulate",
+    "simulate": ("tomstats.simulation.reproduce", "add_simulate_arguments", "run_simulate",
                  "run a simulation TOML (optionally once per posterior draw of a fit)"),
-    "power": ("tomstats.power", "add_power_arguments", "run_power",
+    "power": ("tomstats.planning.cli", "add_power_arguments", "run_power",
               "power and assurance curves: how many questions, stories and LLMs a study needs"),
     "stories": ("tomstats.stories.cli", "add_stories_arguments", "run_stories",
                 "generate story items (context length × ToM order) as JSON Lines"),
@@ -36,10 +38,10 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
                   "turn a structural fit's posterior into simulator parameters"),
     "compare": ("tomstats.glmm.compare", "add_compare_arguments", "run_compare",
                 "compare fits by LOO (ArviZ compare table and plot)"),
-    "summarize": ("tomstats.log_cli", "add_summarize_arguments", "run_summarize",
+    "summarize": ("tomstats.analysis.cli", "add_summarize_arguments", "run_summarize",
                   "accuracy by model × context × ToM order with Wilson intervals and the "
                   "error taxonomy of an evaluation log"),
-    "anova": ("tomstats.log_cli", "add_anova_arguments", "run_anova",
+    "anova": ("tomstats.analysis.cli", "add_anova_arguments", "run_anova",
               "the paper's ANOVA table (η², partial η², ω², generalized η², intervals) for a "
               "real evaluation log"),
     "report": ("tomstats.report.cli", "add_report_arguments", "run_report",
@@ -55,12 +57,6 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
 EXIT_OK, EXIT_ERRORED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_WARNINGS = 0, 1, 2, 3, 4
 
 
-def _version() -> str:
-    from tomstats import __version__
-
-    return __version__
-
-
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line, like every other bad input."""
 
@@ -74,7 +70,7 @@ def build_parser(load: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="tomstats",
         description="Separate theory-of-mind order from context length in LLM evaluations.",
     )
-    parser.add_argument("--version", action="version", version=f"tomstats {_version()}")
+    parser.add_argument("--version", action="version", version=f"tomstats {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, adder, _runner, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)

@@ -62,8 +62,8 @@ class Params:
     -----
     A JAX pytree: fields may be arrays of any (broadcastable) shape, so a ``Params`` can hold
     a whole grid or a set of posterior draws and pass through ``jit`` and ``vmap``. The
-    defaults are :data:`tomstats.calibration.PAPER_PARAMS`, fitted to the numbers the paper
-    prints (see :func:`tomstats.calibration.fit_paper_parameters`).
+    defaults are :data:`tomstats.simulation.paper.PAPER_PARAMS`, fitted to the numbers the paper
+    prints (see :func:`tomstats.simulation.paper.fit_paper_parameters`).
     """
 
     alpha: Any

@@ -17,7 +17,7 @@ Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
 :mod:`~tomstats.glmm.data` (columns, validation, design), one file per backend
 (:mod:`~tomstats.glmm.numpyro_backend`, :mod:`~tomstats.glmm.pymc_backend`,
 :mod:`~tomstats.glmm.laplace_backend`),
-:mod:`~tomstats.glmm.fit` (fit/save/load/predict), :mod:`~tomstats.glmm.diagnostics`,
+:mod:`~tomstats.glmm.fitting` (fit/save/load/predict), :mod:`~tomstats.glmm.diagnostics`,
 :mod:`~tomstats.glmm.ppc` (calibration, separation, cell accuracy, LOO/WAIC),
 :mod:`~tomstats.glmm.calibrate` (posterior → simulator parameters).
 """
@@ -25,7 +25,6 @@ Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
 from __future__ import annotations
 
 from tomstats.glmm.calibrate import posterior_params, posterior_summary
-from tomstats.glmm.convergence import convergence, ess_bulk, ess_tail, rhat_rank
 from tomstats.glmm.data import STANDARD_COLUMNS, prepare_data, read_table
 from tomstats.glmm.diagnostics import (
     DiagnosticCheck,
@@ -33,9 +32,18 @@ from tomstats.glmm.diagnostics import (
     DiagnosticsWarning,
     check_diagnostics,
 )
-from tomstats.glmm.fit import BACKENDS, fit, fit_spec, load_fit, predict, save_fit, training_data
+from tomstats.glmm.fitting import (
+    BACKENDS,
+    fit,
+    fit_spec,
+    load_fit,
+    predict,
+    save_fit,
+    training_data,
+)
 from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning, LaplaceFit
 from tomstats.glmm.ppc import accuracy_by_cell, calibration_curve, compare_fits, separation_data
+from tomstats.glmm.rhat_ess import convergence, ess_bulk, ess_tail, rhat_rank
 from tomstats.glmm.spec import (
     DEFAULT_STRUCTURAL_PRIORS,
     FormulaSpec,

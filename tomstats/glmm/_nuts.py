@@ -57,6 +57,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tomstats._version import __version__
+
 __all__ = ["Runner", "runner", "run_chains", "chain_groups", "usable_cpus", "tree_depths",
            "CHUNK", "WARMUP_TREE_DEPTH"]
 
@@ -84,10 +86,8 @@ def _versions() -> dict[str, str]:
     import jaxlib
     import numpyro
 
-    import tomstats
-
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
-            "numpyro": numpyro.__version__, "tomstats": tomstats.__version__}
+            "numpyro": numpyro.__version__, "tomstats": __version__}
 
 
 def _signature(spec: Any, static: Mapping[str, Any], arrays: Mapping[str, Any],

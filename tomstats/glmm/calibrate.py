@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 
 from tomstats._io import atomic_write_text, ensure_writable_file
-from tomstats.glmm.fit import fit_spec, structural_param_draws
+from tomstats.glmm.fitting import fit_spec, structural_param_draws
 from tomstats.glmm.spec import StructuralSpec
 from tomstats.model import Params
 
@@ -150,7 +150,7 @@ def write_params(idata: Any, path: str | os.PathLike[str], *, prob: float = 0.95
     """Write :func:`posterior_summary` as TOML or JSON, atomically.
 
     The format comes from ``fmt`` or else the suffix of ``path`` (``.toml``: a simulation
-    file that ``tomstats simulate`` and :func:`tomstats.study.load_study` read, with the
+    file that ``tomstats simulate`` and :func:`tomstats.simulation.study.load_study` read, with the
     whole summary under ``[meta.calibration]``; ``.json``: the summary). Any other suffix
     without ``fmt`` raises ``ValueError`` before any work.
     """

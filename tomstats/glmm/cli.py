@@ -23,41 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from typing import Any
 
+from tomstats.analysis.table import add_selection_arguments, parse_mapping
 from tomstats.cli import EXIT_WARNINGS
 
 __all__ = ["add_fit_arguments", "run_fit", "add_calibrate_arguments", "run_calibrate",
-           "parse_mapping", "parse_options"]
-
-
-def parse_mapping(items: list[str] | None) -> dict[str, str]:
-    """``["correct=is_correct,model=run_dir", ...]`` → ``{"correct": "is_correct", ...}``."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        for pair in item.split(","):
-            pair = pair.strip()
-            if not pair:
-                continue
-            if pair.count("=") != 1 or not all(s.strip() for s in pair.split("=")):
-                raise ValueError(f"--map: expected STANDARD=COLUMN pairs, got {pair!r}")
-            k, v = (s.strip() for s in pair.split("="))
-            out[k] = v
-    return out
-
-
-def add_selection_arguments(p: argparse.ArgumentParser, standard: Sequence[str],
-                            scope: str = "", *, as_in_fit: bool = True) -> None:
-    """``--map`` (:func:`parse_mapping`) and ``--query``
-    (:func:`tomstats.summarize.apply_query`): the column mapping and row filter shared by
-    ``fit``, ``summarize``, ``anova`` and ``report``; ``scope`` prefixes the help text."""
-    p.add_argument("--map", action="append", metavar="STD=COL,...",
-                   help=f"{scope}rename columns to the standard names ({', '.join(standard)})"
-                        + (", as in tomstats fit" if as_in_fit else ""))
-    p.add_argument("--query", metavar="EXPR",
-                   help=f"{scope}keep only rows matching a pandas query on the file's own "
-                        "columns, e.g. \"experiment == 'triplets'\"")
+           "parse_options"]
 
 
 def parse_options(items: list[str] | None) -> dict[str, Any]:
@@ -77,7 +49,7 @@ def parse_options(items: list[str] | None) -> dict[str, Any]:
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``tomstats fit``."""
     from tomstats.glmm.data import ERROR_POLICIES
-    from tomstats.glmm.fit import BACKENDS
+    from tomstats.glmm.fitting import BACKENDS
 
     p.add_argument("log", help="evaluation log: runner JSONL, CSV or parquet")
     p.add_argument("--model", default="structural",
@@ -144,7 +116,7 @@ def _run_fit(args: argparse.Namespace) -> int:
     from tomstats._io import prepare_out_file
     from tomstats.glmm.data import _read_table
     from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
-    from tomstats.glmm.fit import fit, save_fit
+    from tomstats.glmm.fitting import fit, save_fit
 
     out = prepare_out_file(args.out, force=args.force, field="--out")
     if args.backend == "laplace":
@@ -157,7 +129,7 @@ def _run_fit(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
     df = _read_table(args.log, errors=args.errors)
     _note_errors(df, args)
-    from tomstats.summarize import apply_query
+    from tomstats.analysis.table import apply_query
 
     df = apply_query(df, args.query)
     if args.backend == "laplace":
@@ -297,7 +269,7 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
     """
     import warnings
 
-    from tomstats.glmm.fit import fit
+    from tomstats.glmm.fitting import fit
     from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning
 
     with warnings.catch_warnings():
@@ -341,7 +313,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 def _run_calibrate(args: argparse.Namespace) -> int:
     from tomstats._io import prepare_out_file
     from tomstats.glmm.calibrate import params_format, posterior_summary, write_params
-    from tomstats.glmm.fit import load_fit
+    from tomstats.glmm.fitting import load_fit
 
     params_format(args.out, field="--out")  # the suffix, before any work
     if not 0 < args.prob < 1:

@@ -193,7 +193,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def _run_compare(args: argparse.Namespace) -> int:
     from tomstats._io import prepare_out_file
-    from tomstats.glmm.fit import load_fit
+    from tomstats.glmm.fitting import load_fit
 
     if len(args.fits) < 2:
         raise ValueError(f"a LOO comparison needs at least two fits, got {len(args.fits)}")

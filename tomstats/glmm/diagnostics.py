@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tomstats.glmm.convergence import dataset_convergence
+from tomstats.glmm.rhat_ess import dataset_convergence
 
 __all__ = ["INTERVAL_PROB", "DiagnosticCheck", "DiagnosticsReport", "DiagnosticsWarning",
            "check_diagnostics"]
@@ -181,7 +181,7 @@ def check_diagnostics(
     R-hat and ESS cover every posterior variable (or ``var_names``); entries that are
     constant across draws (fixed parameters, the unit diagonal of a correlation matrix)
     are skipped. They are ArviZ's rank-normalised estimators, computed for all entries of
-    a variable at once (:mod:`tomstats.glmm.convergence`).
+    a variable at once (:mod:`tomstats.glmm.rhat_ess`).
 
     Returns
     -------

@@ -66,7 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tomstats.glm import log_binomial_coefficients
+from tomstats.glmm.glm import log_binomial_coefficients
 
 __all__ = ["LaplaceResult", "laplace_fit", "laplace_loglik", "wald_z", "wald_p", "lrt"]
 
@@ -461,7 +461,7 @@ def _is_grid(groups: Array, n_levels: tuple[int, ...]) -> bool:
     """Two factors fully crossed, one row per pair, rows ordered small-factor-major.
 
     Then every per-level sum is a reshape and a sum (no scatter), the layout of the
-    simulated logs of :func:`tomstats.power.power`. Only decided for concrete ``groups``.
+    simulated logs of :func:`tomstats.planning.run.power`. Only decided for concrete ``groups``.
     """
     if len(n_levels) != 2:
         return False

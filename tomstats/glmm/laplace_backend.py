@@ -13,7 +13,7 @@ then maximises the Laplace approximation of the likelihood with
 
 Only random *intercepts* ``(1 | g)`` are supported (crossed or nested, ``g1/g2``); a formula
 without random terms is an ordinary logistic regression
-(:func:`tomstats.glm.logistic_fit`). The result, :class:`LaplaceFit`, reports what lme4's
+(:func:`tomstats.glmm.glm.logistic_fit`). The result, :class:`LaplaceFit`, reports what lme4's
 ``summary(glmer(...))`` does:
 
 - fixed effects :math:`\hat\beta_j` on the scale of the user's columns, standard errors
@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from tomstats.glmm.diagnostics import DiagnosticsWarning
+from tomstats.glmm.provenance import data_hash, package_versions, used_columns
 
 __all__ = ["LaplaceFit", "LaplaceConvergenceWarning", "fit_laplace", "LAPLACE_OPTIONS"]
 
@@ -351,11 +352,11 @@ class LaplaceFit:
 
 
 def _log_binom(y: np.ndarray, n: np.ndarray) -> float:
-    """:func:`tomstats.glm.log_binomial_coefficients` of host arrays, in float64."""
+    """:func:`tomstats.glmm.glm.log_binomial_coefficients` of host arrays, in float64."""
     import jax
     import jax.numpy as jnp
 
-    from tomstats.glm import log_binomial_coefficients
+    from tomstats.glmm.glm import log_binomial_coefficients
 
     with jax.enable_x64(True):
         return float(log_binomial_coefficients(jnp.asarray(y, jnp.float64),
@@ -404,7 +405,7 @@ def fit_laplace(
     max_iter, tol, se, max_inner
         Passed to :func:`tomstats.glmm.laplace.laplace_fit` (``se``: ``"hessian"``, lme4's
         default, or ``"conditional"``). Without random terms ``max_iter``/``tol`` go to
-        :func:`tomstats.glm.logistic_fit` and the covariance is :math:`(X^\\top W X)^{-1}`.
+        :func:`tomstats.glmm.glm.logistic_fit` and the covariance is :math:`(X^\\top W X)^{-1}`.
     **spec_options
         ``aggregate`` (``"auto"``: sum identical rows into binomial cells when that halves
         the observations; no estimate changes), ``trials``, ``center`` (no reported number
@@ -420,7 +421,6 @@ def fit_laplace(
     from tomstats._compile_cache import enable_compilation_cache
     from tomstats.glmm._hints import InputError, hint
     from tomstats.glmm.data import build_design, prepare_data, response_arrays
-    from tomstats.glmm.fit import _data_hash, _used_columns, _versions
     from tomstats.glmm.spec import FormulaSpec
 
     laplace = hint("backend='laplace'", "--backend laplace")
@@ -455,7 +455,7 @@ def fit_laplace(
     enable_compilation_cache()
     with jax.enable_x64(True):
         if K == 0:
-            from tomstats.glm import logistic_fit
+            from tomstats.glmm.glm import logistic_fit
 
             r = logistic_fit(Xc, y, 1.0 if trials is None else trials, max_iter=int(max_iter),
                              tol=tol)
@@ -491,7 +491,7 @@ def fit_laplace(
         n_cells = np.ones_like(md.y) if md.trials is None else md.trials
         loglik += (_log_binom(y_rows.astype(float), n_rows_tr.astype(float))
                    - _log_binom(md.y.astype(float), n_cells.astype(float)))
-    used = _used_columns(spec, df)
+    used = used_columns(spec, df)
     res = LaplaceFit(
         formula=spec.formula, family=spec.family, n_obs=md.n_obs,
         coef_names=tuple(md.coords["coef"]), beta=beta,
@@ -500,9 +500,9 @@ def fit_laplace(
         levels=tuple(tuple(map(str, md.coords[t.dim])) for t in spec.random),
         ranef=ranef, loglik=loglik, converged=converged, iterations=iterations,
         n_rows=len(df), se_method=se_method, aggregated=bool(spec.aggregate),
-        data_hash=_data_hash(df, used),
+        data_hash=data_hash(df, used),
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        versions=_versions("laplace"))
+        versions=package_versions("laplace"))
     if not converged:
         warnings.warn(
             f"tomstats.glmm.fit(backend='laplace'): the fit of {spec.formula!r} did not "

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tomstats.glmm.fit import fit_spec, predict, training_data
+from tomstats.glmm.fitting import fit_spec, predict, training_data
 from tomstats.glmm.spec import StructuralSpec
 
 __all__ = ["calibration_curve", "separation_data", "accuracy_by_cell", "compare_fits",

@@ -210,7 +210,7 @@ class StructuralSpec:
     :math:`c = 5000` words (:math:`c\ln(1+c/500) = 1.2\cdot10^4`, :math:`c\,t = 10^4` at
     order 2), so :math:`\tilde\alpha = 1` lowers logit p by 1.2 there and
     :math:`\tilde\delta = 1` by 1 at order 2. The paper's values
-    (:data:`tomstats.calibration.PAPER_PARAMS`: :math:`\tilde\alpha = 0.70`,
+    (:data:`tomstats.simulation.paper.PAPER_PARAMS`: :math:`\tilde\alpha = 0.70`,
     :math:`\gamma = 1.18`, :math:`\tilde\delta = 2.3`) sit at 0.14, 0.59 and 0.15 prior
     sd, and effects ten times larger (:math:`\tilde\alpha = 7`, :math:`\tilde\delta =
     23`) at 1.4 and 1.5 sd, so the priors do not pull realistic effects towards 0; they

@@ -2,7 +2,7 @@ r"""The calibrated sweep in a report: η² per LLM and the γ × α dominance ma
 
 A structural fit's posterior (equation (1) as a GLMM) is turned into draws of the
 simulator's parameters and the paper's study is run once per draw
-(:func:`tomstats.posterior_sweep.posterior_study`). Two places show the result:
+(:func:`tomstats.simulation.posterior_sweep.posterior_study`). Two places show the result:
 
 - the fit report (``tomstats report FIT.nc``) runs a small sweep itself —
   :data:`SWEEP_DRAWS` posterior draws (thinned evenly), :data:`SWEEP_REPLICATES` simulated
@@ -30,13 +30,13 @@ from typing import Any
 
 import pandas as pd
 
-from tomstats.figures import (
+from tomstats.report._document import Image, Table, Text, figure_png
+from tomstats.simulation.figures import (
     FACTOR_LABELS,
     POSTERIOR_FILES,
     fig_dominance_posterior,
     fig_eta2_posterior,
 )
-from tomstats.report._document import Image, Table, Text, figure_png
 
 __all__ = [
     "POSTERIOR_FILES",
@@ -76,11 +76,11 @@ def calibrated_sweep(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Run the paper's study (5 × 3 design, 7 × 7 grid) once per posterior draw of a fit.
 
-    The paper's configuration (:class:`tomstats.study.StudyConfig` defaults: 500
+    The paper's configuration (:class:`tomstats.simulation.study.StudyConfig` defaults: 500
     questions a cell, seed 0, exact path, capability 1 on the grid) with the parameters
     replaced by ``draws`` evenly thinned posterior draws
-    (:func:`tomstats.posterior_sweep.posterior_draws`), then
-    :func:`tomstats.posterior_sweep.posterior_study`.
+    (:func:`tomstats.simulation.posterior_sweep.posterior_draws`), then
+    :func:`tomstats.simulation.posterior_sweep.posterior_study`.
 
     Parameters
     ----------
@@ -104,8 +104,8 @@ def calibrated_sweep(
         ``idata`` is not a tomstats fit, is a formula model, or a budget is not a positive
         integer.
     """
-    from tomstats.posterior_sweep import posterior_draws, posterior_study
-    from tomstats.study import StudyConfig
+    from tomstats.simulation.posterior_sweep import posterior_draws, posterior_study
+    from tomstats.simulation.study import StudyConfig
 
     draws = _check_positive("draws", draws)
     replicates = _check_positive("replicates", replicates)

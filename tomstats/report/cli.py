@@ -48,7 +48,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="structural fits: posterior draws of the calibrated η² and "
                              f"dominance sweep in the report (default {SWEEP_DRAWS}; 0 "
                              "leaves it out)")
-    from tomstats.glmm.cli import add_selection_arguments
+    from tomstats.analysis.table import add_selection_arguments
 
     add_selection_arguments(parser, ("correct", "model", "tom_order", "context_words"),
                             "evaluation logs: ")
@@ -102,7 +102,7 @@ def run_report(args: argparse.Namespace) -> int:
         def write(dest: Path) -> Path:
             return write_simulation_report(args.simulation, dest, fmt)
     elif log:
-        from tomstats.glmm.cli import parse_mapping
+        from tomstats.analysis.table import parse_mapping
         from tomstats.report.log import write_log_report
 
         n_boot = 2000 if args.n_boot is None else args.n_boot

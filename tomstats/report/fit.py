@@ -19,13 +19,9 @@ import arviz as az
 from tomstats.report._document import Document, check_output, write_document
 from tomstats.report.calibrated import SWEEP_DRAWS
 from tomstats.report.sections import SECTIONS, FitContext
+from tomstats.report.sections._cells import cell_accuracy_table, fig_cell_accuracy
 from tomstats.report.sections._context import MAX_ELEMENTS
-from tomstats.report.sections.checks import (
-    calibration_table,
-    cell_accuracy_table,
-    fig_cell_accuracy,
-    loo_tables,
-)
+from tomstats.report.sections.checks import calibration_table, loo_tables
 from tomstats.report.sections.verdict import (  # noqa: F401 - _fallback_checks for old callers
     THRESHOLDS,
     _fallback_checks,

@@ -5,10 +5,10 @@
 
 1. the log: LLMs, questions, answers, errors by reason;
 2. accuracy by context length and ToM order per LLM (the simulation paper's Figure 2) with
-   Wilson intervals, as a figure and a table (:func:`tomstats.summarize.summarize`);
+   Wilson intervals, as a figure and a table (:func:`tomstats.analysis.summary.summarize`);
 3. the two-way ANOVA context length × ToM order per LLM and pooled, with η², partial η²,
    ω², partial ω² and generalized η² and their cluster-bootstrap intervals
-   (:func:`tomstats.log_cli.log_anova`);
+   (:func:`tomstats.analysis.log_anova.log_anova`);
 4. StorySim's error taxonomy per cell (first common location, recency, refusal/unparseable,
    other), as a stacked-bar figure and a table;
 5. the exact ``tomstats fit`` command that fits the GLMM next, and the report command after it.
@@ -26,7 +26,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from tomstats.log_cli import EFFECT_SIZES, load_table, log_anova
+from tomstats._version import __version__
+from tomstats.analysis.log_anova import log_anova
+from tomstats.analysis.row_anova import EFFECT_SIZES
+from tomstats.analysis.summary import ERROR_COLUMNS, outcome, summarize
+from tomstats.analysis.table import load_table
 from tomstats.report._document import (
     Document,
     Image,
@@ -37,7 +41,6 @@ from tomstats.report._document import (
     figure_png,
     write_document,
 )
-from tomstats.summarize import ERROR_COLUMNS, outcome, summarize
 
 __all__ = ["LOG_SUFFIXES", "fit_command", "is_log", "log_document", "write_log_report"]
 
@@ -79,7 +82,7 @@ def _order_label(t: Any) -> str:
 def fig_accuracy(cells: pd.DataFrame, group: str | None) -> Figure:
     """Accuracy by context length (log axis when positive) and ToM order, one panel per group.
 
-    ``cells`` is :func:`tomstats.summarize.summarize`'s table; error bars are its Wilson
+    ``cells`` is :func:`tomstats.analysis.summary.summarize`'s table; error bars are its Wilson
     intervals; cells without answers are left out. The orders are drawn side by side at each
     context length (shifted by :func:`_dodge`) so that their intervals do not overlap.
     """
@@ -275,7 +278,7 @@ def _anova_blocks(table: pd.DataFrame, group: str | None, with_ci: bool, level: 
            f"{table.attrs.get('cluster') or 'rows'} within cells, seed {seed}."
            if with_ci else "No bootstrap intervals (--n-boot 0)."))
     return [Text(anova_text), Table(_anova_display(table, "model" if group else None),
-                                    caption="ANOVA table (tomstats.anova)",
+                                    caption="ANOVA table (tomstats.analysis.row_anova)",
                                     float_format="{:.4g}")]
 
 
@@ -312,8 +315,6 @@ def log_document(
     ValueError
         Bad input, as ``tomstats summarize`` / ``tomstats anova`` report it.
     """
-    from tomstats import __version__
-
     src = str(source)
     df = load_table(source, dict(columns or {}), query)
     group = "model" if "model" in df.columns and df["model"].nunique() > 1 else None

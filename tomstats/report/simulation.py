@@ -25,14 +25,6 @@ from typing import Any
 
 import pandas as pd
 
-from tomstats.calibration import PAPER_BANDS, PAPER_TABLE1
-from tomstats.figures import (
-    FACTOR_LABELS,
-    POSTERIOR_FILES,
-    paper_figures,
-    read_posterior_dir,
-    read_simulation_dir,
-)
 from tomstats.report._document import (
     Check,
     Document,
@@ -44,6 +36,14 @@ from tomstats.report._document import (
     figure_png,
     write_document,
 )
+from tomstats.simulation.figures import (
+    FACTOR_LABELS,
+    POSTERIOR_FILES,
+    paper_figures,
+    read_posterior_dir,
+    read_simulation_dir,
+)
+from tomstats.simulation.paper import PAPER_BANDS, PAPER_TABLE1
 
 __all__ = [
     "PAPER_DOMINANT",
@@ -153,7 +153,7 @@ def posterior_sweep_document(sweep_dir: str | os.PathLike[str]) -> Document:
     ------
     ValueError
         If a file of the sweep is missing or unreadable (see
-        :func:`tomstats.figures.read_posterior_dir`).
+        :func:`tomstats.simulation.figures.read_posterior_dir`).
     """
     from tomstats.report.calibrated import calibrated_blocks
 
@@ -203,7 +203,7 @@ def _power_dir(sim_dir: str | os.PathLike[str]) -> Path | None:
 
 def power_section(power_dir: str | os.PathLike[str]) -> Section:
     """The power curve, its table and the sample sizes reaching the target power."""
-    from tomstats.figures import fig_power
+    from tomstats.planning.figure import fig_power
 
     d = Path(power_dir)
     df = pd.read_csv(d / "power.csv")
@@ -271,7 +271,7 @@ def simulation_document(sim_dir: str | os.PathLike[str]) -> Document:
     ------
     ValueError
         If the folder is missing, empty or not a ``reproduce`` output (see
-        :func:`tomstats.figures.read_simulation_dir`).
+        :func:`tomstats.simulation.figures.read_simulation_dir`).
     """
     if _is_posterior_dir(sim_dir):
         return posterior_sweep_document(sim_dir)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
 
 import arviz as az
 import numpy as np
@@ -14,16 +13,20 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tomstats.report._document import Image, Section, Table, Text, figure_png
+from tomstats.report.sections._cells import (
+    cell_columns,
+    cell_intervals,
+    cell_plot_table,
+    fig_cell_accuracy,
+)
 from tomstats.report.sections._context import FitContext
 from tomstats.report.sections._ppc import PPCData, group_intervals, misfit_sentence, ppc_data
 
-__all__ = ["calibration_intervals", "calibration_table", "cell_accuracy_table", "cell_columns",
-           "cell_intervals", "fig_calibration_check", "fig_cell_accuracy", "loo_section",
+__all__ = ["calibration_intervals", "calibration_table", "fig_calibration_check", "loo_section",
            "loo_tables", "ppc_section"]
 
 PPC_TITLE = "Posterior predictive checks"
 LOO_TITLE = "Leave-one-out cross-validation (PSIS-LOO)"
-MAX_PANELS = 16
 N_BINS = 10
 
 
@@ -50,79 +53,6 @@ def calibration_table(y: np.ndarray, p_hat: np.ndarray, bins: int = 10) -> pd.Da
                      "predicted": float(p_hat[m].mean()), "observed": f,
                      "observed_low": centre - half, "observed_high": centre + half})
     return pd.DataFrame(rows)
-
-
-def _num(v: Any) -> int | float:
-    f = float(v)
-    return int(f) if f.is_integer() else f
-
-
-def cell_accuracy_table(y: np.ndarray, y_rep: np.ndarray, context: np.ndarray,
-                        tom: np.ndarray, prob: float = 0.95) -> pd.DataFrame:
-    """Observed and posterior predictive accuracy per design cell (context × ToM order).
-
-    For each cell the predictive accuracy of draw :math:`s` is the mean of
-    :math:`y^{rep}_{s,i}` over the cell's observations; the table gives its mean and central
-    ``prob`` interval beside the observed accuracy.
-    """
-    frame = pd.DataFrame({"context": context, "tom": tom})
-    rows = []
-    q = ((1 - prob) / 2, 1 - (1 - prob) / 2)
-    for (c, t), idx in frame.groupby(["context", "tom"], sort=True).indices.items():
-        acc_draws = y_rep[:, idx].mean(axis=1)
-        lo, hi = np.quantile(acc_draws, q)
-        rows.append({"context_length": _num(c), "tom_order": _num(t), "n": len(idx),
-                     "observed": float(y[idx].mean()), "predicted": float(acc_draws.mean()),
-                     "predicted_low": float(lo), "predicted_high": float(hi)})
-    return pd.DataFrame(rows)
-
-
-def fig_cell_accuracy(tab: pd.DataFrame, title: str = "") -> Figure:
-    """Posterior predictive accuracy by design cell (bands) with the observed accuracy (dots).
-
-    ``tab`` has ``context_length, tom_order, observed, predicted, predicted_low,
-    predicted_high`` and optionally ``panel`` (one panel per value, e.g. per LLM).
-    """
-    panels = list(pd.unique(tab["panel"])) if "panel" in tab else [None]
-    panels = panels[:MAX_PANELS]
-    cols = min(3, len(panels))
-    rows = math.ceil(len(panels) / cols)
-    fig = Figure(figsize=(4.2 * cols + 1.2, 3.6 * rows + 0.6), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel()
-    xs = np.unique(tab["context_length"].to_numpy(dtype=float))
-    for ax, panel in zip(axes, panels, strict=False):
-        sub = tab if panel is None else tab[tab["panel"] == panel]
-        for i, (t, d) in enumerate(sub.groupby("tom_order", sort=True)):
-            d = d.sort_values("context_length")
-            x = d["context_length"].to_numpy(dtype=float)
-            color = f"C{i}"
-            ax.fill_between(x, d["predicted_low"].to_numpy(dtype=float),
-                            d["predicted_high"].to_numpy(dtype=float), color=color, alpha=0.2)
-            ax.plot(x, d["predicted"].to_numpy(dtype=float), "-", color=color,
-                    label=f"ToM {float(t):g}")
-            obs = d["observed"].to_numpy(dtype=float)
-            if {"obs low", "obs high"} <= set(d.columns):
-                err = np.clip([obs - d["obs low"].to_numpy(dtype=float),
-                               d["obs high"].to_numpy(dtype=float) - obs], 0, None)
-                ax.errorbar(x, obs, yerr=err, fmt="none", color=color, capsize=2, lw=0.8)
-            ax.plot(x, obs, "o", color=color, markeredgecolor="black")
-        if np.all(xs > 0) and len(xs) > 1:
-            ax.set_xscale("log")
-            ax.set_xticks(xs, [f"{v:,.0f}" for v in xs])
-            ax.minorticks_off()
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("Context length (words)")
-        ax.grid(alpha=0.3)
-        if panel is not None:
-            ax.set_title(str(panel), fontsize=10)
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    axes[0].set_ylabel("Accuracy")
-    axes[0].legend(fontsize=8, frameon=False, title="line: predicted; dot: observed",
-                   title_fontsize=8)
-    if title:
-        fig.suptitle(title)
-    return fig
 
 
 def loo_tables(idata: az.InferenceData) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -156,7 +86,6 @@ def loo_tables(idata: az.InferenceData) -> tuple[pd.DataFrame, pd.DataFrame]:
     return est, pd.DataFrame(rows)
 
 
-
 # --------------------------------------------------------------------------- new checks
 
 
@@ -174,41 +103,6 @@ def calibration_intervals(d: PPCData, prob: float, bins: int = N_BINS
     tab.insert(0, "bin", [f"{edges[b]:.1f}–{edges[b + 1]:.1f}" for b in used])
     names = [f"bin {edges[b]:.1f}–{edges[b + 1]:.1f}" for b in used]
     return tab, names
-
-
-def cell_columns(ctx: FitContext, design: pd.DataFrame) -> list[str]:
-    """Columns defining the design cells of the accuracy check: ``model``,
-    ``context_words``, ``tom_order`` when present (structural fits and formula fits on the
-    paper's design), else the formula's discrete predictors (≤ 8 values each)."""
-    cols = [c for c in ("model", "context_words", "tom_order") if c in design]
-    if {"context_words", "tom_order"} <= set(cols) or ctx.kind != "formula":
-        return cols
-    from tomstats.report.sections.predictions import fixed_covariates
-
-    disc = [c for c in fixed_covariates(ctx, design) if design[c].nunique() <= 8]
-    return disc or cols
-
-
-def cell_intervals(d: PPCData, cols: list[str], prob: float) -> tuple[pd.DataFrame, list[str]]:
-    """:func:`~tomstats.report.sections._ppc.group_intervals` per design cell of ``cols``."""
-    design = d.design[cols].astype(str) if cols else pd.DataFrame(index=d.design.index)
-    if cols:
-        keys = d.design[cols].drop_duplicates().sort_values(cols).reset_index(drop=True)
-        codes = d.design.groupby(cols, sort=True).ngroup().to_numpy()
-    else:
-        keys = pd.DataFrame(index=[0])
-        codes = np.zeros(len(design), dtype=np.int64)
-    tab = group_intervals(d, codes, prob)
-    out = pd.concat([keys.reset_index(drop=True), tab], axis=1)
-    names = [", ".join(f"{c} {_fmt(r[c])}" for c in cols) or "all rows"
-             for _, r in keys.iterrows()]
-    return out, names
-
-
-def _fmt(v: object) -> str:
-    if isinstance(v, (float, np.floating)) and float(v).is_integer():
-        return str(int(v))
-    return str(v)
 
 
 def fig_calibration_check(tab: pd.DataFrame, prob: float) -> Figure:
@@ -241,16 +135,6 @@ def fig_calibration_check(tab: pd.DataFrame, prob: float) -> Figure:
     ax.legend(frameon=False, loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
     return fig
-
-
-def cell_plot_table(tab: pd.DataFrame) -> pd.DataFrame | None:
-    """The cell table in :func:`fig_cell_accuracy`'s columns (``None`` without context and
-    ToM order)."""
-    if not {"context_words", "tom_order"} <= set(tab.columns):
-        return None
-    out = tab.rename(columns={"context_words": "context_length", "model": "panel",
-                              "pred low": "predicted_low", "pred high": "predicted_high"})
-    return out
 
 
 def _ppc_tables(ctx: FitContext) -> tuple[PPCData, pd.DataFrame, list[str], pd.DataFrame,

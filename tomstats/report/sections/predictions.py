@@ -8,38 +8,28 @@ intervals on top. Structural fits: the context length × ToM order cells per LLM
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from tomstats.report._document import Image, Section, Table, Text, figure_png
+from tomstats.report.sections._cells import (
+    cell_intervals,
+    cell_plot_table,
+    fig_cell_accuracy,
+    fixed_covariates,
+    random_groups,
+)
 from tomstats.report.sections._context import FitContext, hdi_columns, jeffreys
 from tomstats.report.sections._ppc import ppc_data
 
-__all__ = ["fixed_covariates", "prediction_grid", "prediction_table", "section"]
+__all__ = ["prediction_grid", "prediction_table", "section"]
 
 TITLE = "Predicted accuracy by condition"
 #: New groups drawn per posterior draw for the marginal (population-averaged) prediction.
 N_NEW_GROUPS = 40
 _MAX_DRAWS = 300
 _TYPICAL = "__typical__"
-
-
-def _spec_random_groups(ctx: FitContext) -> list[str]:
-    cols: list[str] = []
-    for t in ctx.spec.get("random", []) or []:
-        cols += str(t.get("group", "")).replace("/", ":").split(":")
-    return [c for c in dict.fromkeys(cols) if c]
-
-
-def fixed_covariates(ctx: FitContext, data: pd.DataFrame) -> list[str]:
-    """Data columns the formula's fixed part reads (``fb * implicit`` → ``fb, implicit``)."""
-    fixed = str(ctx.spec.get("fixed", ""))
-    skip = {ctx.spec.get("response"), ctx.spec.get("trials"), *_spec_random_groups(ctx)}
-    names = re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", fixed)
-    return [c for c in dict.fromkeys(names) if c in data.columns and c not in skip]
 
 
 def _numeric(s: pd.Series) -> bool:
@@ -88,7 +78,7 @@ def _predict(ctx: FitContext, grid: pd.DataFrame) -> tuple[np.ndarray, np.ndarra
     """Draws (S, rows) of P(correct): marginal over random effects, conditional on 0."""
     from tomstats.glmm import predict
 
-    groups = _spec_random_groups(ctx)
+    groups = random_groups(ctx)
     typical = grid.copy()
     for g in groups:
         typical[g] = _TYPICAL
@@ -227,12 +217,6 @@ def fig_predictions(tab: pd.DataFrame, obs: pd.DataFrame, x: str | None, colour:
 
 
 def _structural(ctx: FitContext) -> Section:
-    from tomstats.report.sections.checks import (
-        cell_intervals,
-        cell_plot_table,
-        fig_cell_accuracy,
-    )
-
     d = ppc_data(ctx)
     if isinstance(d, str):
         return Section(TITLE, (Text(d, "missing"),))

@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 
 from tomstats.report._document import Section, Table, Text
+from tomstats.report.sections._cells import cell_columns
 from tomstats.report.sections._context import FitContext
+from tomstats.report.sections._ppc import ppc_data
 
 __all__ = ["data_summary", "provenance_table", "sampler_table", "section"]
 
@@ -44,8 +46,6 @@ def _glmm_data_summary(ctx: FitContext) -> pd.DataFrame:
         rows.append(("items", f"{df['item'].nunique():,}"))
     cells = [c for c in ("context_words", "tom_order") if c in df]
     if ctx.kind == "formula":  # the cells the design-cell check uses (fb × implicit, …)
-        from tomstats.report.sections.checks import cell_columns
-
         cells = [c for c in cell_columns(ctx, df) if c != "model"]
     if cells:
         rows.append((f"design cells ({' × '.join(cells)})",
@@ -57,8 +57,6 @@ def data_summary(ctx: FitContext) -> pd.DataFrame:
     """Rows, accuracy, LLMs, items and design cells of the fit's data."""
     if ctx.is_glmm:
         return _glmm_data_summary(ctx)
-    from tomstats.report.sections._ppc import ppc_data
-
     idata = ctx.idata
     if "observed_data" not in idata.groups() or not idata.observed_data.data_vars:
         return pd.DataFrame({"quantity": ["rows"], "value": ["— (no observed_data group)"]})

@@ -14,7 +14,7 @@ import arviz as az
 import numpy as np
 import xarray as xr
 
-from tomstats.glmm.convergence import dataset_convergence
+from tomstats.glmm.rhat_ess import dataset_convergence
 from tomstats.report._document import Check, Section, Text, Verdict
 from tomstats.report.sections._context import FitContext, interval_note
 

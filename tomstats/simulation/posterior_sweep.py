@@ -16,7 +16,7 @@ evenly to ``draws`` draws :math:`s = 1..S`. Then, vectorised over draws:
 1. **Decomposition.** For each draw and each fitted LLM :math:`j`, ``R`` studies of the
    configured 5×3 design are simulated at :math:`(\alpha_{js}, \gamma_{js}, \delta_s,
    \sigma_s, m_{js})` and analysed by the two-way ANOVA
-   (:func:`tomstats.simulate.simulate` with ``param_dims=("draw", "llm")``). The
+   (:func:`tomstats.simulation.simulator.simulate` with ``param_dims=("draw", "llm")``). The
    posterior of a quantity such as :math:`\eta^2_\text{ToM}` is summarised by
 
    - ``eta2_mean``: :math:`\frac1{SR}\sum_{s,r}\eta^2_{sr}`;
@@ -30,8 +30,8 @@ evenly to ``draws`` draws :math:`s = 1..S`. Then, vectorised over draws:
    systematic (between-cell) variance for that LLM under the design.
 2. **Dominance map.** The configured γ × α grid (default the paper's 7 × 7) is simulated
    per draw with :math:`(\delta_s, \sigma_s)` from the posterior and the grid's γ, α, at
-   the configured sensitivity capability (:func:`tomstats.sensitivity.sensitivity` with
-   ``param_dims=("draw",)``). Per grid cell: the ToM share's posterior mean, the 95 %
+   the configured sensitivity capability (:func:`tomstats.simulation.sensitivity_grid.sensitivity`
+   with ``param_dims=("draw",)``). Per grid cell: the ToM share's posterior mean, the 95 %
    interval over draws of the per-draw MC mean, and ``p_dominant`` = posterior probability
    that the per-draw mean share exceeds 0.5. ``summary.json`` adds the posterior of the
    number of ToM-dominant cells (the paper reports 39/49).
@@ -59,10 +59,11 @@ import xarray as xr
 
 from tomstats._guards import check_footprint
 from tomstats._io import atomic_write_text, ensure_writable_dir
+from tomstats._version import __version__
 from tomstats.model import Params
-from tomstats.sensitivity import sensitivity
-from tomstats.simulate import SOURCES, SYSTEMATIC, simulate, simulation_footprint
-from tomstats.study import StudyConfig
+from tomstats.simulation.sensitivity_grid import sensitivity
+from tomstats.simulation.simulator import SOURCES, SYSTEMATIC, simulate, simulation_footprint
+from tomstats.simulation.study import StudyConfig
 
 __all__ = ["PosteriorDraws", "posterior_draws", "posterior_study", "run_posterior_study"]
 
@@ -126,7 +127,7 @@ def posterior_draws(idata: Any, draws: int = 200, *, name: str = "fit") -> Poste
         ``idata`` was not made by :func:`tomstats.glmm.fit`, or is a formula model.
     """
     from tomstats.glmm import posterior_params
-    from tomstats.glmm.fit import fit_spec
+    from tomstats.glmm.fitting import fit_spec
     from tomstats.glmm.spec import StructuralSpec
 
     draws = _check_draws(draws)
@@ -315,8 +316,6 @@ def posterior_study(
     tom_share = sim["share"].sel(systematic="tom_order").isel(capability=0) \
         .mean("replicate").transpose("draw", "llm").to_numpy()
     n_dom = (per_draw > 0.5).sum((1, 2))
-    from tomstats import __version__
-
     fields = ("alpha", "gamma", "delta", "sigma")
     summary: dict[str, Any] = {
         "package_version": __version__,

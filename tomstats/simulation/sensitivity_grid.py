@@ -18,7 +18,7 @@ import xarray as xr
 
 from tomstats.design import Design, paper_design
 from tomstats.model import Params
-from tomstats.simulate import simulate
+from tomstats.simulation.simulator import simulate
 
 __all__ = ["PAPER_GAMMA", "PAPER_ALPHA", "sensitivity", "sensitivity_table", "grid_values"]
 
@@ -73,7 +73,7 @@ def sensitivity(
     capability : float
         Capability level of the simulated model.
     replicates, seed, path, progress, allow_large
-        As in :func:`tomstats.simulate.simulate`.
+        As in :func:`tomstats.simulation.simulator.simulate`.
 
     Returns
     -------

@@ -1,26 +1,16 @@
-"""``tomstats summarize`` and ``tomstats anova``: the classical analysis of a real evaluation log.
+"""The simulation paper's ANOVA table for a real evaluation log (``tomstats anova``).
 
-``tomstats summarize LOG`` prints the accuracy per LLM × context length × ToM order with Wilson
-intervals, the questions and errors per cell and StorySim's error taxonomy
-(:func:`tomstats.summarize.summarize`); ``--out cells.csv`` writes the same table.
-
-``tomstats anova LOG`` prints the simulation paper's Table 1 for a real log: the two-way
-ANOVA context length × ToM order of the binary outcome with η², partial η², ω², partial ω² and
-generalized η² (:func:`tomstats.anova.anova`), pooled over the LLMs and, with ``--by model``,
-per LLM; ``--ci 0.95`` adds cluster-bootstrap intervals; ``--within``/``--subject`` give the
-repeated-measures form (LLMs as subjects). :func:`log_anova` is the same analysis as a
-function.
-
-Both read the runner's JSON Lines log or any CSV/parquet table with one row per question;
-columns with other names are renamed with ``--map STANDARD=COLUMN`` as in ``tomstats fit``.
-Bad input (an unknown column, a factor with one level, an empty cell, a missing or non-numeric
-outcome, a factor named twice, a file that is not UTF-8, an existing ``--out`` without
-``--force``) is refused before any work with one line naming the column and the value.
+:func:`log_anova` reads a log or table (:func:`tomstats.analysis.table.read_evaluation`),
+leaves out runner error records, checks every factor, cell and subject before any work, and
+runs :func:`tomstats.analysis.row_anova.anova` pooled over the LLMs and, with ``by``, per
+group: the two-way ANOVA context length × ToM order of the binary outcome with η², partial η²,
+ω², partial ω² and generalized η² by default; ``within``/``subject`` give the
+repeated-measures form (LLMs as subjects), ``ci`` cluster-bootstrap intervals.
+:func:`format_anova` prints the table.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 from collections.abc import Sequence
@@ -29,88 +19,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tomstats.glmm.cli import add_selection_arguments, parse_mapping
-from tomstats.summarize import (
-    apply_mapping,
-    apply_query,
-    format_summary,
-    outcome,
-    read_evaluation,
-    require_column,
-    summarize,
-)
+from tomstats.analysis.row_anova import EFFECT_SIZES, anova
+from tomstats.analysis.summary import outcome
+from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
 
-__all__ = ["DEFAULT_BETWEEN", "EFFECT_SIZES", "POOLED", "add_anova_arguments",
-           "add_summarize_arguments", "format_anova", "load_table", "log_anova", "run_anova",
-           "run_summarize"]
+__all__ = ["DEFAULT_BETWEEN", "EFFECT_SIZES", "POOLED", "format_anova", "log_anova"]
 
 #: Factors of the default analysis: the paper's two-way design.
 DEFAULT_BETWEEN: tuple[str, str] = ("context_words", "tom_order")
 #: Value of the ``--by`` column on the rows of the pooled table.
 POOLED = "(pooled)"
-#: Effect-size columns of the ANOVA table, in the order shown (those of
-#: :data:`tomstats.anova.EFFECT_SIZES`, repeated here so that ``summarize`` need not import JAX).
-EFFECT_SIZES = ("eta2", "partial_eta2", "omega2", "partial_omega2", "generalized_eta2")
 
 
 # --------------------------------------------------------------------------- shared input
 
 
-def load_table(path: str | os.PathLike[str] | pd.DataFrame, columns: dict[str, str] | None = None,
-               query: str | None = None) -> pd.DataFrame:
-    """Read a log or table (:func:`tomstats.summarize.read_evaluation`), filter, rename.
-
-    ``query`` (a pandas query on the file's own column names, like ``tomstats fit --query``)
-    is applied before the ``columns`` mapping.
-    """
-    return apply_mapping(apply_query(read_evaluation(path), query), columns)
-
-
 # --------------------------------------------------------------------------- summarize
-
-
-def add_summarize_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments of ``tomstats summarize``."""
-    p.add_argument("log", help="evaluation log: the runner's JSONL, or a CSV/parquet table "
-                               "with one row per question")
-    p.add_argument("--by", nargs="+", metavar="COL", default=None,
-                   help="grouping columns before context × order (default: model, when the "
-                        "log has it); 'none' pools all rows of a cell")
-    add_selection_arguments(p, ("correct", "model", "tom_order", "context_words",
-                                "error_category"))
-    p.add_argument("--level", type=float, default=0.95,
-                   help="coverage of the Wilson intervals (default 0.95)")
-    p.add_argument("--out", metavar="CSV", help="also write the table as CSV (atomically)")
-    p.add_argument("--force", action="store_true", help="replace an existing --out file")
-
-
-def _by_arg(by: Sequence[str] | None) -> list[str] | None:
-    if by is None:
-        return None
-    if [b.lower() for b in by] == ["none"]:
-        return []
-    return list(by)
-
-
-def run_summarize(args: argparse.Namespace) -> int:
-    """Run ``tomstats summarize``: read, map, count per cell, print, write ``--out``."""
-    from tomstats._io import atomic_write_text, prepare_out_file
-
-    out = prepare_out_file(args.out, force=args.force) if args.out else None
-    columns = parse_mapping(args.map)
-    df = load_table(args.log, columns, args.query)
-    table = summarize(df, by=_by_arg(args.by), level=args.level)
-    print(format_summary(table))
-    reasons = table.attrs.get("errors_by_reason", {})
-    n_err = int(table["n_errors"].sum())
-    print(f"{int(table['n'].sum())} questions, {int(table['n_answered'].sum())} answered, "
-          f"{int(table['n_correct'].sum())} correct, {n_err} without an answer"
-          + (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if n_err else "")
-          + f"; {args.level:.0%} Wilson intervals")
-    if out is not None:
-        atomic_write_text(out, table.to_csv(index=False))
-        print(f"wrote {out}")
-    return 0
 
 
 # --------------------------------------------------------------------------- anova
@@ -181,8 +105,8 @@ def log_anova(
     ----------
     data : path or pandas.DataFrame
         Evaluation log or table, one row per question (see
-        :func:`tomstats.summarize.read_evaluation`). Runner error records (``status =
-        "error"``: no answer) are left out; :func:`tomstats.summarize.summarize` counts them.
+        :func:`tomstats.analysis.table.read_evaluation`). Runner error records (``status =
+        "error"``: no answer) are left out; :func:`tomstats.analysis.summary.summarize` counts them.
     dv : str, default ``"correct"``
         Outcome column; ``"correct"`` must be 0/1 (``binary=True``), others any number.
     between, within : str or sequence of str, optional
@@ -209,8 +133,8 @@ def log_anova(
     Returns
     -------
     pandas.DataFrame
-        :func:`tomstats.anova.anova`'s columns; with ``by``, a first column named after it
-        holding the group, ``"(pooled)"`` on the pooled table's rows.
+        :func:`tomstats.analysis.row_anova.anova`'s columns; with ``by``, a first column named
+        after it holding the group, ``"(pooled)"`` on the pooled table's rows.
     """
     df = apply_mapping(read_evaluation(data), columns)
     between_l, within_l = _as_list(between), _as_list(within)
@@ -257,8 +181,6 @@ def log_anova(
         na = df[c].isna().to_numpy()
         if na.any():
             raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
-
-    from tomstats.anova import anova
 
     kwargs: dict[str, Any] = {"ss_type": ss_type, "binary": dv == "correct",
                               "within": within_l or None, "subject": subject}
@@ -324,66 +246,3 @@ def format_anova(table: pd.DataFrame) -> str:
     return show.to_string(index=False)
 
 
-def add_anova_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments of ``tomstats anova``."""
-    p.add_argument("log", help="evaluation log: the runner's JSONL, or a CSV/parquet table "
-                               "with one row per question")
-    p.add_argument("--dv", default="correct", help="outcome column (default correct, 0/1)")
-    p.add_argument("--between", nargs="+", metavar="COL", default=None,
-                   help="between factors (default: context_words tom_order, the paper's "
-                        "two-way design)")
-    p.add_argument("--within", nargs="+", metavar="COL", default=None,
-                   help="within (repeated-measures) factors, e.g. context_words tom_order with "
-                        "the LLMs as subjects")
-    p.add_argument("--subject", metavar="COL", default=None,
-                   help="subject column of a repeated-measures design (default model with "
-                        "--within); without --within, the between factors are compared on "
-                        "the means per subject")
-    p.add_argument("--by", metavar="COL", default=None,
-                   help="also one table per value of this column (e.g. model), before the "
-                        "pooled one")
-    p.add_argument("--ss-type", type=int, choices=(1, 2, 3), default=2,
-                   help="type of sums of squares (default 2)")
-    p.add_argument("--ci", type=float, default=None, metavar="LEVEL",
-                   help="cluster-bootstrap intervals of every effect size, e.g. 0.95")
-    p.add_argument("--n-boot", type=int, default=2000, metavar="N",
-                   help="bootstrap resamples (default 2000)")
-    p.add_argument("--cluster", metavar="COL", default=None,
-                   help="bootstrap resampling unit (default story_id, else item_id)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    add_selection_arguments(p, ("correct", "model", "tom_order", "context_words"))
-    p.add_argument("--out", metavar="CSV", help="also write the table(s) as CSV (atomically)")
-    p.add_argument("--force", action="store_true", help="replace an existing --out file")
-
-
-def run_anova(args: argparse.Namespace) -> int:
-    """Run ``tomstats anova``: read, map, check, one table per group and pooled, print, write."""
-    from tomstats._io import atomic_write_text, prepare_out_file
-
-    out = prepare_out_file(args.out, force=args.force) if args.out else None
-    df = load_table(args.log, parse_mapping(args.map), args.query)
-    n_all = len(df)
-    table = log_anova(df, dv=args.dv, between=args.between, within=args.within,
-                      subject=args.subject, by=args.by, ss_type=args.ss_type, ci=args.ci,
-                      n_boot=args.n_boot, cluster=args.cluster, seed=args.seed)
-    a = table.attrs
-    design = " × ".join(a["between"] + a["within"])
-    head = (f"ANOVA of {a['dv']} on {design} (type {args.ss_type} sums of squares"
-            + (f", repeated measures within {a['subject']}" if a["within"]
-               else f", on the mean per {a['subject']}" if a["subject"] else "")
-            + (f"; {a['ci']:.0%} cluster-bootstrap intervals, {a['n_boot']} resamples of "
-               f"{a['cluster'] or 'rows'}, seed {args.seed}" if a["ci"] else "") + ")")
-    print(head)
-    dropped = n_all - a["n_rows"]
-    print(f"{a['n_rows']} questions" + (f" ({dropped} error record(s) without an answer left "
-                                        "out)" if dropped else ""))
-    if args.by is None:
-        print(format_anova(table))
-    else:
-        for value, tab in table.groupby(args.by, sort=False):
-            print(f"\n{args.by} = {value}")
-            print(format_anova(tab))
-    if out is not None:
-        atomic_write_text(out, table.to_csv(index=False))
-        print(f"wrote {out}")
-    return 0

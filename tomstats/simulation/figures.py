@@ -37,7 +37,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tomstats._io import atomic_path
-from tomstats.calibration import PAPER_TABLE1
+from tomstats.simulation.paper import PAPER_TABLE1
 
 __all__ = [
     "FACTOR_LABELS",
@@ -49,7 +49,6 @@ __all__ = [
     "fig_sensitivity",
     "fig_eta2_posterior",
     "fig_dominance_posterior",
-    "fig_power",
     "default_point",
     "paper_figures",
     "read_posterior_dir",
@@ -94,7 +93,7 @@ SIMULATION_FILES = ("table1.csv", "decomposition.csv", "cells.csv", "sensitivity
 _TEXT_COLUMNS = ("factor", "llm", "source", "kind", "along", "test")
 
 
-def _require(df: Any, columns: Iterable[str], name: str) -> pd.DataFrame:
+def require_columns(df: Any, columns: Iterable[str], name: str) -> pd.DataFrame:
     """Check ``df`` is a non-empty DataFrame holding ``columns`` (numeric where needed)."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"{name}: expected a pandas DataFrame, got {type(df).__name__}")
@@ -174,7 +173,7 @@ def fig_variance_decomposition(
     -------
     matplotlib.figure.Figure
     """
-    rows = _factor_rows(_require(table1, ("factor", "pct_total", "sd_pct"), "table1"))
+    rows = _factor_rows(require_columns(table1, ("factor", "pct_total", "sd_pct"), "table1"))
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
     x = np.arange(len(rows))
@@ -212,7 +211,7 @@ def fig_cells(cells: pd.DataFrame, capability: float = 1.0) -> Figure:
     -------
     matplotlib.figure.Figure
     """
-    sub = _select_capability(_require(cells, CELLS_COLUMNS, "cells"), capability, "cells")
+    sub = _select_capability(require_columns(cells, CELLS_COLUMNS, "cells"), capability, "cells")
     fig = Figure(figsize=(6.4, 4.4), layout="constrained")
     ax = fig.add_subplot()
     orders = np.unique(sub["tom_order"].to_numpy(dtype=float))
@@ -282,7 +281,7 @@ def fig_main_effects(cells: pd.DataFrame, capability: float = 1.0) -> Figure:
     -------
     matplotlib.figure.Figure
     """
-    sub = _select_capability(_require(cells, CELLS_COLUMNS, "cells"), capability, "cells")
+    sub = _select_capability(require_columns(cells, CELLS_COLUMNS, "cells"), capability, "cells")
     fig = Figure(figsize=(9.0, 3.8), layout="constrained")
     ax_c, ax_t = fig.subplots(1, 2, sharey=True)
     mc = _marginal(sub, "context_length")
@@ -334,7 +333,7 @@ def fig_decomposition_by_capability(decomposition: pd.DataFrame) -> Figure:
     -------
     matplotlib.figure.Figure
     """
-    d = _require(decomposition, DECOMPOSITION_COLUMNS, "decomposition")
+    d = require_columns(decomposition, DECOMPOSITION_COLUMNS, "decomposition")
     d = d[d["factor"].astype(str) != "residual"]
     unknown = sorted(set(d["factor"].astype(str)) - set(FACTOR_LABELS))
     if unknown:
@@ -400,7 +399,7 @@ def sensitivity_grid(
     for ``dominance_posterior.csv``); ``name`` is the table's name in error messages.
     Raises ``ValueError`` when the rows do not form a complete γ × α grid.
     """
-    s = _require(sensitivity, ("gamma", "alpha", value), name)
+    s = require_columns(sensitivity, ("gamma", "alpha", value), name)
     if s.duplicated(["gamma", "alpha"]).any():
         row = s[s.duplicated(["gamma", "alpha"])].iloc[0]
         raise ValueError(f"{name}: grid point (gamma={row['gamma']}, alpha={row['alpha']}) "
@@ -498,7 +497,7 @@ def fig_eta2_posterior(decomposition: pd.DataFrame) -> Figure:
     :math:`\\bar\\eta^2 = \\frac{1}{SR}\\sum_{s,r}\\eta^2_{sr}` and, as a bar, the 2.5 %–97.5 %
     quantiles over posterior draws of the per-draw Monte Carlo mean (columns ``eta2_mean``,
     ``eta2_low``, ``eta2_high`` of ``decomposition_posterior.csv``, see
-    :mod:`tomstats.posterior_sweep`).
+    :mod:`tomstats.simulation.posterior_sweep`).
 
     Parameters
     ----------
@@ -510,7 +509,7 @@ def fig_eta2_posterior(decomposition: pd.DataFrame) -> Figure:
     -------
     matplotlib.figure.Figure
     """
-    d = _require(decomposition, POSTERIOR_DECOMPOSITION_COLUMNS, "decomposition_posterior")
+    d = require_columns(decomposition, POSTERIOR_DECOMPOSITION_COLUMNS, "decomposition_posterior")
     d = d[d["source"].isin(_SYSTEMATIC_SOURCES)]
     if d.empty:
         raise ValueError(f"decomposition_posterior: no rows for the sources "
@@ -635,10 +634,10 @@ def read_simulation_dir(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(summary, dict):
         raise ValueError(f"simulation folder {str(d)!r}: summary.json must hold an object")
     out["summary"] = summary
-    _require(out["table1"], TABLE1_COLUMNS, "table1.csv")
-    _require(out["decomposition"], DECOMPOSITION_COLUMNS, "decomposition.csv")
-    _require(out["cells"], CELLS_COLUMNS, "cells.csv")
-    _require(out["sensitivity"], SENSITIVITY_COLUMNS, "sensitivity.csv")
+    require_columns(out["table1"], TABLE1_COLUMNS, "table1.csv")
+    require_columns(out["decomposition"], DECOMPOSITION_COLUMNS, "decomposition.csv")
+    require_columns(out["cells"], CELLS_COLUMNS, "cells.csv")
+    require_columns(out["sensitivity"], SENSITIVITY_COLUMNS, "sensitivity.csv")
     return out
 
 
@@ -675,7 +674,7 @@ def read_posterior_dir(
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise ValueError(f"calibrated sweep folder {str(d)!r}: cannot read {f}: "
                              f"{exc}") from exc
-        tables.append(_require(df, cols, f))
+        tables.append(require_columns(df, cols, f))
     try:
         summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -701,81 +700,6 @@ def reference_capability(cells: pd.DataFrame) -> float:
     if np.isclose(caps, 1.0).any():
         return 1.0
     return float(caps[len(caps) // 2])
-
-
-POWER_COLUMNS = ("kind", "along", "value", "test", "power", "ci_low", "ci_high")
-_TEST_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                "#7f7f7f", "#bcbd22", "#17becf")
-
-
-def fig_power(power: pd.DataFrame, target: float = 0.8) -> Figure:
-    """Power curves: one line per test, the 95 % Monte Carlo interval as a band.
-
-    ``power`` is ``power.csv`` of ``tomstats power`` (:meth:`tomstats.power.PowerResult.frame`).
-    Plug-in power is drawn solid, assurance (when present) dashed; the target power is a
-    dotted horizontal line. Sizes (questions, stories, LLMs) are drawn on a log axis. With a
-    second dimension (columns ``by`` and ``by_value``) there is one panel per test and one
-    line per value of ``by``.
-    """
-    df = _require(power, POWER_COLUMNS, "power")
-    along = str(df["along"].iloc[0])
-    tests = list(dict.fromkeys(df["test"]))
-    styles = {"plug-in": "-", "assurance": "--"}
-    if "by_value" in df.columns:
-        by = str(df["by"].iloc[0]).replace("_", " ")
-        ncol = min(3, len(tests))
-        nrow = -(-len(tests) // ncol)
-        fig = Figure(figsize=(4.2 * ncol + 0.6, 3.4 * nrow + 0.4), layout="constrained")
-        axes = np.atleast_1d(fig.subplots(nrow, ncol, sharey=True, squeeze=False)).ravel()
-        levels = sorted(df["by_value"].unique())
-        for ax, test in zip(axes, tests, strict=False):
-            for i, b in enumerate(levels):
-                color = _TEST_COLORS[i % len(_TEST_COLORS)]
-                sel = (df["test"] == test) & (df["by_value"] == b)
-                for kind, sub in df[sel].groupby("kind", sort=False):
-                    label = f"{by} = {b:g}" + ("" if kind == "plug-in" else f" ({kind})")
-                    _power_line(ax, sub, styles.get(str(kind), ":"), color, label)
-            _power_axes(ax, df, along, target)
-            ax.set_title(test, fontsize=9)
-            ax.legend(fontsize=7, loc="lower right")
-        for i, ax in enumerate(axes):
-            ax.set_visible(i < len(tests))
-            if i % ncol:
-                ax.set_ylabel("")
-        return fig
-    fig = Figure(figsize=(7.0, 4.4), layout="constrained")
-    ax = fig.subplots()
-    for i, test in enumerate(tests):
-        color = _TEST_COLORS[i % len(_TEST_COLORS)]
-        for kind, sub in df[df["test"] == test].groupby("kind", sort=False):
-            label = test if kind == "plug-in" else f"{test} ({kind})"
-            _power_line(ax, sub, styles.get(str(kind), ":"), color, label)
-    _power_axes(ax, df, along, target)
-    ax.legend(fontsize=8, loc="lower right")
-    return fig
-
-
-def _power_line(ax: Any, sub: pd.DataFrame, style: str, color: str, label: str) -> None:
-    """One power curve with its Monte Carlo band."""
-    sub = sub.sort_values("value")
-    ax.plot(sub["value"], sub["power"], style, color=color, marker="o", ms=3.5, label=label)
-    ax.fill_between(sub["value"], sub["ci_low"], sub["ci_high"], color=color, alpha=0.15, lw=0)
-
-
-def _power_axes(ax: Any, df: pd.DataFrame, along: str, target: float) -> None:
-    """Target line, log axis for sizes spanning a decade, labels and grid."""
-    ax.axhline(target, color="black", ls=":", lw=1, label=f"target {target:.0%}")
-    if along in ("questions_per_cell", "items_per_cell", "n_llms") and df["value"].min() > 0 \
-            and df["value"].max() / df["value"].min() > 8:
-        ax.set_xscale("log")
-        values = np.unique(df["value"].to_numpy(dtype=float))
-        if values.size <= 12:  # the values tried, written out, rather than powers of ten
-            ax.set_xticks(values, [f"{v:g}" for v in values])
-            ax.minorticks_off()
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel(along.replace("_", " "))
-    ax.set_ylabel("power (rejection rate)")
-    ax.grid(alpha=0.3)
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int = 120) -> Path:

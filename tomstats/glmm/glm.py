@@ -25,7 +25,7 @@ iterations, when a value is not finite, or when a fitted probability is numerica
 (quasi-)complete separation, where the maximum likelihood estimate does not exist.
 
 Everything is pure JAX (``lax.while_loop``), so :func:`logistic_fit` runs under ``jax.jit``
-and ``jax.vmap`` (one fit per replicate in :func:`tomstats.power.power`). Use float64
+and ``jax.vmap`` (one fit per replicate in :func:`tomstats.planning.run.power`). Use float64
 (``with jax.enable_x64(True):``) for results equal to statsmodels to 1e-6.
 """
 
@@ -189,7 +189,7 @@ def logistic_fit(X: Any, successes: Any, trials: Any = 1.0, *, max_iter: int = 5
     Examples
     --------
     >>> import jax, numpy as np
-    >>> from tomstats.glm import logistic_fit
+    >>> from tomstats.glmm.glm import logistic_fit
     >>> X = np.column_stack([np.ones(4), [0.0, 1.0, 2.0, 3.0]])
     >>> with jax.enable_x64(True):
     ...     f = logistic_fit(X, np.array([2.0, 4, 5, 9]), 10.0)

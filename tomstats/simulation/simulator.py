@@ -38,9 +38,10 @@ from tqdm.auto import tqdm
 
 from tomstats._guards import Footprint, check_footprint
 from tomstats._validate import check_type
-from tomstats.anova import anova_from_counts, systematic_share
+from tomstats._version import __version__
 from tomstats.design import CONTEXT, TOM, Design
 from tomstats.model import Params, cell_probabilities, linear_predictor
+from tomstats.simulation.count_anova import anova_from_counts, systematic_share
 
 __all__ = [
     "PATHS",
@@ -411,7 +412,7 @@ def simulate(
 
     For each replicate, parameter point and capability level, one study of
     ``design.n_per_cell`` questions per cell is drawn from equation (1) and analysed with
-    a two-way ANOVA (:func:`tomstats.anova.anova_from_counts`, type ``ss_type``).
+    a two-way ANOVA (:func:`tomstats.simulation.count_anova.anova_from_counts`, type ``ss_type``).
 
     Parameters
     ----------
@@ -514,8 +515,6 @@ def simulate(
         ds = ds.assign_coords(capability_value=(dims + cap_dims, np.broadcast_to(
             cap, tuple(len(coords[d]) for d in dims) + cap.shape[-1:])))
     ds["accuracy"] = ds["successes"] / ds["trials"]
-    from tomstats import __version__
-
     ds.attrs.update(
         tomstats_version=__version__,
         path=path,
@@ -622,7 +621,8 @@ def simulate_questions(
     shared_items: bool = False,
     items_per_cell: int | None = None,
 ) -> pd.DataFrame:
-    """One row per simulated question: the long data a GLMM or :func:`tomstats.anova` needs.
+    """One row per simulated question: the long data a GLMM or
+    :func:`tomstats.analysis.row_anova.anova` needs.
 
     Parameters
     ----------

@@ -1,9 +1,9 @@
 r"""Accuracy by cell of a real evaluation log, with Wilson intervals and StorySim's error taxonomy.
 
 :func:`summarize` turns an evaluation log — the JSON Lines written by ``tomstats evaluate``
-(read with :func:`tomstats.evaluate.read_log`, errors kept), or any CSV/parquet/DataFrame with
-one row per question — into one tidy row per group (by default the LLM, column ``model``) ×
-context length × ToM order:
+(read with :func:`tomstats.analysis.table.read_evaluation`, errors kept), or any
+CSV/parquet/DataFrame with one row per question — into one tidy row per group (by default the
+LLM, column ``model``) × context length × ToM order:
 
 ==========================  =================================================================
 ``n``                       questions asked in the cell (answered + errors)
@@ -11,7 +11,7 @@ context length × ToM order:
 ``n_correct``               answered correctly
 ``accuracy``                :math:`\hat\pi = k/n_\text{answered}`
 ``ci_low``, ``ci_high``     Wilson score interval of :math:`\hat\pi` at ``level``
-                            (:func:`tomstats.power.wilson_interval`)
+                            (:func:`tomstats.analysis.intervals.wilson_interval`)
 ``n_errors``                questions without an answer: runner error records (``status =
                             "error"``: context overflow, failed request) or a missing
                             ``correct`` in a table
@@ -34,20 +34,17 @@ Column names follow ``tomstats fit``: ``correct``, ``model``, ``tom_order``,
 
 from __future__ import annotations
 
-import io
 import os
-import re
-import warnings
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tomstats._validate import closest_hint, read_text
+from tomstats.analysis.intervals import wilson_interval
+from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
 
-__all__ = ["ERROR_COLUMNS", "SUMMARY_COLUMNS", "TAXONOMY", "apply_mapping", "format_summary",
-           "outcome", "read_evaluation", "require_column", "summarize"]
+__all__ = ["ERROR_COLUMNS", "SUMMARY_COLUMNS", "TAXONOMY", "format_summary", "outcome",
+           "summarize"]
 
 #: Log ``error_category`` of a wrong answer → taxonomy column of :func:`summarize`
 #: (StorySim's first-common-location, recency, refusal/unparseable and other errors).
@@ -66,118 +63,6 @@ SUMMARY_COLUMNS: tuple[str, ...] = ("n", "n_answered", "n_correct", "accuracy", 
                                     "ci_high", "n_errors", *ERROR_COLUMNS)
 
 _CELL = ("context_words", "tom_order")
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def _suffix(p: Path) -> str:
-    return "".join(p.suffixes[-2:]).lower() if p.suffix.lower() == ".gz" else p.suffix.lower()
-
-
-def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
-    """Read an evaluation log or table into a DataFrame, one row per question, errors kept.
-
-    Parameters
-    ----------
-    source : path or pandas.DataFrame
-        ``.jsonl`` (the runner's log: :func:`tomstats.evaluate.read_log` with
-        ``errors="keep"``, so error records are rows with ``correct`` missing and ``status =
-        "error"``), ``.csv``/``.tsv`` (UTF-8) or ``.parquet``; a DataFrame is copied.
-
-    Raises
-    ------
-    FileNotFoundError
-        If the file does not exist.
-    ValueError
-        A malformed log, a file that is not UTF-8 (naming line and column), an unknown suffix.
-    """
-    if isinstance(source, pd.DataFrame):
-        return source.copy()
-    if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"source must be a path or a pandas DataFrame, got "
-                        f"{type(source).__name__}")
-    p = Path(source)
-    if not p.is_file():
-        raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist"
-                                + (" (it is a folder)" if p.is_dir() else ""))
-    suffix = _suffix(p)
-    if suffix in (".jsonl", ".ndjson"):
-        from tomstats.evaluate.log import read_log
-
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return read_log(p, errors="keep")
-        except UnicodeDecodeError:
-            read_text(p)  # raises the error with file, line and column
-            raise
-    if suffix in (".csv", ".tsv"):
-        text = read_text(p)
-        try:
-            return pd.read_csv(io.StringIO(text), sep="," if suffix == ".csv" else "\t")
-        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise ValueError(f"{p}: cannot read as {suffix[1:]}: "
-                             f"{' '.join(str(exc).split())}") from None
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(p)
-    raise ValueError(f"{p}: unknown format {suffix or '(no suffix)'!r}; expected an evaluation "
-                     "log .jsonl, or a .csv, .tsv or .parquet table with one row per question")
-
-
-def apply_mapping(df: pd.DataFrame, columns: Mapping[str, str] | None,
-                  where: str = "--map") -> pd.DataFrame:
-    """Copy ``df`` with ``columns`` (``{standard name: your column}``) renamed to the standard.
-
-    The convention of ``tomstats fit --map`` (:func:`tomstats.glmm.cli.parse_mapping`): each
-    standard column (``correct``, ``model``, ``item``, ``tom_order``, ``context_words``,
-    ``error_category`` …) is filled from the named column. An unknown column raises
-    ``ValueError`` with the closest existing name.
-    """
-    out = df.copy()
-    for std, src in (columns or {}).items():
-        if src not in df.columns:
-            raise ValueError(f"{where} {std}={src}: no column {src!r} in the data"
-                             f"{closest_hint(src, map(str, df.columns))}")
-        if std != src:
-            out[std] = df[src]
-    if "item" not in out.columns and "item_id" in out.columns:
-        out["item"] = out["item_id"]
-    return out
-
-
-def apply_query(df: pd.DataFrame, query: str | None, field: str = "--query") -> pd.DataFrame:
-    """Rows of ``df`` matching a pandas query on its own column names (``attrs`` kept).
-
-    Raises
-    ------
-    ValueError
-        A query pandas cannot evaluate (naming the closest column when it names an unknown
-        one), or one that keeps no rows.
-    """
-    if not query:
-        return df
-    attrs = dict(df.attrs)
-    try:
-        out = df.query(query)
-    except Exception as exc:  # noqa: BLE001 - any pandas/numexpr failure is bad input
-        text = " ".join(str(exc).split())
-        m = re.search(r"name '([^']+)' is not defined", text)
-        near = closest_hint(m.group(1), map(str, df.columns)) if m else ""
-        raise ValueError(f"{field} {query!r}: {text}{near}") from None
-    if len(out) == 0:
-        raise ValueError(f"{field} {query!r} keeps no rows")
-    out = out.reset_index(drop=True)
-    out.attrs.update(attrs)
-    return out
-
-
-def require_column(df: pd.DataFrame, col: str, what: str) -> None:
-    """Raise ``ValueError`` naming ``col`` (and the closest column) when it is missing."""
-    if col not in df.columns:
-        raise ValueError(f"{what}: no column {col!r} in the data"
-                         f"{closest_hint(col, map(str, df.columns))}; rename one with "
-                         f"--map {col}=COLUMN")
 
 
 def _show(value: object) -> str:
@@ -272,8 +157,8 @@ def summarize(
             + \frac{z^2}{4n^2}}}{1 + z^2/n},\qquad z = \Phi^{-1}\!\left(\tfrac{1+\text{level}}
             {2}\right),
 
-        with :math:`n` the answered questions (:func:`tomstats.power.wilson_interval`; NaN
-        for a cell without answers).
+        with :math:`n` the answered questions
+        (:func:`tomstats.analysis.intervals.wilson_interval`; NaN for a cell without answers).
 
     Returns
     -------
@@ -290,7 +175,7 @@ def summarize(
 
     Examples
     --------
-    >>> from tomstats.summarize import summarize
+    >>> from tomstats.analysis.summary import summarize
     >>> df = pd.DataFrame({"model": "m", "context_words": [200] * 4, "tom_order": [0, 0, 1, 1],
     ...                    "correct": [1, 0, 1, None]})
     >>> summarize(df)[["tom_order", "n", "n_answered", "n_correct", "n_errors"]]
@@ -298,8 +183,6 @@ def summarize(
     0          0  2           2          1         0
     1          1  2           1          1         1
     """
-    from tomstats.power import wilson_interval
-
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"level must be a number in (0, 1), got {level!r}")
     df = apply_mapping(read_evaluation(data), columns)

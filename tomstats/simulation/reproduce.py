@@ -30,12 +30,13 @@ from tomstats._io import (
     staged_files,
 )
 from tomstats._validate import check_type
-from tomstats.calibration import PAPER_BANDS, PAPER_TABLE1
-from tomstats.sensitivity import sensitivity, sensitivity_table
-from tomstats.simulate import PATHS, SOURCES, simulate, simulation_footprint
-from tomstats.study import StudyConfig, load_study, study_from_dict
+from tomstats._version import __version__
+from tomstats.simulation.paper import PAPER_BANDS, PAPER_TABLE1
+from tomstats.simulation.sensitivity_grid import sensitivity, sensitivity_table
+from tomstats.simulation.simulator import PATHS, SOURCES, simulate, simulation_footprint
+from tomstats.simulation.study import StudyConfig, load_study, study_from_dict
 
-# StudyConfig and load_study are defined in tomstats.study and importable from here too
+# StudyConfig and load_study are defined in tomstats.simulation.study and importable from here too
 __all__ = [
     "run_study",
     "study_footprint",
@@ -172,8 +173,6 @@ def run_study(config: StudyConfig, *, progress: bool | None = None,
     sens = sensitivity_table(grid)
     n_dom = int(sens["dominant"].sum())
     per_rep = (grid["tom_share"] > 0.5).sum(("gamma", "alpha"))
-    from tomstats import __version__
-
     summary = {
         "package_version": __version__,
         "seed": config.seed,
@@ -219,7 +218,7 @@ def write_study(result: StudyResult, out: str | os.PathLike[str],
         result.sensitivity.to_csv(stage / "sensitivity.csv", index=False)
         (stage / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
         if figures:
-            from tomstats.figures import write_paper_figures
+            from tomstats.simulation.figures import write_paper_figures
 
             write_paper_figures(stage)
     return staged.written
@@ -315,7 +314,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.posterior is None:
         return _finish(run_study(config, progress=False if args.quiet else None,
                                  allow_large=args.allow_large), args)
-    from tomstats.posterior_sweep import run_posterior_study
+    from tomstats.simulation.posterior_sweep import run_posterior_study
 
     with replaced_dir(args.out) as tmp:
         out = run_posterior_study(config, args.posterior, draws=args.draws, out=tmp,

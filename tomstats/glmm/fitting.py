@@ -32,10 +32,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import platform
 import warnings
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +41,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from tomstats._io import atomic_path, ensure_writable_file, sha256_text
+from tomstats._io import atomic_path, ensure_writable_file
 from tomstats.glmm.data import (
     ModelData,
     build_design,
     formula_matrices,
-    formula_variables,
     prepare_data,
     structural_columns,
 )
 from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
+from tomstats.glmm.provenance import data_hash, package_versions, used_columns
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec, spec_from_json
 
 __all__ = ["BACKENDS", "SAMPLER_BACKENDS", "FORMAT_VERSION", "fit", "save_fit", "load_fit",
@@ -73,37 +71,10 @@ _FORMAT_KEY = "tomstats_glmm_format"
 _PREDICT_CHUNK = 2_000_000  # draws × rows evaluated at once by predict()
 
 
-def _versions(backend: str) -> dict[str, str]:
-    pkgs = ["tomstats", "numpy", "pandas", "xarray", "arviz", "jax", "jaxlib", "numpyro",
-            "formulaic"]
-    if backend.startswith("pymc"):
-        pkgs += ["pymc", "pytensor"]
-    out = {"python": platform.python_version()}
-    for p in pkgs:
-        try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            out[p] = "not installed"
-    return out
-
-
 def _check_int(name: str, v: Any, lo: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
         raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
     return int(v)
-
-
-def _used_columns(spec: StructuralSpec | FormulaSpec, df: pd.DataFrame) -> list[str]:
-    if isinstance(spec, FormulaSpec):
-        cols = formula_variables(spec)
-    else:
-        cols = (["correct"] if spec.family == "bernoulli" else ["successes", "trials"])
-        cols += ["tom_order", "context_words"]
-        cols += [c for c in ("model",) if c in df.columns]
-        if spec.item_effects:
-            cols.append("item")
-    extra = [c for c in ("model", "item", "tom_order", "context_words") if c in df.columns]
-    return list(dict.fromkeys(cols + extra))
 
 
 def _column_array(s: pd.Series) -> np.ndarray:
@@ -112,10 +83,6 @@ def _column_array(s: pd.Series) -> np.ndarray:
     if pd.api.types.is_numeric_dtype(s):
         return s.to_numpy()
     return np.asarray(s.astype(str).to_numpy(dtype=object), dtype=str)
-
-
-def _data_hash(df: pd.DataFrame, cols: list[str]) -> str:
-    return sha256_text(df[cols].to_csv(index=False, lineterminator="\n"))
 
 
 def _dims(spec: StructuralSpec | FormulaSpec) -> dict[str, list[str]]:
@@ -171,7 +138,7 @@ def _assemble(
     groups["observed_data"] = xr.Dataset({"y": ("obs", md.y)}, coords={"obs": coords["obs"]})
     trials = np.ones(md.n_obs, dtype=np.int64) if md.trials is None else md.trials
     const: dict[str, Any] = {"obs_trials": ("obs", trials), "row_obs": ("row", md.row_obs)}
-    for c in _used_columns(spec, df):
+    for c in used_columns(spec, df):
         const[f"data_{c}"] = ("row", _column_array(df[c]))
     groups["constant_data"] = xr.Dataset(const, coords={"obs": coords["obs"],
                                                         "row": coords["row"]})
@@ -352,7 +319,7 @@ def fit(
 
         res = pymc_backend.sample(spec, md, sampler="pymc" if backend == "pymc" else "numpyro",
                                   cores=cores, **kw)
-    used = _used_columns(spec, df)
+    used = used_columns(spec, df)
     spec_d = spec.to_dict()
     sampler = {"chains": chains, "draws": draws, "tune": tune,
                "target_accept": target_accept, "max_tree_depth": max_tree_depth,
@@ -376,12 +343,12 @@ def fit(
         "n_obs": md.n_obs,
         "data_columns": json.dumps(used),
         "column_mapping": json.dumps(dict(columns or {}), sort_keys=True),
-        "data_hash": _data_hash(df, used),
+        "data_hash": data_hash(df, used),
         "backend": backend,
         "sampler": json.dumps(sampler, sort_keys=True),
         "max_tree_depth": max_tree_depth,
         "seed": seed,
-        "versions": json.dumps(_versions(backend), sort_keys=True),
+        "versions": json.dumps(package_versions(backend), sort_keys=True),
     }
     errored = data.attrs.get("errored_questions")
     if isinstance(errored, Mapping):

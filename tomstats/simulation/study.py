@@ -4,8 +4,8 @@ A simulation TOML has the tables ``[design]`` (:class:`tomstats.design.Design`),
 ``[parameters]`` (equation (1)'s α, γ, δ, σ), ``[simulation]`` (replicates, seed, path),
 ``[sensitivity]`` (the γ × α grid) and ``[power]`` (:class:`PowerSpec`: what a power analysis
 varies and tests). :func:`load_study` reads one into a :class:`StudyConfig`;
-:mod:`tomstats.reproduce`, :mod:`tomstats.posterior_sweep` and :mod:`tomstats.power` all
-import it from here, so the data flow one way.
+:mod:`tomstats.simulation.reproduce`, :mod:`tomstats.simulation.posterior_sweep` and
+:mod:`tomstats.planning` all import it from here, so the data flow one way.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from tomstats._validate import check_keys, check_type, closest_hint
-from tomstats.calibration import PAPER_PARAMS
 from tomstats.design import Design, load_toml, paper_design
 from tomstats.model import Params
-from tomstats.sensitivity import PAPER_ALPHA, PAPER_GAMMA, grid_values
+from tomstats.simulation.paper import PAPER_PARAMS
+from tomstats.simulation.sensitivity_grid import PAPER_ALPHA, PAPER_GAMMA, grid_values
 
 __all__ = ["ALONG", "PowerSpec", "StudyConfig", "load_study", "study_from_dict"]
 
@@ -56,7 +56,8 @@ class PowerSpec:
     values : tuple of float
         The values of ``along`` (whole numbers >= 1 for the sizes).
     tests : tuple of str
-        Test identifiers (see :data:`tomstats.power.TESTS`), e.g. ``"anova:interaction"``,
+        Test identifiers (see :data:`tomstats.planning.analyses.TESTS`), e.g.
+        ``"anova:interaction"``,
         ``"glm-lrt:delta"``, ``"glmm-wald:delta"``.
     alpha : float
         Significance level in (0, 1).

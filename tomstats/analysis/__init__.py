@@ -1,0 +1,13 @@
+"""The classical analysis of a real evaluation log.
+
+- :mod:`tomstats.analysis.table` — the one reader of evaluation logs and tables, ``--map``
+  and ``--query``;
+- :mod:`tomstats.analysis.intervals` — intervals of a binomial proportion (Wilson);
+- :mod:`tomstats.analysis.summary` — accuracy by cell with the error taxonomy;
+- :mod:`tomstats.analysis.row_anova` — n-way, repeated-measures and mixed ANOVA of rows;
+- :mod:`tomstats.analysis.log_anova` — the paper's ANOVA table for a log;
+- :mod:`tomstats.analysis.cli` — ``tomstats summarize`` and ``tomstats anova``.
+
+Nothing here imports JAX; the modules are imported on their own (this package's face imports
+none of them).
+"""

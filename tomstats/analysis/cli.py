@@ -1,0 +1,137 @@
+"""``tomstats summarize`` and ``tomstats anova``: the classical analysis of a real evaluation log.
+
+``tomstats summarize LOG`` prints the accuracy per LLM × context length × ToM order with Wilson
+intervals, the questions and errors per cell and StorySim's error taxonomy
+(:func:`tomstats.analysis.summary.summarize`); ``--out cells.csv`` writes the same table.
+
+``tomstats anova LOG`` prints the simulation paper's Table 1 for a real log
+(:func:`tomstats.analysis.log_anova.log_anova`): the two-way ANOVA context length × ToM order
+of the binary outcome with η², partial η², ω², partial ω² and generalized η², pooled over the
+LLMs and, with ``--by model``, per LLM; ``--ci 0.95`` adds cluster-bootstrap intervals;
+``--within``/``--subject`` give the repeated-measures form (LLMs as subjects).
+
+Both read the runner's JSON Lines log or any CSV/parquet table with one row per question;
+columns with other names are renamed with ``--map STANDARD=COLUMN`` as in ``tomstats fit``.
+Bad input (an unknown column, a factor with one level, an empty cell, a missing or non-numeric
+outcome, a factor named twice, a file that is not UTF-8, an existing ``--out`` without
+``--force``) is refused before any work with one line naming the column and the value.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from tomstats._io import atomic_write_text, prepare_out_file
+from tomstats.analysis.summary import format_summary, summarize
+from tomstats.analysis.table import add_selection_arguments, load_table, parse_mapping
+
+__all__ = ["add_anova_arguments", "add_summarize_arguments", "run_anova", "run_summarize"]
+
+
+def add_summarize_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``tomstats summarize``."""
+    p.add_argument("log", help="evaluation log: the runner's JSONL, or a CSV/parquet table "
+                               "with one row per question")
+    p.add_argument("--by", nargs="+", metavar="COL", default=None,
+                   help="grouping columns before context × order (default: model, when the "
+                        "log has it); 'none' pools all rows of a cell")
+    add_selection_arguments(p, ("correct", "model", "tom_order", "context_words",
+                                "error_category"))
+    p.add_argument("--level", type=float, default=0.95,
+                   help="coverage of the Wilson intervals (default 0.95)")
+    p.add_argument("--out", metavar="CSV", help="also write the table as CSV (atomically)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+
+
+def _by_arg(by: Sequence[str] | None) -> list[str] | None:
+    if by is None:
+        return None
+    if [b.lower() for b in by] == ["none"]:
+        return []
+    return list(by)
+
+
+def run_summarize(args: argparse.Namespace) -> int:
+    """Run ``tomstats summarize``: read, map, count per cell, print, write ``--out``."""
+    out = prepare_out_file(args.out, force=args.force) if args.out else None
+    columns = parse_mapping(args.map)
+    df = load_table(args.log, columns, args.query)
+    table = summarize(df, by=_by_arg(args.by), level=args.level)
+    print(format_summary(table))
+    reasons = table.attrs.get("errors_by_reason", {})
+    n_err = int(table["n_errors"].sum())
+    print(f"{int(table['n'].sum())} questions, {int(table['n_answered'].sum())} answered, "
+          f"{int(table['n_correct'].sum())} correct, {n_err} without an answer"
+          + (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if n_err else "")
+          + f"; {args.level:.0%} Wilson intervals")
+    if out is not None:
+        atomic_write_text(out, table.to_csv(index=False))
+        print(f"wrote {out}")
+    return 0
+
+
+def add_anova_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``tomstats anova``."""
+    p.add_argument("log", help="evaluation log: the runner's JSONL, or a CSV/parquet table "
+                               "with one row per question")
+    p.add_argument("--dv", default="correct", help="outcome column (default correct, 0/1)")
+    p.add_argument("--between", nargs="+", metavar="COL", default=None,
+                   help="between factors (default: context_words tom_order, the paper's "
+                        "two-way design)")
+    p.add_argument("--within", nargs="+", metavar="COL", default=None,
+                   help="within (repeated-measures) factors, e.g. context_words tom_order with "
+                        "the LLMs as subjects")
+    p.add_argument("--subject", metavar="COL", default=None,
+                   help="subject column of a repeated-measures design (default model with "
+                        "--within); without --within, the between factors are compared on "
+                        "the means per subject")
+    p.add_argument("--by", metavar="COL", default=None,
+                   help="also one table per value of this column (e.g. model), before the "
+                        "pooled one")
+    p.add_argument("--ss-type", type=int, choices=(1, 2, 3), default=2,
+                   help="type of sums of squares (default 2)")
+    p.add_argument("--ci", type=float, default=None, metavar="LEVEL",
+                   help="cluster-bootstrap intervals of every effect size, e.g. 0.95")
+    p.add_argument("--n-boot", type=int, default=2000, metavar="N",
+                   help="bootstrap resamples (default 2000)")
+    p.add_argument("--cluster", metavar="COL", default=None,
+                   help="bootstrap resampling unit (default story_id, else item_id)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    add_selection_arguments(p, ("correct", "model", "tom_order", "context_words"))
+    p.add_argument("--out", metavar="CSV", help="also write the table(s) as CSV (atomically)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+
+
+def run_anova(args: argparse.Namespace) -> int:
+    """Run ``tomstats anova``: read, map, check, one table per group and pooled, print, write."""
+    # SciPy is imported for the ANOVA only, so that `tomstats summarize` starts without it
+    from tomstats.analysis.log_anova import format_anova, log_anova
+
+    out = prepare_out_file(args.out, force=args.force) if args.out else None
+    df = load_table(args.log, parse_mapping(args.map), args.query)
+    n_all = len(df)
+    table = log_anova(df, dv=args.dv, between=args.between, within=args.within,
+                      subject=args.subject, by=args.by, ss_type=args.ss_type, ci=args.ci,
+                      n_boot=args.n_boot, cluster=args.cluster, seed=args.seed)
+    a = table.attrs
+    design = " × ".join(a["between"] + a["within"])
+    head = (f"ANOVA of {a['dv']} on {design} (type {args.ss_type} sums of squares"
+            + (f", repeated measures within {a['subject']}" if a["within"]
+               else f", on the mean per {a['subject']}" if a["subject"] else "")
+            + (f"; {a['ci']:.0%} cluster-bootstrap intervals, {a['n_boot']} resamples of "
+               f"{a['cluster'] or 'rows'}, seed {args.seed}" if a["ci"] else "") + ")")
+    print(head)
+    dropped = n_all - a["n_rows"]
+    print(f"{a['n_rows']} questions" + (f" ({dropped} error record(s) without an answer left "
+                                        "out)" if dropped else ""))
+    if args.by is None:
+        print(format_anova(table))
+    else:
+        for value, tab in table.groupby(args.by, sort=False):
+            print(f"\n{args.by} = {value}")
+            print(format_anova(tab))
+    if out is not None:
+        atomic_write_text(out, table.to_csv(index=False))
+        print(f"wrote {out}")
+    return 0

@@ -1,0 +1,173 @@
+"""The evaluation table: one reader of logs and tables, the ``--map`` renaming and the
+``--query`` row filter, shared by ``summarize``, ``anova``, ``fit`` and ``report``.
+
+:func:`read_evaluation` reads the runner's JSON Lines log (errors kept) or a CSV/TSV/parquet
+table with one row per question; :func:`load_table` reads, filters (:func:`apply_query`, on the
+file's own column names) and renames (:func:`apply_mapping`, ``{standard name: your column}``);
+:func:`add_selection_arguments` and :func:`parse_mapping` are the command-line side of the
+last two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from tomstats._validate import closest_hint, read_text
+
+__all__ = ["add_selection_arguments", "apply_mapping", "apply_query", "load_table",
+           "parse_mapping", "read_evaluation", "require_column"]
+
+
+def _suffix(p: Path) -> str:
+    return "".join(p.suffixes[-2:]).lower() if p.suffix.lower() == ".gz" else p.suffix.lower()
+
+
+def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
+    """Read an evaluation log or table into a DataFrame, one row per question, errors kept.
+
+    Parameters
+    ----------
+    source : path or pandas.DataFrame
+        ``.jsonl`` (the runner's log: :func:`tomstats.evaluate.read_log` with
+        ``errors="keep"``, so error records are rows with ``correct`` missing and ``status =
+        "error"``), ``.csv``/``.tsv`` (UTF-8) or ``.parquet``; a DataFrame is copied.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        A malformed log, a file that is not UTF-8 (naming line and column), an unknown suffix.
+    """
+    if isinstance(source, pd.DataFrame):
+        return source.copy()
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"source must be a path or a pandas DataFrame, got "
+                        f"{type(source).__name__}")
+    p = Path(source)
+    if not p.is_file():
+        raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist"
+                                + (" (it is a folder)" if p.is_dir() else ""))
+    suffix = _suffix(p)
+    if suffix in (".jsonl", ".ndjson"):
+        from tomstats.evaluate.log import read_log
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return read_log(p, errors="keep")
+        except UnicodeDecodeError:
+            read_text(p)  # raises the error with file, line and column
+            raise
+    if suffix in (".csv", ".tsv"):
+        text = read_text(p)
+        try:
+            return pd.read_csv(io.StringIO(text), sep="," if suffix == ".csv" else "\t")
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise ValueError(f"{p}: cannot read as {suffix[1:]}: "
+                             f"{' '.join(str(exc).split())}") from None
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(p)
+    raise ValueError(f"{p}: unknown format {suffix or '(no suffix)'!r}; expected an evaluation "
+                     "log .jsonl, or a .csv, .tsv or .parquet table with one row per question")
+
+
+def apply_mapping(df: pd.DataFrame, columns: Mapping[str, str] | None,
+                  where: str = "--map") -> pd.DataFrame:
+    """Copy ``df`` with ``columns`` (``{standard name: your column}``) renamed to the standard.
+
+    The convention of ``tomstats fit --map`` (:func:`tomstats.analysis.table.parse_mapping`): each
+    standard column (``correct``, ``model``, ``item``, ``tom_order``, ``context_words``,
+    ``error_category`` …) is filled from the named column. An unknown column raises
+    ``ValueError`` with the closest existing name.
+    """
+    out = df.copy()
+    for std, src in (columns or {}).items():
+        if src not in df.columns:
+            raise ValueError(f"{where} {std}={src}: no column {src!r} in the data"
+                             f"{closest_hint(src, map(str, df.columns))}")
+        if std != src:
+            out[std] = df[src]
+    if "item" not in out.columns and "item_id" in out.columns:
+        out["item"] = out["item_id"]
+    return out
+
+
+def apply_query(df: pd.DataFrame, query: str | None, field: str = "--query") -> pd.DataFrame:
+    """Rows of ``df`` matching a pandas query on its own column names (``attrs`` kept).
+
+    Raises
+    ------
+    ValueError
+        A query pandas cannot evaluate (naming the closest column when it names an unknown
+        one), or one that keeps no rows.
+    """
+    if not query:
+        return df
+    attrs = dict(df.attrs)
+    try:
+        out = df.query(query)
+    except Exception as exc:  # noqa: BLE001 - any pandas/numexpr failure is bad input
+        text = " ".join(str(exc).split())
+        m = re.search(r"name '([^']+)' is not defined", text)
+        near = closest_hint(m.group(1), map(str, df.columns)) if m else ""
+        raise ValueError(f"{field} {query!r}: {text}{near}") from None
+    if len(out) == 0:
+        raise ValueError(f"{field} {query!r} keeps no rows")
+    out = out.reset_index(drop=True)
+    out.attrs.update(attrs)
+    return out
+
+
+def require_column(df: pd.DataFrame, col: str, what: str) -> None:
+    """Raise ``ValueError`` naming ``col`` (and the closest column) when it is missing."""
+    if col not in df.columns:
+        raise ValueError(f"{what}: no column {col!r} in the data"
+                         f"{closest_hint(col, map(str, df.columns))}; rename one with "
+                         f"--map {col}=COLUMN")
+
+
+def load_table(path: str | os.PathLike[str] | pd.DataFrame, columns: dict[str, str] | None = None,
+               query: str | None = None) -> pd.DataFrame:
+    """Read a log or table (:func:`tomstats.analysis.table.read_evaluation`), filter, rename.
+
+    ``query`` (a pandas query on the file's own column names, like ``tomstats fit --query``)
+    is applied before the ``columns`` mapping.
+    """
+    return apply_mapping(apply_query(read_evaluation(path), query), columns)
+
+
+def parse_mapping(items: list[str] | None) -> dict[str, str]:
+    """``["correct=is_correct,model=run_dir", ...]`` → ``{"correct": "is_correct", ...}``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        for pair in item.split(","):
+            pair = pair.strip()
+            if not pair:
+                continue
+            if pair.count("=") != 1 or not all(s.strip() for s in pair.split("=")):
+                raise ValueError(f"--map: expected STANDARD=COLUMN pairs, got {pair!r}")
+            k, v = (s.strip() for s in pair.split("="))
+            out[k] = v
+    return out
+
+
+def add_selection_arguments(p: argparse.ArgumentParser, standard: Sequence[str],
+                            scope: str = "", *, as_in_fit: bool = True) -> None:
+    """``--map`` (:func:`parse_mapping`) and ``--query``
+    (:func:`tomstats.analysis.table.apply_query`): the column mapping and row filter shared by
+    ``fit``, ``summarize``, ``anova`` and ``report``; ``scope`` prefixes the help text."""
+    p.add_argument("--map", action="append", metavar="STD=COL,...",
+                   help=f"{scope}rename columns to the standard names ({', '.join(standard)})"
+                        + (", as in tomstats fit" if as_in_fit else ""))
+    p.add_argument("--query", metavar="EXPR",
+                   help=f"{scope}keep only rows matching a pandas query on the file's own "
+                        "columns, e.g. \"experiment == 'triplets'\"")
