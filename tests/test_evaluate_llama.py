@@ -117,7 +117,24 @@ def test_completion_form_agrees(tmp_path: Path, llama_server: str) -> None:
     assert [r["response"] for r in a] == [r["response"] for r in b]
 
 
-def test_prompt_longer_than_context_is_an_error_record(tmp_path: Path) -> None:
+def test_prompt_longer_than_context_is_refused_before_the_run(tmp_path: Path) -> None:
+    item = make_items(1)[0]
+    long = dataclasses.replace(item, story=" ".join(["Anne enters room_1."] * 400),
+                               n_words=1200)
+    with pytest.raises(ValueError, match=r"context window of 256 tokens \(n_ctx\).*"
+                                         r"rooms × \d+ words × order 0: 1 of 1 items"):
+        evaluate([long], load_model_config(_local_cfg(n_ctx=256)), tmp_path / "r.jsonl",
+                 progress=False, cache_dir=None)
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_refusal_of_llama_cpp_in_the_run_is_an_error_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should a prompt still overflow (the pre-flight bypassed), llama.cpp's refusal is an
+    error record, not a crash."""
+    import tomstats.evaluate.run as run_mod
+
+    monkeypatch.setattr(run_mod, "preflight_context", lambda *a: None)
     item = make_items(1)[0]
     long = dataclasses.replace(item, story=" ".join(["Anne enters room_1."] * 400),
                                n_words=1200)
@@ -126,6 +143,7 @@ def test_prompt_longer_than_context_is_an_error_record(tmp_path: Path) -> None:
     assert s.n_errors == 1
     (rec,) = log_lines(tmp_path / "r.jsonl")
     assert rec["status"] == "error" and "llama.cpp refused" in rec["error"]
+    assert rec["error_category"] == "context_overflow"
 
 
 def test_sigkill_resume_against_local_server(tmp_path: Path, llama_server: str) -> None:

@@ -50,8 +50,8 @@ from tomstats._io import atomic_write_text
 from tomstats._validate import read_text
 
 __all__ = ["LOG_FORMAT", "REQUIRED_FIELDS", "LogLock", "LogLocked", "LogWriter", "RepairResult",
-           "check_not_link", "open_nofollow", "read_log", "read_records", "repair_log",
-           "repair_tail"]
+           "belief_status", "check_not_link", "open_nofollow", "read_log", "read_records",
+           "repair_log", "repair_tail"]
 
 #: Version tag of every log record.
 LOG_FORMAT = "tomstats.evallog/1"
@@ -70,7 +70,8 @@ REQUIRED_FIELDS = (
 COLUMNS = (
     "model", "item_id", "sample", "correct", "tom_order", "context_words", "question_type",
     "story_id", "n_words", "agents", "target", "mislead_distance", "n_characters",
-    "setting", "generator", "item_seed", "critical_position", "answer", "parsed_answer",
+    "setting", "generator", "item_seed", "critical_position", "belief_status", "same_as",
+    "answer", "parsed_answer",
     "error_category", "status", "error", "config_hash", "prompt_id", "prompt_hash",
     "latency_s", "prompt_tokens", "completion_tokens", "cached", "timestamp",
 )
@@ -223,6 +224,33 @@ def load_records(path: str | os.PathLike[str], *,
     return out
 
 
+def belief_status(rec: Mapping[str, Any]) -> str:
+    """``"true"``, ``"false"`` or ``"none"``: whether a record's question asks about a true
+    or a false belief (the item's ``belief_status``, copied into every record since it
+    exists).
+
+    Records of older logs lack it and get it derived: AnaToM types say it in their name; a
+    ToM question of order 1 or more is a true belief when its answer is reality (its
+    ``last_location``), and — without ``last_location`` in the record — a false belief for
+    the StorySim generator, which made false-belief questions only before true-belief
+    controls existed; everything else is ``"none"``.
+    """
+    given = rec.get("belief_status")
+    if given in ("true", "false", "none"):
+        return str(given)
+    qtype = str(rec.get("question_type", ""))
+    if qtype.endswith("_true_belief"):
+        return "true"
+    if qtype.endswith("_false_belief"):
+        return "false"
+    if qtype == "tom" and isinstance(rec.get("tom_order"), int) and rec["tom_order"] >= 1:
+        if rec.get("last_location") is not None:
+            return "true" if rec.get("answer") == rec["last_location"] else "false"
+        if rec.get("generator") == "storysim":
+            return "false"
+    return "none"
+
+
 def read_log(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.DataFrame:
     """Read an evaluation log into a validated long DataFrame, one row per question.
 
@@ -240,7 +268,8 @@ def read_log(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.DataFr
     pandas.DataFrame
         Columns ``model, item_id, sample, correct, tom_order, context_words,
         question_type, story_id, n_words, agents, target, mislead_distance, n_characters,
-        setting, generator, item_seed, critical_position, answer, parsed_answer, error_category,
+        setting, generator, item_seed, critical_position, belief_status, same_as, answer,
+        parsed_answer, error_category,
         status, error, config_hash, prompt_id, prompt_hash, latency_s, prompt_tokens,
         completion_tokens, cached, timestamp``, sorted by model, context, ToM order, item
         and sample. ``correct`` is ``int64`` (nullable ``Int64`` with ``errors="keep"``);
@@ -276,7 +305,8 @@ def read_log(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.DataFr
         rows = [r for r in rows if r["status"] == "ok"]
     if not rows:
         raise ValueError(f"evaluation log {str(p)!r} holds no answered records")
-    df = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=list(COLUMNS))
+    df = pd.DataFrame([{**{c: r.get(c) for c in COLUMNS}, "belief_status": belief_status(r),
+                        "same_as": r.get("same_as") or ""} for r in rows], columns=list(COLUMNS))
     df["agents"] = [">".join(a) if isinstance(a, list) else str(a or "") for a in df["agents"]]
     df["correct"] = df["correct"].astype("Int64" if errors == "keep" else "int64")
     for c in ("sample", "tom_order", "context_words", "n_words", "n_characters", "prompt_id"):

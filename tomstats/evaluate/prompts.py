@@ -1,8 +1,26 @@
-"""Prompt templates: StorySim's prompt table (Appendix C.1, Table 2), chat and completion forms.
+"""Prompts that match their items: each item's own setting instructions, StorySim's prompt
+table (Appendix C.1, Table 2) and AnaToM's prompt (Appendix A.3.2), chat and completion forms.
 
-Prompt 1 — the one StorySim used in its experiments — is the default. A request is built as::
+Which instruction an item gets (:func:`frame_for`):
 
-    <instruction from the table>
+- AnaToM items (``generator`` or ``setting`` ``"anatom"``) get AnaToM's own prompt: its
+  system message (unless the model file sets one) and its user template, the story between
+  ``— STORY —`` and ``— END OF STORY —`` (the item's ``metadata["instructions"]``, if any,
+  follow AnaToM's first sentence);
+- a StorySim item that carries ``metadata["instructions"]`` (every item of the story
+  generator does: its setting's rules) gets StorySim's lead sentence followed by those
+  rules — for the rooms setting with StorySim's own rules this is prompt 1 verbatim;
+- an item without instructions gets the prompt table's entry (rooms only: those entries say
+  that everyone starts in the hallway; a field or calls item without instructions is refused
+  rather than told so).
+
+``prompt = k`` (2–12) picks one of StorySim's paraphrases, which all describe the rooms
+setting: it is used for items whose rules are StorySim's rooms rules, and refused for any
+other item (its own rules would be contradicted).
+
+A StorySim request is built as::
+
+    <instruction>
 
     Story:
     <story>
@@ -12,12 +30,13 @@ Prompt 1 — the one StorySim used in its experiments — is the default. A requ
 
 (``Story:`` is not repeated for the table entries that already end with it). Few-shot examples
 come first, each as a user turn with its gold answer as the assistant turn (chat form), or as
-the same block followed by ``Answer: <gold>`` (completion form, which ends with ``Answer:``).
+the same block followed by ``Answer: <gold>`` (completion form, which ends with ``Answer:``);
+they are rendered with the test item's frame.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -26,7 +45,8 @@ from tomstats._io import json_dumps, sha256_text
 from tomstats.evaluate.config import ModelConfig
 from tomstats.stories.items import Item
 
-__all__ = ["PROMPTS", "Request", "build_request", "render_block"]
+__all__ = ["ANATOM_LEAD", "ANATOM_SYSTEM", "Frame", "PROMPTS", "Request", "STORYSIM_LEAD",
+           "STORYSIM_RULES", "build_request", "frame_for", "item_instructions", "render_block"]
 
 #: StorySim's prompt table, verbatim (index = the paper's prompt number).
 PROMPTS: dict[int, str] = {
@@ -103,6 +123,88 @@ PROMPTS: dict[int, str] = {
 }
 
 
+#: StorySim's lead sentence (prompt 1), followed by a setting's rules.
+STORYSIM_LEAD = "Read the following story and answer the question at the end."
+
+#: StorySim's own rules of the rooms setting (prompt 1 after its lead sentence).
+STORYSIM_RULES = PROMPTS[1].removeprefix(STORYSIM_LEAD + " ")
+
+#: AnaToM's system prompt (Appendix A.3.2), verbatim.
+ANATOM_SYSTEM = ("You are an expert in reading comprehension. Answer the following question "
+                 "based ONLY on the text provided in the story. Provide only the answer, "
+                 "without any introductory phrases or explanations.")
+
+#: AnaToM's user prompt, first sentence (the story follows between its markers).
+ANATOM_LEAD = "Please read the following story and answer the subsequent question."
+
+
+@dataclass(frozen=True)
+class Frame:
+    """How one item is put to a model.
+
+    ``instruction`` heads the user turn; the story stands between ``story_open`` and
+    ``story_close``; ``system`` is the system message the prompt family brings (AnaToM's),
+    used when the model file sets none.
+    """
+
+    instruction: str
+    story_open: str = "Story:"
+    story_close: str = ""
+    system: str = ""
+
+
+def item_instructions(item: Item) -> str | None:
+    """The item's own setting instructions (``metadata["instructions"]``), or ``None``.
+
+    ``ValueError`` naming the item when the field is there but not a string.
+    """
+    inst = item.metadata.get("instructions") if isinstance(item.metadata, Mapping) else None
+    if inst is None:
+        return None
+    if not isinstance(inst, str):
+        raise ValueError(f"item {item.item_id!r}: metadata['instructions'] must be a string, "
+                         f"got {type(inst).__name__}")
+    return inst.strip() or None
+
+
+def _is_anatom(item: Item) -> bool:
+    return item.generator == "anatom" or item.setting == "anatom"
+
+
+def frame_for(item: Item, prompt: int = 1) -> Frame:
+    """The frame of ``item`` under prompt number ``prompt`` (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        For a non-rooms StorySim item without instructions, or a prompt-table paraphrase
+        (``prompt`` 2–12) for an item whose rules are not StorySim's rooms rules.
+    """
+    inst = item_instructions(item)
+    if _is_anatom(item):
+        lead = ANATOM_LEAD + (" " + inst if inst else "")
+        return Frame(lead, "— STORY —\n", "\n\n— END OF STORY —", ANATOM_SYSTEM)
+    if inst is None:
+        if item.setting not in ("rooms", ""):
+            raise ValueError(
+                f"item {item.item_id!r} (setting {item.setting!r}) carries no "
+                "metadata['instructions'], and StorySim's prompt table describes the rooms "
+                "setting only; regenerate the items with tomstats stories (they carry their "
+                "setting's rules) or add the instructions")
+        return Frame(PROMPTS[prompt])
+    if inst == STORYSIM_RULES:
+        return Frame(PROMPTS[prompt])
+    if prompt != 1:
+        raise ValueError(
+            f"prompt = {prompt} is one of StorySim's paraphrases of its rooms rules (everyone "
+            f"starts in the hallway), but item {item.item_id!r} (setting {item.setting!r}) "
+            "has rules of its own that it would contradict; use prompt = 1, which puts each "
+            "item's own instructions")
+    if inst.lower().startswith(("read ", "please read")):
+        return Frame(inst)
+    return Frame(f"{STORYSIM_LEAD} {inst}")
+
+
 @dataclass(frozen=True)
 class Request:
     """One request for one (item, sample): what is sent, and the hashes that key it.
@@ -147,18 +249,18 @@ class Request:
 
 
 def render_block(instruction: str | None, story: str, question: str,
-                 answer_instruction: str = "") -> str:
+                 answer_instruction: str = "", *, story_open: str = "Story:",
+                 story_close: str = "") -> str:
     """The text of one story + question block, optionally headed by the instruction."""
-    parts = []
     if instruction:
         head = instruction.rstrip()
-        parts.append(head if head.endswith("Story:") else head + "\n\nStory:")
+        head = head if head.endswith(story_open.strip()) else head + "\n\n" + story_open
     else:
-        parts.append("Story:")
+        head = story_open
     tail = f"Question: {question.strip()}"
     if answer_instruction:
         tail += "\n" + answer_instruction.strip()
-    return f"{parts[0]}\n{story.strip()}\n\n{tail}"
+    return f"{head}\n{story.strip()}{story_close}\n\n{tail}"
 
 
 def build_request(item: Item, config: ModelConfig, sample: int = 0,
@@ -168,36 +270,42 @@ def build_request(item: Item, config: ModelConfig, sample: int = 0,
     Parameters
     ----------
     item : Item
-        The question.
+        The question; its frame (instruction, story markers) comes from :func:`frame_for`.
     config : ModelConfig
         Supplies the prompt number, form, system prompt and decoding settings.
     sample : int
         Sample index ``k``; the request's seed is ``config.seed + k``.
     examples : sequence of Item
-        Few-shot examples (answered with their gold answers), put before the question.
+        Few-shot examples (answered with their gold answers, from the item's setting), put
+        before the question in the item's frame.
 
     Returns
     -------
     Request
     """
-    instruction = PROMPTS[config.prompt]
+    frame = frame_for(item, config.prompt)
     ai = config.answer_instruction
+    box = {"story_open": frame.story_open, "story_close": frame.story_close}
+    system = config.system_prompt or frame.system
     if config.prompt_form == "chat":
         msgs: list[dict[str, str]] = []
-        if config.system_prompt:
-            msgs.append({"role": "system", "content": config.system_prompt})
+        if system:
+            msgs.append({"role": "system", "content": system})
         for ex in examples:
-            msgs.append({"role": "user",
-                         "content": render_block(instruction, ex.story, ex.question, ai)})
+            msgs.append({"role": "user", "content": render_block(
+                frame.instruction, ex.story, ex.question, ai, **box)})
             msgs.append({"role": "assistant", "content": ex.answer})
-        msgs.append({"role": "user",
-                     "content": render_block(instruction, item.story, item.question, ai)})
+        msgs.append({"role": "user", "content": render_block(
+            frame.instruction, item.story, item.question, ai, **box)})
         messages, prompt = tuple(msgs), ""
     else:
-        blocks = [instruction.rstrip().removesuffix("Story:").rstrip()]
+        head = frame.instruction.rstrip().removesuffix("Story:").rstrip()
+        blocks = [f"{frame.system}\n\n{head}" if frame.system and not config.system_prompt
+                  else head]
         for ex in examples:
-            blocks.append(render_block(None, ex.story, ex.question, ai) + f"\nAnswer: {ex.answer}")
-        blocks.append(render_block(None, item.story, item.question, ai) + "\nAnswer:")
+            blocks.append(render_block(None, ex.story, ex.question, ai, **box)
+                          + f"\nAnswer: {ex.answer}")
+        blocks.append(render_block(None, item.story, item.question, ai, **box) + "\nAnswer:")
         messages, prompt = (), "\n\n".join(blocks)
     return Request(item=item, sample=sample, form=config.prompt_form, messages=messages,
                    prompt=prompt, temperature=config.temperature, max_tokens=config.max_tokens,
