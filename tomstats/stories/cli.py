@@ -23,7 +23,7 @@ from typing import Any
 
 from tomstats._guards import Footprint, check_footprint
 from tomstats._io import add_out_arguments, prepare_out_file
-from tomstats._validate import check_keys
+from tomstats._validate import check_keys, read_text
 from tomstats.design import load_toml
 from tomstats.stories.anatom import Composition, anatom_items
 from tomstats.stories.beliefs import belief, well_defined
@@ -88,8 +88,9 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--setting", choices=sorted(SETTINGS), default="rooms")
     parser.add_argument("--n-characters", type=int, default=8)
     parser.add_argument("--mislead-distance", type=int, default=10)
-    parser.add_argument("--critical-position", type=float, default=0.5,
-                        help="0 = critical events at the start, 1 = at the end")
+    parser.add_argument("--critical-position", type=float, default=None,
+                        help="0 = critical block at the start, 1 = at the end (default: "
+                             "drawn for every story)")
     parser.add_argument("--question-types", nargs="+", default=["tom"],
                         choices=QUESTION_TYPES, help="add wm_human / wm_object controls")
     parser.add_argument("--composition", type=int, nargs=4, default=[3, 3, 3, 3],
@@ -97,6 +98,12 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeline", default="E->M->E->M", help="AnaToM timeline")
     parser.add_argument("--all-types", action="store_true",
                         help="AnaToM: keep only stories with all six question types")
+    parser.add_argument("--weave", metavar="TEXT_FILE",
+                        help="paper design: weave each story into this natural text "
+                             "(BABILong-style; refused if it names a character or a place)")
+    parser.add_argument("--true-belief-share", type=float, default=0.5,
+                        help="paper design: 0.5 balanced (default), 0 false beliefs only, "
+                             "1 true beliefs only")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar (default: when stderr is a terminal)")
 
@@ -160,11 +167,17 @@ def run_stories(args: argparse.Namespace) -> int:
         items = anatom_items(args.n, args.seed, Composition(*args.composition), args.timeline,
                              require_all=args.all_types)
     else:
+        host = None
+        if args.weave:
+            if not Path(args.weave).is_file():
+                raise ValueError(f"--weave: {args.weave!r} is not a file")
+            host = read_text(args.weave, "--weave")
         items = build_design_items(
             args.n, args.seed, tuple(args.contexts), tuple(args.orders), args.setting,
             n_characters=args.n_characters, mislead_distance=args.mislead_distance,
             critical_position=args.critical_position,
-            question_types=tuple(args.question_types), progress=args.progress)
+            question_types=tuple(args.question_types), progress=args.progress,
+            true_belief_share=args.true_belief_share, host_text=host)
     write_items(out, items)
     print(f"wrote {len(items)} items to {out}", file=sys.stderr)
     return 0

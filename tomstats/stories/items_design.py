@@ -23,6 +23,7 @@ block within the filler.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import random
@@ -58,6 +59,7 @@ from tomstats.stories.storyboard import (
     generate_story,
     move,
 )
+from tomstats.stories.weave import check_host, host_sentences, weave
 from tomstats.stories.world import Event, World
 
 __all__ = ["DEFAULT_CONTEXTS", "DEFAULT_ORDERS", "QUESTION_TYPES", "RenderedStory",
@@ -298,7 +300,7 @@ def build_design_items(n_per_cell: int, seed: int,
                        n_characters: int = 8, mislead_distance: int = 10,
                        critical_position: float | None = None,
                        question_types: Sequence[str] = ("tom",),
-                       true_belief_share: float = 0.5,
+                       true_belief_share: float = 0.5, host_text: str | None = None,
                        tolerance: float = 0.02, progress: bool | None = None) -> list[Item]:
     """Build the context-length × ToM-order item set (the paper's 5×3 design, for real).
 
@@ -335,6 +337,14 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs, and 
     true_belief_share : {0.5, 0, 1}
         0.5: the balanced scenario cycle; 0: false beliefs only (``ff_*`` scenarios);
         1: true beliefs at both orders only (``tt``).
+    host_text : str, optional
+        A natural text to weave the stories into (BABILong-style,
+        :mod:`tomstats.stories.weave`): every story is told at the smallest context length,
+        without object handling, and spread through consecutive host sentences up to each
+        context length. Refused (``ValueError`` naming the word) when it names a character
+        or a place of the stories, or an object of the ``wm_object`` telling.
+        ``Item.critical_position`` is then ``None`` (``metadata["critical_position_story"]``
+        keeps the position within the story).
     tolerance : float
         Relative length tolerance (0.02 = ±2 %).
     progress : bool or None
@@ -364,6 +374,18 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs, and 
             f"contexts: {min(contexts)} words cannot hold the opening sentence and the "
             f"critical events{told} (at least {need} words with mislead distance "
             f"{mislead_distance} and {n_characters} characters)")
+    host = None
+    if host_text is not None:
+        names = [*CHARACTERS[:n_characters], *st.locations]
+        if "wm_object" in question_types:
+            names += [o.removeprefix("the ") for o in OBJECT_NAMES[:n_characters]]
+        check_host(host_text, names)
+        host = host_sentences(host_text)
+        need = max(contexts) - min(contexts)
+        have = sum(len(x.split()) for x in host)
+        if have < need * 1.05:
+            raise ValueError(f"host_text has {have} words; weaving up to {max(contexts)} "
+                             f"words needs about {math.ceil(need * 1.05)}")
     from tqdm.auto import tqdm
 
     show = sys.stderr.isatty() if progress is None else bool(progress)
@@ -378,10 +400,20 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs, and 
         story_seed = derive_seed(seed, setting, context, r)
         k = seen[(context, scenario)] = seen.get((context, scenario), -1) + 1
         places = _balanced_places(st, derive_seed(seed, setting, context, scenario), k)
-        ps = _tell(st, CHARACTERS[:n_characters], scenario, context, story_seed, places=places,
+        told = context if host is None else min(contexts)
+        ps = _tell(st, CHARACTERS[:n_characters], scenario, told, story_seed, places=places,
                    critical_position=critical_position, mislead_distance=mislead_distance,
-                   tolerance=tolerance, objects="wm_object" in extra)
+                   tolerance=tolerance, objects="wm_object" in extra,
+                   handling=host is None)
         meta = {"design_seed": seed, "critical_position_target": critical_position}
+        if host is not None:
+            wrng = random.Random(derive_seed(story_seed, "weave"))
+            meta["critical_position_story"] = ps.critical_position
+            ps = dataclasses.replace(
+                ps, text=weave(ps.text, host, context, wrng, tolerance=tolerance),
+                object_text=None if ps.object_text is None else
+                weave(ps.object_text, host, context, wrng, tolerance=tolerance),
+                critical_position=None)
         items.extend(plot_items(ps, st, tom_orders, extra, item_prefix=prefix,
                                 characters=CHARACTERS[:n_characters], seed=story_seed,
                                 target_words=context, metadata=meta))
@@ -426,14 +458,15 @@ def _min_plot_words(st: NaturalSetting, n_characters: int, mislead: int,
 
 def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: int,
           seed: int, *, critical_position: float | None, mislead_distance: int,
-          tolerance: float, objects: bool, places: Sequence[str]) -> PlotStory:
+          tolerance: float, objects: bool, places: Sequence[str],
+          handling: bool = True) -> PlotStory:
     """Tell a story, retrying with fewer decor sentences per move when it overflows."""
     last: ValueError | None = None
     for attempt, density in enumerate((1.0, 1.0, 0.6, 0.3, 0.0, 0.0)):
         rng = random.Random(derive_seed(seed, "plot", attempt))
         pos = rng.random() if critical_position is None else float(critical_position)
         kw = dict(critical_position=pos, mislead_distance=mislead_distance,
-                  tolerance=tolerance, density=density, places=places,
+                  tolerance=tolerance, density=density, places=places, handling=handling,
                   objects=OBJECT_NAMES[:len(characters)] if objects else None)
         try:
             ps = tell_story(st, characters, scenario, target, rng=rng, **kw)

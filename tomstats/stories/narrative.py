@@ -117,11 +117,11 @@ _NOTES_CALLS = (
 
 NATURAL_SETTINGS: dict[str, NaturalSetting] = {
     "rooms": NaturalSetting(
-        "rooms", "hallway", ("kitchen", "study", "bedroom", "lounge", "cellar"),
+        "rooms", "hallway", ("kitchen", "library", "bedroom", "lounge", "cellar"),
         _MOVES_ROOMS, _NOTES_ROOMS, "{names} are in {hub}.", "the same room",
         _RULES.format(hub="the hallway", unit="room", units="rooms", sense="see")),
     "field": NaturalSetting(
-        "field", "field", ("well", "ditch", "burrow", "cave", "quarry"),
+        "field", "field", ("old well", "ditch", "burrow", "cave", "quarry"),
         _MOVES_FIELD, _NOTES_FIELD, "{names} are standing in {hub}.", "the same place",
         _RULES.format(hub="the field", unit="place", units="places", sense="see")),
     "calls": NaturalSetting(
@@ -229,10 +229,15 @@ def _cap(s: str) -> str:
 
 @dataclass
 class Phrases:
-    """Sentence maker for one story (the random stream is the story's)."""
+    """Sentence maker for one story (the random stream is the story's).
+
+    ``objects=False`` leaves out object handling (a story woven into a host text names no
+    object the host could also name).
+    """
 
     setting: NaturalSetting
     rng: random.Random
+    objects: bool = True
 
     def where(self, loc: str) -> str:
         """The place as written."""
@@ -277,7 +282,7 @@ class Phrases:
     def action(self, actor: str) -> str:
         """A non-moving action (naming no place)."""
         rng = self.rng
-        if rng.random() < 0.5:
+        if rng.random() < 0.5 or not self.objects:
             s = f"{actor} {rng.choice(_ACTIONS)}."
         else:
             s = f"{actor} {rng.choice(_HANDLING).format(o=rng.choice(_OBJECTS))}."

@@ -137,8 +137,9 @@ class PlotStory:
         The scenario's answers (``reality``, ``S1``, ``S2``, ``S1S2``, ``wm``) as places.
     critical_span : (int, int)
         Times of the block's first event and of ``T``'s final move.
-    critical_position : float
-        Share of the words outside the block and the opening that come before the block.
+    critical_position : float or None
+        Share of the words outside the block and the opening that come before the block
+        (``None`` once woven into a host text).
     mislead_distance : int
         Events between ``S1``'s last perception of ``T`` and ``T``'s final move (0 when
         ``S1`` sees that move).
@@ -153,7 +154,7 @@ class PlotStory:
     scenario: str
     expected: dict[str, str]
     critical_span: tuple[int, int]
-    critical_position: float
+    critical_position: float | None
     mislead_distance: int
     block_words: int = 0
 
@@ -162,7 +163,7 @@ class _Teller:
     """Builds events and sentences together (one instance per attempt)."""
 
     def __init__(self, st: NaturalSetting, characters: Sequence[str], roles: dict[str, str],
-                 rng: random.Random, density: float) -> None:
+                 rng: random.Random, density: float, handling: bool = True) -> None:
         self.st, self.rng, self.density = st, rng, density
         self.chars = tuple(characters)
         self.key = (roles["S1"], roles["S2"], roles["T"])
@@ -170,7 +171,7 @@ class _Teller:
         self.pos = {c: st.hub for c in self.chars}
         self.came = {c: "" for c in self.chars}
         self.events: list[Event] = []
-        self.ph = Phrases(st, rng)
+        self.ph = Phrases(st, rng, handling)
         intro = st.intro.format(names=listing(self.chars), hub=st.text(st.hub))
         self.sents: list[str] = [intro[:1].upper() + intro[1:]]
         self.words = len(self.sents[0].split())
@@ -280,7 +281,7 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                rng: random.Random, tolerance: float = 0.02,
                objects: Sequence[str] | None = None, density: float = 1.0,
                places: Sequence[str] | None = None,
-               block_words: float | None = None) -> PlotStory:
+               block_words: float | None = None, handling: bool = True) -> PlotStory:
     """Tell one design story of ``target_words`` ± ``tolerance`` (see the module docstring).
 
     Parameters
@@ -308,6 +309,8 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     block_words : float, optional
         Expected words of the critical block (default: a rough estimate); a second telling
         with the first one's ``block_words`` lands closer to ``critical_position``.
+    handling : bool
+        Whether characters handle objects (cups, maps, …) in sentences that move no one.
 
     Raises
     ------
@@ -320,7 +323,7 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     lo, hi = length_window(target_words, tolerance)
     s1, s2, t = rng.sample(list(characters), 3)
     roles = {"S1": s1, "S2": s2, "T": t}
-    tl = _Teller(st, characters, roles, rng, density)
+    tl = _Teller(st, characters, roles, rng, density, handling)
     # words the block and the tail need, roughly: ~8 words per scripted or filler move
     block_moves = 3 + len(sc.steps) + (mislead_distance if sc.order1 == "false" else 0) \
         + len(sc.steps)
