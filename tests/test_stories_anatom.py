@@ -107,3 +107,29 @@ def test_items_only_well_defined_and_balanced() -> None:
 def test_bad_anatom_input(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_anatom_joins_the_length_design() -> None:
+    import re
+
+    from tomstats.stories.audit import sentences
+
+    items = anatom_items(4, seed=3, contexts=(200, 1000), require_all=True)
+    assert len(items) == 4 * 2 * 6
+    plain = {it.item_id: it for it in anatom_items(4, seed=3, require_all=True)}
+    for it in items:
+        assert it.context_words in (200, 1000)
+        assert abs(it.n_words - it.context_words) <= 0.02 * it.context_words
+        base = plain[it.item_id.replace(f"-w{it.context_words}", "")]
+        assert (it.answer, it.question) == (base.answer, base.question)
+        # the original sentences survive in order; padding names no object or container
+        own = sentences(base.story)
+        kept = [s for s in sentences(it.story) if s in own]
+        assert kept == own
+        things = [*it.candidates, it.target]
+        for s in sentences(it.story):
+            if s not in own:
+                assert not re.search(r"\b(" + "|".join(things) + r")\b", s, re.I), s
+        assert it.belief_status == ("true" if it.question_type.endswith("true_belief") else
+                                    "false" if it.question_type.endswith("false_belief")
+                                    else "none")

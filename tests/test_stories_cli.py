@@ -90,3 +90,12 @@ def test_errors_exit_2_and_write_nothing(tmp_path, capsys) -> None:
     assert "event 3 (move Anne -> room_9 t=12): location 'room_9'" in capsys.readouterr().err
     assert not out.exists()
     assert list(tmp_path.iterdir()) == [bad]
+
+
+def test_anatom_lengths(tmp_path) -> None:
+    out = tmp_path / "a.jsonl"
+    assert main(["stories", "--design", "anatom", "--n", "2", "--seed", "1", "--out", str(out),
+                 "--all-types", "--anatom-lengths", "--contexts", "200", "500"]) == 0
+    items = read_items(out)
+    assert len(items) == 2 * 6 * 2
+    assert {it.context_words for it in items} == {200, 500}

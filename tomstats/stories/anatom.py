@@ -221,10 +221,83 @@ def _questions(world: World, events: Sequence[Event],
     return out
 
 
+def _padded(world: World, events: Sequence[Event], target: int, rng: random.Random,
+            tolerance: float) -> str:
+    """The story told with sentences that move nothing, to ``target`` ± ``tolerance`` words.
+
+    The placements and the events keep their order; between them go actions, short
+    descriptions of the agents and places, dialogue between agents who share a place and
+    remarks about other places (:mod:`tomstats.stories.narrative`; no object handling, so
+    no object other than the world's is named). None changes where anything is.
+    """
+    from tomstats.stories.narrative import _NOTES_ROOMS, NaturalSetting, Phrases
+    from tomstats.stories.render import length_window
+
+    lo, hi = length_window(target, tolerance)
+    locs = tuple(world.locations)
+    st = NaturalSetting("anatom", locs[0], locs[1:], ("{a} enters {l}.",), _NOTES_ROOMS,
+                        "", "the same room", "")
+    ph = Phrases(st, rng, objects=False)
+    head = _render(world, ()).split(". ")
+    head = [h if h.endswith(".") else h + "." for h in head]
+    lines = [f"{e.actor} enters the {e.location}." if e.action == "enter" else
+             f"{e.actor} moves the {e.obj} to the {e.container}." for e in events]
+    words = sum(len(x.split()) for x in head + lines)
+    if words > hi:
+        raise ValueError(f"an AnaToM story of {words} words does not fit {target} words")
+    state = dict(world.start)
+    slots: list[list[str]] = [[] for _ in range(len(lines) + 1)]
+    states = [dict(state)]
+    for e in events:
+        if e.action == "enter":
+            state[e.actor] = e.location
+        states.append(dict(state))
+    agents = list(world.agents)
+    # a padding sentence never names an object or a container of the world ("a pen")
+    taken = re.compile(r"\b(" + "|".join(map(re.escape, [*world.objects, *world.containers]))
+                       + r")s?\b", re.I)
+    for _ in range(100000):
+        if words >= lo:
+            break
+        k = rng.randrange(len(slots))
+        pos, who = states[k], rng.choice(agents)
+        u = rng.random()
+        mates = [a for a in agents if a != who and pos[a] == pos[who]]
+        if u < 0.3:
+            sent = ph.action(who)
+        elif u < 0.5 and mates:
+            sent = ph.dialogue(who, rng.choice(mates))
+        elif u < 0.7:
+            sent = ph.about(who, rng.choice(locs))
+        elif u < 0.9:
+            sent = ph.note(rng.choice(locs))
+        else:
+            sent = ph.looks(who)
+        n = len(sent.split())
+        if words + n <= hi and not taken.search(sent):
+            slots[k].append(sent)
+            words += n
+    if words < lo:
+        raise ValueError(f"could not pad an AnaToM story to {target} words")
+    out = list(head) + slots[0]
+    for line, extra in zip(lines, slots[1:], strict=True):
+        out.append(line)
+        out.extend(extra)
+    return " ".join(out)
+
+
 def anatom_items(n_stories: int, seed: int, composition: Composition = Composition(),
                  timeline: str | Sequence[str] = "E->M->E->M", *,
-                 require_all: bool = False, max_tries: int = 200) -> list[Item]:
+                 require_all: bool = False, max_tries: int = 200,
+                 contexts: Sequence[int] | None = None,
+                 tolerance: float = 0.02) -> list[Item]:
     """AnaToM items: every well-defined question type of ``n_stories`` stories.
+
+    With ``contexts`` (target lengths in words) AnaToM joins the length design: every
+    story is told once per length, its placements and events padded with sentences that
+    move nothing (see :func:`_padded`), and ``context_words`` is the target length;
+    ``item_id`` gains ``-w{words}``. Without it, ``context_words`` is the story's own
+    length.
 
     With ``require_all`` only stories in which all six question types are well defined are
     kept (AnaToM's dataset is balanced that way); others are redrawn (up to ``max_tries``
@@ -238,6 +311,11 @@ def anatom_items(n_stories: int, seed: int, composition: Composition = Compositi
     """
     if not isinstance(n_stories, int) or isinstance(n_stories, bool) or n_stories < 1:
         raise ValueError(f"n_stories must be a positive integer, got {n_stories!r}")
+    if contexts is not None and (not contexts or any(
+            not isinstance(c, int) or isinstance(c, bool) or c < 1 for c in contexts)
+            or len(set(contexts)) != len(contexts)):
+        raise ValueError(f"contexts must be distinct positive integers (words), got "
+                         f"{contexts!r}")
     kinds = parse_timeline(timeline)
     items = []
     for r in range(n_stories):
@@ -250,22 +328,31 @@ def anatom_items(n_stories: int, seed: int, composition: Composition = Compositi
         else:
             raise ValueError(f"no story with all six question types in {max_tries} draws "
                              f"for {composition} and timeline {'->'.join(kinds)}")
-        text = _render(world, events)
         final = initial_state(world)
         for e in events:
             apply_event(world, final, e)
-        for qtype in ANATOM_QUESTION_TYPES:
-            if qtype not in qs:
-                continue
-            q, chain, obj, gold = qs[qtype]
-            items.append(Item(
-                item_id=f"anatom-s{seed}-r{r:04d}-{qtype}", story=text, question=q,
-                answer=gold, question_type=qtype, tom_order=len(chain),
-                context_words=word_count(text), n_words=word_count(text),
-                candidates=tuple(world.containers), agents=chain, target=obj,
-                last_location=final[obj],
-                n_characters=len(world.agents), setting="anatom", generator="anatom",
-                seed=story_seed, metadata={"timeline": "->".join(kinds),
-                                           "composition": list(vars(composition).values()),
-                                           "events": [e.to_dict() for e in events]}))
+        for length in (None,) if contexts is None else contexts:
+            if length is None:
+                text, suffix = _render(world, events), ""
+            else:
+                text = _padded(world, events, length,
+                               random.Random(f"anatom-pad:{story_seed}:{length}"), tolerance)
+                suffix = f"-w{length}"
+            for qtype in ANATOM_QUESTION_TYPES:
+                if qtype not in qs:
+                    continue
+                q, chain, obj, gold = qs[qtype]
+                status = "true" if qtype.endswith("_true_belief") else (
+                    "false" if qtype.endswith("_false_belief") else "none")
+                items.append(Item(
+                    item_id=f"anatom-s{seed}{suffix}-r{r:04d}-{qtype}", story=text,
+                    question=q, answer=gold, question_type=qtype, tom_order=len(chain),
+                    context_words=word_count(text) if length is None else length,
+                    n_words=word_count(text), candidates=tuple(world.containers),
+                    agents=chain, target=obj, last_location=final[obj],
+                    n_characters=len(world.agents), setting="anatom", generator="anatom",
+                    seed=story_seed, belief_status=status,
+                    metadata={"timeline": "->".join(kinds),
+                              "composition": list(vars(composition).values()),
+                              "events": [e.to_dict() for e in events]}))
     return items

@@ -98,6 +98,9 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeline", default="E->M->E->M", help="AnaToM timeline")
     parser.add_argument("--all-types", action="store_true",
                         help="AnaToM: keep only stories with all six question types")
+    parser.add_argument("--anatom-lengths", action="store_true",
+                        help="AnaToM: tell every story at each --contexts length (padded with "
+                             "sentences that move nothing)")
     parser.add_argument("--weave", metavar="TEXT_FILE",
                         help="paper design: weave each story into this natural text "
                              "(BABILong-style; refused if it names a character or a place)")
@@ -133,7 +136,10 @@ def _planned_items(args: argparse.Namespace, sb: Storyboard | None,
     """(number of items, mean words per item, events per story) that ``args`` asks for."""
     if sb is not None and questions is not None:  # one item per question and story
         return float(args.n) * questions, _WORDS_PER_EVENT * sb.n, float(sb.n)
-    if args.design == "anatom":  # up to six questions per story
+    if args.design == "anatom":  # up to six questions per story (and per length)
+        if getattr(args, "anatom_lengths", False):
+            contexts = [max(int(c), 1) for c in args.contexts]
+            return float(args.n) * 6 * len(contexts), sum(contexts) / len(contexts), 0.0
         return float(args.n) * 6, 150.0, 0.0
     contexts = [max(int(c), 1) for c in args.contexts]
     n_items = float(args.n) * len(contexts) * len(args.orders) * len(args.question_types)
@@ -165,7 +171,8 @@ def run_stories(args: argparse.Namespace) -> int:
         items = storyboard_items(sb, questions, n_stories=args.n, seed=args.seed)
     elif args.design == "anatom":
         items = anatom_items(args.n, args.seed, Composition(*args.composition), args.timeline,
-                             require_all=args.all_types)
+                             require_all=args.all_types,
+                             contexts=tuple(args.contexts) if args.anatom_lengths else None)
     else:
         host = None
         if args.weave:
