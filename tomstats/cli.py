@@ -53,8 +53,11 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
 #: 0 done; 1 some questions errored (re-running retries them); 2 bad input, nothing written;
 #: 3 internal failure; 4 the result is written but its checks failed (sampler diagnostics, a
 #: Laplace fit that did not converge, Pareto-k warnings): re-running the same command gives
-#: the same result, ``--allow-warnings`` accepts it with 0.
+#: the same result, ``--allow-warnings`` accepts it with 0. A reader that closes the pipe early
+#: (``tomstats summarize LOG | head``) ends the command quietly with 141 = 128 + SIGPIPE, the
+#: status a shell reports for ``yes | head``'s ``yes``; 130 = 128 + SIGINT on Ctrl-C.
 EXIT_OK, EXIT_ERRORED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_WARNINGS = 0, 1, 2, 3, 4
+EXIT_PIPE, EXIT_INTERRUPTED = 141, 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,7 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     module, _adder, runner, _help = COMMANDS[args.command]
     try:
-        return int(getattr(importlib.import_module(module), runner)(args) or 0)
+        code = int(getattr(importlib.import_module(module), runner)(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # the reader of stdout went away (``| head``): not bad input; stop quietly
+        _silence_stdout()
+        return EXIT_PIPE
     except (ValueError, TypeError, OSError) as exc:
         # bad input: a file, a field or a value the user can fix (OSError: unreadable input,
         # unwritable --out); one line, no traceback
@@ -100,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"tomstats {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the last line of defence: exit 3, not 1
         if os.environ.get("TOMSTATS_DEBUG"):
             traceback.print_exc()
@@ -108,6 +117,18 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{_one_line(exc)} (a bug in tomstats: please report it; set TOMSTATS_DEBUG=1 "
               "for the traceback)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so that the final flush of the interpreter does not
+    raise again on the closed pipe (the idiom of the Python documentation on SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # a stdout without a file descriptor
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
+    finally:
+        os.close(devnull)
 
 
 def _one_line(exc: BaseException) -> str:
