@@ -16,7 +16,6 @@ as that constant in every draw.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -120,29 +119,13 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        return repr(f) if math.isfinite(f) else ("nan" if f != f else ("inf" if f > 0
-                                                                        else "-inf"))
-    return json.dumps(str(v))
-
-
-def _toml(d: dict[str, Any], prefix: str = "") -> str:
-    scalars = [(k, v) for k, v in d.items() if not isinstance(v, dict) and v is not None]
-    tables = [(k, v) for k, v in d.items() if isinstance(v, dict)]
-    out = [f"{json.dumps(k) if not k.replace('_', '').isalnum() else k} = {_toml_value(v)}"
-           for k, v in scalars]
-    text = "\n".join(out) + ("\n" if out else "")
-    for k, v in tables:
-        key = k if k.replace("_", "").isalnum() else json.dumps(k)
-        name = f"{prefix}.{key}" if prefix else key
-        text += f"\n[{name}]\n" + _toml(v, name)
-    return text
+def _toml_data(v: Any) -> Any:
+    """``v`` as values a TOML writer takes: ``None`` entries dropped, numpy scalars plain."""
+    if isinstance(v, dict):
+        return {str(k): _toml_data(x) for k, x in v.items() if x is not None}
+    if isinstance(v, (list, tuple)):
+        return [_toml_data(x) for x in v if x is not None]
+    return _plain(v)
 
 
 def write_params(idata: Any, path: str | os.PathLike[str], *, prob: float = 0.95,
@@ -170,33 +153,38 @@ def write_params(idata: Any, path: str | os.PathLike[str], *, prob: float = 0.95
     return p
 
 
+#: The comment above a calibrated simulation file: fixed text, never data.
+_HEADER = """\
+# Simulator parameters calibrated to a structural GLMM fit (posterior means).
+# Run it with: tomstats simulate THIS_FILE --out DIR
+# (or the full posterior: tomstats simulate simulations/paper.toml --posterior FIT)
+# [design] capability lists the fitted LLMs in the order of [meta.calibration] llms.
+
+"""
+
+
 def _simulation_toml(summary: dict[str, Any]) -> str:
     """A simulation file (``tomstats simulate FILE``) at the posterior means.
 
     ``[parameters]`` holds the posterior means of α, γ, δ, σ; ``[design]`` the paper's
     5 × 3 design with one capability level per fitted LLM (its posterior mean); the whole
-    :func:`posterior_summary` (sds, medians, intervals, provenance) sits under
-    ``[meta.calibration]``, which the simulation loader ignores.
+    :func:`posterior_summary` (sds, medians, intervals, provenance) and the LLM names in the
+    order of ``capability`` sit under ``[meta.calibration]``, which the simulation loader
+    ignores. Everything that comes from the data (LLM names, provenance) is written by a TOML
+    writer as quoted strings or keys, never into a comment, so no name can add a table.
     """
+    import tomli_w
+
     from tomstats.design import paper_design
 
     design = paper_design()
-    caps = [v["mean"] for v in summary["capability"].values()]
-    lines = [
-        "# Simulator parameters calibrated to a structural GLMM fit (posterior means).",
-        "# Run it with: tomstats simulate THIS_FILE --out DIR",
-        "# (or the full posterior: tomstats simulate simulations/paper.toml --posterior FIT)",
-        "",
-        "[parameters]",
-        *(f"{k} = {_toml_value(v['mean'])}" for k, v in summary["params"].items()),
-        "",
-        "[design]",
-        "questions_per_cell = 500",
-        f"capability = [{', '.join(_toml_value(c) for c in caps)}]  # "
-        + ", ".join(summary["capability"]),
-        *(line for f in design.factors for line in (
-            "", "[[design.factors]]", f"name = {json.dumps(f.name)}",
-            f"levels = [{', '.join(_toml_value(v) for v in f.levels)}]")),
-        "",
-    ]
-    return "\n".join(lines) + "\n[meta.calibration]\n" + _toml(summary, "meta.calibration")
+    doc = {
+        "parameters": {k: v["mean"] for k, v in summary["params"].items()},
+        "design": {
+            "questions_per_cell": 500,
+            "capability": [v["mean"] for v in summary["capability"].values()],
+            "factors": [{"name": f.name, "levels": list(f.levels)} for f in design.factors],
+        },
+        "meta": {"calibration": {**summary, "llms": list(summary["capability"])}},
+    }
+    return _HEADER + tomli_w.dumps(_toml_data(doc))

@@ -281,15 +281,38 @@ def render_html(doc: Document) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _md_text(text: str) -> str:
+    """``text`` as literal Markdown: no HTML and no link from the data.
+
+    ``<`` and ``>`` become ``&lt;`` and ``&gt;`` (a ``<script>`` tag or an autolink in a
+    model name or an answer shows as text, as in the HTML report), and ``](`` becomes
+    ``]\\(`` so that no ``[text](url)`` link or ``![](url)`` image is formed from data.
+    """
+    return (str(text).replace("<", "&lt;").replace(">", "&gt;")
+            .replace("](", "]\\("))
+
+
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A table cell: :func:`_md_text` on one line, ``|`` escaped."""
+    return _md_text(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _md_line(text: str) -> str:
+    """A heading or one-line text: :func:`_md_text` with line breaks made spaces."""
+    return " ".join(_md_text(text).splitlines())
+
+
+def _md_file_stem(name: str) -> str:
+    """An image's file stem safe in a folder and a link: letters, digits, ``_ - .`` only."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".")
+    return stem or "figure"
 
 
 def _md_table(t: Table) -> str:
     header, rows = _cells(t)
     lines = []
     if t.caption:
-        lines += [f"**{t.caption}**", ""]
+        lines += [f"**{_md_line(t.caption)}**", ""]
     lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     lines += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
@@ -297,29 +320,33 @@ def _md_table(t: Table) -> str:
 
 
 def render_markdown(doc: Document) -> tuple[str, dict[str, bytes]]:
-    """Render ``doc`` as Markdown; returns the text and ``{file name: PNG bytes}``."""
-    parts = [f"# {doc.title}", "", f"*{doc.subtitle}*", ""]
+    """Render ``doc`` as Markdown; returns the text and ``{file name: PNG bytes}``.
+
+    Every string of the document is literal text, as in :func:`render_html`: HTML in it is
+    escaped (:func:`_md_text`), so data cannot add a tag, a script or a link to the page.
+    """
+    parts = [f"# {_md_line(doc.title)}", "", f"*{_md_line(doc.subtitle)}*", ""]
     images: dict[str, bytes] = {}
     for s in doc.sections:
         if s.title:
-            parts += [f"## {s.title}", ""]
+            parts += [f"## {_md_line(s.title)}", ""]
         for b in s.blocks:
             if isinstance(b, Text):
                 prefix = {"p": "", "note": "> ", "missing": "> **Missing:** ",
                           "warning": "> **Warning:** "}.get(b.kind, "")
-                parts.append(prefix + b.text)
+                parts.append(prefix + _md_text(b.text))
             elif isinstance(b, Table):
                 parts.append(_md_table(b))
             elif isinstance(b, Image):
-                name = f"{b.name}.png"
+                name = f"{_md_file_stem(b.name)}.png"
                 if name in images:
                     raise ValueError(f"two images named {name!r} in one report")
                 images[name] = b.png
                 parts.append(f"![{_md_escape(b.name)}]({name})")
                 if b.caption:
-                    parts += ["", f"*{b.caption}*"]
+                    parts += ["", f"*{_md_line(b.caption)}*"]
             elif isinstance(b, Verdict):
-                parts.append(f"### {b.title}: **{b.label}**")
+                parts.append(f"### {_md_line(b.title)}: **{b.label}**")
                 parts.append("")
                 rows = [[c.name, {True: "pass", False: "**FAIL**", None: "n/a"}[c.passed],
                          c.value, c.threshold, c.detail] for c in b.checks]
