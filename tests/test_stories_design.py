@@ -85,6 +85,9 @@ def test_answers_come_from_the_tracker(paper_items) -> None:
         assert it.belief_status == status
         sc = SCENARIOS[it.metadata["scenario"]]
         assert status == {0: "none", 1: sc.order1, 2: sc.order2}[it.tom_order]
+        # the scenario table, worked out by hand, gives the same answers
+        places = [roles["X"], *(roles[f"P{i}"] for i in range(1, 6))]
+        assert it.answer == places[sc.answers[("reality", "S1", "S1S2")[it.tom_order]]]
         if it.tom_order == 2:
             same = "+".join(k for k, v in simpler.items() if v == it.answer) or "none"
             assert it.same_as == same

@@ -1,24 +1,22 @@
 """The real 5×3 design: context length in words × ToM order, ``n`` items per cell.
 
-One *story* per (context length, replicate) is built from the second-order StorySim
-storyboard, with the ToM-relevant events held fixed and every other event drawn from
-characters outside the question (``exclusive_random``)::
+One *story* per (context length, replicate) is told by :mod:`tomstats.stories.plot`: a
+belief scenario (who sees which of ``T``'s moves) inside a whole story in a natural
+setting (:mod:`tomstats.stories.narrative`), at the target length ±2 %. Each story is
+asked at every requested order, so that order and length are crossed within stories:
+order 0 "Where is T?", order 1 "Where does S1 think T is?", order 2 "Where does S1 think
+S2 thinks T is?", and optionally the world-model questions. Within each context length the
+scenarios cycle (:data:`~tomstats.stories.plot.CYCLE`: half true beliefs at orders 1 and 2,
+order-2 answers that differ from every simpler question's in 3 stories of 8) and the
+scenario's places rotate through the locations, so each location is each answer equally
+often. Gold answers always come from the belief tracker — its integer-coded form
+:mod:`tomstats.stories.fast`, which gives the answers of the readable
+:func:`tomstats.stories.beliefs.belief` and :func:`tomstats.stories.questions.wm_answer`
+(tested) — and are cross-checked against the scenario's expected answers.
 
-    S1, S2, T enter L1 (in random order)      -- the three cross paths in L1
-    T enters L2                               -- seen by S1 and S2
-    S2 enters L2                              -- seen by S1: S2 and T cross paths again
-    (mislead_distance - 1 random events)      -- S1, S2, T do not act
-    T enters L3                               -- seen by S2 only
-
-and then asked at every requested order, so that order and length are crossed within
-stories: order 0 "Where is T?" (gold L3), order 1 "Where does S1 think T is?" (L2, a false
-belief), order 2 "Where does S1 think S2 thinks T is?" (L2). Gold answers always come from
-the belief tracker — its integer-coded form :mod:`tomstats.stories.fast`, which gives the
-answers of the readable :func:`tomstats.stories.beliefs.belief` and
-:func:`tomstats.stories.questions.wm_answer` (tested) — and are cross-checked against the
-storyboard. The story is rendered to the target length ±2 % by varying the templates
-of the filler sentences; ``critical_position`` (0 = start, 1 = end) places the critical
-block within the filler.
+:func:`design_storyboard` is the storyboard of the first (format-1) design, StorySim's
+second-order storyboard with filler from the other characters; the storyboard engine's
+tests still use it.
 """
 
 from __future__ import annotations
@@ -29,14 +27,10 @@ import math
 import random
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from tomstats.stories.beliefs import last_perceived
 from tomstats.stories.fast import (
-    CodedStory,
     beliefs_along,
     encode,
-    encode_story,
     wm_answer_fast,
 )
 from tomstats.stories.items import Item
@@ -44,27 +38,20 @@ from tomstats.stories.narrative import NaturalSetting, listing, natural_setting
 from tomstats.stories.plot import SCENARIOS, PlotStory, cycle_scenario, tell_story
 from tomstats.stories.questions import first_common_location, tom_question, wm_question
 from tomstats.stories.render import (
-    fit_templates,
-    intro_sentence,
-    length_window,
-    sentence_options,
     word_count,
 )
 from tomstats.stories.settings import CHARACTERS, OBJECT_NAMES, Setting
 from tomstats.stories.storyboard import (
-    Story,
     Storyboard,
     cross_paths,
     exclusive_random,
-    generate_story,
     move,
 )
 from tomstats.stories.weave import check_host, host_sentences, weave
-from tomstats.stories.world import Event, World
+from tomstats.stories.world import World
 
-__all__ = ["DEFAULT_CONTEXTS", "DEFAULT_ORDERS", "QUESTION_TYPES", "RenderedStory",
-           "build_design_items", "derive_seed", "design_storyboard", "plot_items",
-           "render_story", "story_items"]
+__all__ = ["DEFAULT_CONTEXTS", "DEFAULT_ORDERS", "QUESTION_TYPES", "build_design_items",
+           "derive_seed", "design_storyboard", "plot_items"]
 
 #: The paper's context lengths (words) and ToM orders.
 DEFAULT_CONTEXTS = (200, 500, 1000, 2000, 5000)
@@ -102,160 +89,6 @@ def design_storyboard(setting: Setting, characters: Sequence[str], n: int, *,
     return Storyboard(tuple(characters), setting.locations, setting.edges, events, n,
                       setting.hub, setting=setting.name, name="second_order_design",
                       roles={"S1": s1, "S2": s2, "T": t, "L1": l1, "L2": l2, "L3": l3})
-
-
-@dataclass(frozen=True)
-class RenderedStory:
-    """A story rendered to a target length, with its critical span."""
-
-    story: Story
-    text: str
-    n_words: int
-    target_words: int
-    critical_span: tuple[int, int]  # first and last step of the critical block
-    critical_position: float  # realised: share of the filler words before the block
-
-
-def _names(characters: Sequence[str], inanimate: bool) -> dict[str, str] | None:
-    return dict(zip(characters, OBJECT_NAMES, strict=False)) if inanimate else None
-
-
-def _plain_mean(setting: Setting, names: dict[str, str] | None) -> float:
-    who = next(iter(names)) if names else "X"
-    lens = [word_count(sentence_options(Event(0, "enter", who, loc, loc), setting, names)[0])
-            for loc in setting.locations]
-    return sum(lens) / len(lens)
-
-
-def _min_words(setting: Setting, characters: Sequence[str], n_events: int,
-               inanimate: bool) -> int:
-    """Shortest possible text: the opening sentence and ``n_events`` shortest sentences."""
-    names = _names(characters, inanimate)
-    who = next(iter(names)) if names else "X"
-    shortest = min(word_count(s) for loc in setting.locations
-                   for s in sentence_options(Event(0, "enter", who, loc, loc), setting, names))
-    return word_count(intro_sentence(setting, characters, names)) + n_events * shortest
-
-
-def render_story(story: Story, setting: Setting, target_words: int,
-                 critical_span: tuple[int, int], *, tolerance: float = 0.02,
-                 names: dict[str, str] | None = None,
-                 rng: random.Random | None = None) -> RenderedStory:
-    """Render ``story`` to ``target_words`` ±``tolerance``, key sentences held plain."""
-    rng = rng or random.Random(story.seed)
-    intro = intro_sentence(setting, story.storyboard.characters, names)
-    options = [sentence_options(e, setting, names) for e in story.events]
-    key = set(story.storyboard.roles.get(r) for r in ("S1", "S2", "T"))
-    fixed = {e.time for e in story.events if e.actor in key}
-    choice = fit_templates(options, target_words, fixed=fixed, extra_words=word_count(intro),
-                           tolerance=tolerance, rng=rng)
-    sentences = [opts[k] for opts, k in zip(options, choice, strict=True)]
-    text = " ".join([intro, *sentences])
-    a, b = critical_span
-    before = sum(word_count(s) for s in sentences[:a])
-    inside = sum(word_count(s) for s in sentences[a:b + 1])
-    n_words = word_count(text)
-    outside = n_words - word_count(intro) - inside
-    pos = before / outside if outside else 0.0
-    return RenderedStory(story, text, n_words, target_words, critical_span, round(pos, 4))
-
-
-def _build_story(setting: Setting, characters: Sequence[str], target: int, *,
-                 mislead_distance: int, critical_position: float, seed: int,
-                 tolerance: float, inanimate: bool = False) -> RenderedStory:
-    """Draw a design story whose rendering hits ``target`` words (retrying the size).
-
-    With ``inanimate`` the characters are told as objects (StorySim's WM-Inanimate
-    stories), whose longer sentences need fewer events for the same length.
-    """
-    names = _names(characters, inanimate)
-    intro_words = word_count(intro_sentence(setting, characters, names))
-    k = mislead_distance + 5
-    n = max(k, math.floor((target - intro_words) / _plain_mean(setting, names) * 0.97))
-    _lo, hi = length_window(target, tolerance)
-    last_error: ValueError | None = None
-    for attempt in range(8):
-        rng = random.Random(derive_seed(seed, "story", attempt))
-        start = round(critical_position * (n - k))
-        sb = design_storyboard(setting, characters, n, mislead_distance=mislead_distance,
-                               critical_start=start, rng=rng)
-        story = generate_story(sb, rng.randrange(2**63))
-        try:
-            return render_story(story, setting, target, (start, start + k - 1),
-                                tolerance=tolerance, names=names, rng=rng)
-        except ValueError as exc:
-            last_error = exc
-            plain = intro_words + sum(word_count(sentence_options(e, setting, names)[0])
-                                      for e in story.events)
-            n = max(k, n - max(1, math.ceil((plain - hi) / 3))) if plain > hi else n + 2
-    raise ValueError(f"could not fit a story to {target} words: {last_error}")
-
-
-def story_items(rs: RenderedStory, setting: Setting, orders: Iterable[int], *,
-                item_prefix: str, extra: Sequence[str] = (),
-                metadata: dict[str, object] | None = None) -> list[Item]:
-    """The questions about one rendered design story, with tracker-verified answers.
-
-    ``orders`` gives the ToM questions; ``extra`` the world-model questions
-    (``"wm_human"``, or ``"wm_object"`` when ``rs`` is told with objects).
-    """
-    story, roles = rs.story, rs.story.storyboard.roles
-    world, events = story.world, story.events
-    s1, s2, t = roles["S1"], roles["S2"], roles["T"]
-    chains = {0: (), 1: (s1,), 2: (s1, s2)}
-    expected = {0: roles["L3"], 1: roles["L2"], 2: roles["L2"]}
-    coded = encode_story(story)
-    answers = beliefs_along(coded, chains[2], t)  # the answers at orders 0, 1 and 2
-    last = answers[0]
-    final_move = max(e.time for e in events if e.actor == t)
-    seen = last_perceived(world, events, (s1,), t)
-    mislead = final_move - int(seen if seen is not None else -1) - 1
-    meta = {**(metadata or {}), "story_id": item_prefix, "roles": dict(roles),
-            "storyboard": story.storyboard.to_dict(),
-            "events": [[e.time, e.actor, e.location, e.source] for e in events],
-            "critical_span": list(rs.critical_span), "instructions": setting.instructions}
-    common = dict(context_words=rs.target_words, n_words=rs.n_words,
-                  candidates=setting.locations, target=t, last_location=last,
-                  mislead_distance=mislead, n_characters=len(world.agents),
-                  setting=setting.name, generator="storysim", seed=story.seed,
-                  critical_position=rs.critical_position)
-    items = []
-    for order in orders:
-        chain = chains[order]
-        gold = answers[order]
-        if gold != expected[order]:  # the tracker and the storyboard must agree
-            raise RuntimeError(f"{item_prefix}: order {order} tracker answer {gold!r} != "
-                               f"storyboard answer {expected[order]!r}")
-        group = chain + (t,) if chain else (s1, s2, t)
-        items.append(Item(
-            item_id=f"{item_prefix}-o{order}", story=rs.text, question=tom_question(chain, t),
-            answer=gold, question_type="reality" if order == 0 else "tom", tom_order=order,
-            agents=chain, first_common_location=first_common_location(world, events, group),
-            metadata={**meta, "question_chain": list(chain)}, **common))
-    items.extend(_wm_items(rs, coded, setting, extra, item_prefix, meta, common))
-    return items
-
-
-def _wm_items(rs: RenderedStory, coded: CodedStory, setting: Setting, extra: Sequence[str],
-              prefix: str, meta: dict[str, object], common: dict[str, object]) -> list[Item]:
-    """World-model questions about ``rs`` (``wm_object``: ``rs`` told with objects)."""
-    story, roles = rs.story, rs.story.storyboard.roles
-    s1, s2, t = roles["S1"], roles["S2"], roles["T"]
-    gold = wm_answer_fast(coded, s1, s2, t)
-    fcl = first_common_location(story.world, story.events, (s1, s2, t))
-    out = []
-    for qtype in extra:
-        if qtype == "wm_object":
-            names = _names(story.storyboard.characters, True) or {}
-            q = wm_question(setting, names[s1], names[s2], names[t], inanimate=True)
-            q = q[:1].upper() + q[1:]
-        else:
-            q = wm_question(setting, s1, s2, t)
-        out.append(Item(
-            item_id=f"{prefix}-{qtype}", story=rs.text, question=q, answer=str(gold),
-            question_type=qtype, tom_order=0, agents=(s1, s2),
-            first_common_location=fcl, metadata={**meta, "question_chain": []}, **common))
-    return out
 
 
 def _check_design_args(n_per_cell: int, seed: int, contexts: Sequence[int],
