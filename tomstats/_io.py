@@ -1,20 +1,33 @@
-"""Small I/O helpers shared by every stage: atomic writes and output-path checks."""
+"""Small I/O helpers shared by every stage: atomic writes and output-path checks.
+
+Temporaries carry the writer's process id in their names (``.NAME.PID.XXXXXXXX.tmp`` beside a
+file or folder, ``.tomstats-PID-XXXXXXXX`` inside an output folder), so a later run can tell
+the leftovers of a killed process from those of a live one: :func:`clean_stale` removes the
+first and leaves the second alone. A folder is replaced by one atomic exchange where the
+platform has it (Linux ``renameat2(RENAME_EXCHANGE)``), else by two renames whose
+interrupted state (``--out`` absent, the old result in a hidden ``.NAME.PID.XXXXXXXX.old``
+folder) the next run restores, saying so.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["add_out_arguments", "atomic_path", "atomic_write_text", "ensure_writable_dir",
-           "ensure_writable_file", "json_dumps", "prepare_out_dir", "prepare_out_file",
-           "replaced_dir", "sha256_text", "staged_files"]
+__all__ = ["add_out_arguments", "atomic_path", "atomic_write_text", "clean_stale",
+           "ensure_writable_dir", "ensure_writable_file", "json_dumps", "prepare_out_dir",
+           "prepare_out_file", "replaced_dir", "sha256_text", "staged_files"]
 
 
 def _umask() -> int:
@@ -25,6 +38,90 @@ def _umask() -> int:
 
 _UMASK = _umask()  # read once: os.umask is process-wide, so never toggle it later
 
+#: Name of a temporary beside ``out``: ``.{out.name}.{pid}.{random}.tmp`` or ``.old``.
+_BESIDE = re.compile(r"(?P<pid>\d+)\.[A-Za-z0-9_]+\.(?P<kind>tmp|old)")
+#: Name of a staging folder inside an output folder (:func:`staged_files`).
+_STAGE = re.compile(r"\.tomstats-(?P<pid>\d+)-[A-Za-z0-9_]+")
+
+
+def _prefix(path: Path) -> str:
+    return f".{path.name}.{os.getpid()}."
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (on this machine); unknown counts as alive."""
+    if pid == os.getpid():
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's; anything else: do not guess
+        return True
+    return True
+
+
+def _note(message: str) -> None:
+    print(f"tomstats: {message}", file=sys.stderr)
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def clean_stale(out: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporaries that killed processes left beside ``out``; finish their swaps.
+
+    Looks in ``out``'s folder for ``.NAME.PID.XXXXXXXX.tmp`` / ``.old`` entries of ``out``
+    (and, if ``out`` is a folder, ``.tomstats-PID-XXXXXXXX`` staging folders inside it) whose
+    process no longer runs. A dead ``.old`` folder with ``out`` absent is a folder swap
+    killed between its two renames: its ``content`` (the previous result) is moved back to
+    ``out`` and a note says so on stderr. Entries of live processes (or of another user's)
+    are left alone. Returns the paths removed or restored.
+    """
+    out = Path(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    head = f".{out.name}."
+    done: list[Path] = []
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(head)]
+    except OSError:
+        return done
+    dead: list[tuple[float, Path, str, int]] = []
+    for n in names:
+        m = _BESIDE.fullmatch(n[len(head):])
+        if m and not _pid_alive(int(m["pid"])):
+            p = parent / n
+            with contextlib.suppress(OSError):
+                dead.append((p.lstat().st_mtime, p, m["kind"], int(m["pid"])))
+    # newest interrupted swap first: it holds the result that --out had last
+    for _, p, kind, pid in sorted(dead, key=lambda t: t[0], reverse=True):
+        content = p / "content"
+        if (kind == "old" and not os.path.lexists(out) and content.is_dir()
+                and not content.is_symlink()):
+            try:
+                os.replace(content, out)
+            except OSError:
+                continue
+            _note(f"restored {str(out)!r}: a run (pid {pid}) was killed while replacing it; "
+                  f"the earlier result is back")
+        _remove(p)
+        done.append(p)
+    if out.is_dir() and not out.is_symlink():
+        with contextlib.suppress(OSError):
+            for n in os.listdir(out):
+                m = _STAGE.fullmatch(n)
+                if m and not _pid_alive(int(m["pid"])):
+                    _remove(out / n)
+                    done.append(out / n)
+    return done
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
@@ -33,8 +130,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     Nothing is left behind on failure, and readers never see a half-written file.
     """
     path = Path(path)
+    clean_stale(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise _write_error(path, exc) from None
     os.close(fd)
@@ -129,6 +227,7 @@ def prepare_out_file(path: str | os.PathLike[str], *, force: bool, field: str = 
     an existing file is never replaced without ``--force``.
     """
     p = ensure_writable_file(path, field)
+    clean_stale(p)
     if p.exists() and not force:
         raise ValueError(f"{field}: {str(p)!r} already exists; pass --force to replace it")
     return p
@@ -141,6 +240,8 @@ def prepare_out_dir(path: str | os.PathLike[str], *, force: bool, field: str = "
     whole, so files of an earlier run never survive beside new results.
     """
     p = Path(path)
+    _refuse_precious(p, field)
+    clean_stale(p)
     if p.exists() and not p.is_dir():
         raise ValueError(f"{field}: {str(p)!r} exists and is not a directory")
     if p.is_dir() and any(p.iterdir()) and not force:
@@ -159,6 +260,53 @@ def prepare_out_dir(path: str | os.PathLike[str], *, force: bool, field: str = "
     return p
 
 
+def _refuse_precious(p: Path, field: str) -> None:
+    """Refuse an output folder that replacing would destroy more than a result: the current
+    folder or one above it, the home folder, the file-system root, a repository's root."""
+    try:
+        target = p.resolve()
+        cwd = Path.cwd().resolve()
+    except (OSError, RuntimeError):
+        return
+    what = None
+    if target == cwd:
+        what = "the current folder"
+    elif target in cwd.parents:
+        what = "a folder above the current folder"
+    elif target == Path.home().resolve():
+        what = "the home folder"
+    elif target == Path(target.anchor):
+        what = "the root of the file system"
+    elif (target / ".git").exists():
+        what = "the root of a git repository"
+    if what:
+        raise ValueError(f"{field}: {str(p)!r} is {what}; a result folder is replaced as a "
+                         "whole (with --force, everything in it is removed): choose a new "
+                         "folder such as results/")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap ``a`` and ``b`` in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``).
+
+    Returns ``False`` where the platform or file system has no such call (the caller then
+    uses two renames); other errors raise ``OSError``.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
 @contextlib.contextmanager
 def replaced_dir(out: str | os.PathLike[str], field: str = "--out") -> Iterator[Path]:
     """Yield a temporary folder beside ``out``; on success it replaces ``out`` as a whole.
@@ -167,16 +315,22 @@ def replaced_dir(out: str | os.PathLike[str], field: str = "--out") -> Iterator[
     publishing name ``out``, never the temporary folder.
     """
     out = Path(out)
+    _refuse_precious(out, field)
+    clean_stale(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=_prefix(out), suffix=".tmp", dir=out.parent))
     except OSError as exc:
         raise ValueError(f"{field}: cannot create {str(out)!r}: {exc.strerror}") from None
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_UMASK)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+        if out.exists() and _exchange(tmp, out):
+            shutil.rmtree(tmp, ignore_errors=True)  # now the old result
+        elif out.exists():
+            # two renames; a kill between them leaves the old result in `old`, which
+            # clean_stale puts back on the next run
+            old = Path(tempfile.mkdtemp(prefix=_prefix(out), suffix=".old", dir=out.parent))
             os.replace(out, old / "content")
             os.replace(tmp, out)
             shutil.rmtree(old, ignore_errors=True)
@@ -216,7 +370,8 @@ def staged_files(out: str | os.PathLike[str]) -> Iterator[StagedFiles]:
     ``staged.written``; on an error nothing is moved. The staging folder is always removed.
     """
     out = Path(out)
-    staged = StagedFiles(Path(tempfile.mkdtemp(prefix=".tomstats-", dir=out)))
+    clean_stale(out)
+    staged = StagedFiles(Path(tempfile.mkdtemp(prefix=f".tomstats-{os.getpid()}-", dir=out)))
     try:
         yield staged
         for f in sorted(staged.stage.iterdir()):
