@@ -373,7 +373,8 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                 tl.move(rng.choice(fs), places[idx], p_join=0.0)
                 tl.decor_run(0.6)
             continue
-        tm = tl.move(who[role], places[idx], plain=True, p_join=1.0)
+        after_f = k > 0 and sc.steps[k - 1][0] == "F"
+        tm = tl.move(who[role], places[idx], plain=True, p_join=1.0 if after_f else 0.5)
         if k == sc.seen:
             seen_time = tm
         if role == "T" and not tl.plain and rng.random() < 0.6:
