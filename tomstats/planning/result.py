@@ -127,7 +127,8 @@ def write_power(result: PowerResult, out: str | os.PathLike[str], *,
         result.frame().to_csv(stage / "power.csv", index=False)
         result.data.to_netcdf(stage / "power.nc", engine="h5netcdf")
         attrs = {k: (json.loads(v) if k in ("tests", "items_per_cell", "n_llms", "by_values",
-                                            "params", "design", "posterior") else v)
+                                            "params", "design", "posterior",
+                                            "posterior_params") else v)
                  for k, v in result.data.attrs.items()}
         summary = {"settings": _jsonable(attrs), "targets": result.targets(),
                    "power": _jsonable(result.frame().to_dict(orient="records"))}
@@ -173,11 +174,14 @@ def format_power(result: PowerResult) -> str:
                 f"{f'{tab.loc[v, c]:.3f} [{lo.loc[v, c]:.2f}, {hi.loc[v, c]:.2f}]':>{width}}"
                 for c in tab.columns)
             lines.append(f"{as_number(v):>10}" + cells)
+    smallest = as_number(df["value"].min())
     for t in result.targets():
         at = f" ({t['by']} = {t['by_value']})" if "by" in t else ""
         if t["reached"]:
+            fewer = " or fewer" if t["value"] == smallest else ""
             lines.append(f"{t['kind']}{at}: {t['test']} reaches {t['target']:.0%} power at "
-                         f"{result.along} = {t['value']} (MC range {t['value_optimistic']}"
+                         f"{result.along} = {t['value']}{fewer} (MC range "
+                         f"{t['value_optimistic']}"
                          f"–{t['value_sure'] if t['value_sure'] is not None else '>max'})")
         else:
             lines.append(f"{t['kind']}{at}: {t['test']} does not reach {t['target']:.0%} "

@@ -39,6 +39,7 @@ the plug-in power at the posterior means is reported beside it (coordinate ``kin
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import time
@@ -73,7 +74,7 @@ from tomstats.simulation.posterior_sweep import posterior_draws
 from tomstats.simulation.simulator import make_key
 from tomstats.simulation.study import ALONG, PowerSpec, StudyConfig, load_study
 
-__all__ = ["power"]
+__all__ = ["posterior_parameters", "power"]
 
 #: Largest share of failed fits of a test at any value before :func:`power` stops.
 _MAX_FAIL = 0.01
@@ -115,8 +116,9 @@ def _theta(base: Params, capability: np.ndarray, posterior: Any, setting: StudyS
 
 
 def _load_posterior(posterior: Any, draws: int) -> tuple[Any, dict[str, Any]]:
-    name = str(posterior) if isinstance(posterior, str | os.PathLike) else "posterior"
-    if isinstance(posterior, str | os.PathLike):
+    is_path = isinstance(posterior, str | os.PathLike)
+    name = str(posterior) if is_path else "posterior"
+    if is_path:
         p = Path(posterior)
         if not p.is_file():
             raise FileNotFoundError(f"posterior: file {str(p)!r} does not exist")
@@ -128,8 +130,42 @@ def _load_posterior(posterior: Any, draws: int) -> tuple[Any, dict[str, Any]]:
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"posterior: {str(p)!r} is not a tomstats fit ({exc})") from exc
     pdraws = posterior_draws(posterior, draws=draws, name=name)
-    return pdraws, {"file": name, **pdraws.source, "llm": pdraws.llm,
-                    "draws_used": pdraws.n_draws, "draws_available": pdraws.n_available}
+    source = {"file": name, **pdraws.source, "llm": pdraws.llm,
+              "draws_used": pdraws.n_draws, "draws_available": pdraws.n_available}
+    if is_path:  # which file, byte for byte
+        source["file_sha256"] = hashlib.sha256(Path(name).read_bytes()).hexdigest()
+    return pdraws, source
+
+
+def posterior_parameters(pdraws: Any) -> dict[str, dict[str, Any]]:
+    r"""What an assurance run simulated from: per parameter of equation (1) and for the
+    LLMs' capabilities, the mean over the thinned draws (and LLMs) -- the plug-in value --, the
+    sd, the 2.5 % and 97.5 % quantiles over draws :math:`s` of the LLM-averaged value
+    :math:`\bar\theta_s = L^{-1}\sum_j \theta_{sj}`, and the mean per LLM."""
+    out: dict[str, dict[str, Any]] = {}
+    fields = {f: np.asarray(getattr(pdraws.params, f), dtype=float)
+              for f in ("alpha", "gamma", "delta", "sigma")}
+    fields["capability"] = np.asarray(pdraws.capability, dtype=float)
+    for f, v in fields.items():  # (draw, llm)
+        avg = v.mean(1)
+        out[f] = {"mean": float(v.mean()), "sd": float(avg.std(ddof=1)) if avg.size > 1
+                  else 0.0, "q2.5": float(np.quantile(avg, 0.025)),
+                  "q97.5": float(np.quantile(avg, 0.975)),
+                  "per_llm": {str(n): float(m) for n, m in zip(pdraws.llm, v.mean(0),
+                                                                  strict=True)}}
+    return out
+
+
+def _params_attrs(base: Params, pdraws: Any) -> dict[str, str]:
+    """The parameters a curve really used: the study's, or a posterior's means and draws."""
+    if pdraws is None:
+        return {"params": json.dumps(base.to_dict()), "params_source": "study",
+                "posterior_params": json.dumps(None)}
+    post = posterior_parameters(pdraws)
+    return {"params": json.dumps({f: post[f]["mean"] for f in ("alpha", "gamma", "delta",
+                                                               "sigma")}),
+            "params_source": "posterior means (plug-in); assurance: every draw",
+            "posterior_params": json.dumps(post)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -302,7 +338,7 @@ def power(
     # the settings of the whole run, not of its first curve
     ds.attrs.update(by=spec.by, by_values=json.dumps([as_number(v) for v in spec.by_values]),
                     items_per_cell=json.dumps(spec.items_per_cell),
-                    n_llms=json.dumps(spec.n_llms), params=json.dumps(cfg.params.to_dict()),
+                    n_llms=json.dumps(spec.n_llms), **_params_attrs(cfg.params, pdraws),
                     design=json.dumps(cfg.design.to_dict()),
                     seconds=float(sum(r.attrs["seconds"] for r in results)))
     if spec.by in ("items_per_cell", "n_llms"):
@@ -328,7 +364,7 @@ def _execute(plan: CurvePlan, source: Any, allow_failures: bool, keep_data: bool
         seed=int(spec.seed), target=spec.target, path=spec.path, correction=spec.correction,
         tests=json.dumps(list(spec.tests)), items_per_cell=json.dumps(spec.items_per_cell),
         n_llms=json.dumps(spec.n_llms), capability_sd=plan.cap_sd,
-        params=json.dumps(base.to_dict()), design=json.dumps(design.to_dict()),
+        **_params_attrs(base, plan.pdraws), design=json.dumps(design.to_dict()),
         posterior=json.dumps(source, default=str), tomstats_version=__version__,
         seconds=time.perf_counter() - t0,
         equation="logit p = beta0*m - alpha*c*ln(1+c/500) - gamma*t - delta*c*t + eps",

@@ -5,8 +5,8 @@ states — ToM 22.4 % ± 0.6, context 4.1 % ± 0.5, interaction 0.5 % ± 0.2 of 
 39 ± 2 of 49 ToM-dominant grid points), Table 1 beside the paper's values, the share of
 systematic variance, parameters, design and seed, and Figures 1–5.
 
-A ``tomstats power`` folder (``power.csv``) gets a power report (the power curve, the
-smallest sizes reaching the target, the table); a simulation folder with a power run in it
+A ``tomstats power`` folder (``power.csv``) gets a power report
+(:func:`tomstats.report.power.power_document`); a simulation folder with a power run in it
 (or in its ``power/`` subfolder) gets that section after its figures.
 
 A calibrated sweep's folder (``tomstats simulate CONFIG --posterior FIT.nc --out DIR``) gets
@@ -36,6 +36,8 @@ from tomstats.report._document import (
     figure_png,
     write_document,
 )
+from tomstats.report.power import power_dir as find_power_dir
+from tomstats.report.power import power_document, power_section
 from tomstats.simulation.figures import (
     FACTOR_LABELS,
     POSTERIOR_FILES,
@@ -49,8 +51,6 @@ __all__ = [
     "PAPER_DOMINANT",
     "PAPER_SYSTEMATIC_SHARE",
     "posterior_sweep_document",
-    "power_document",
-    "power_section",
     "simulation_document",
     "write_simulation_report",
 ]
@@ -155,6 +155,7 @@ def posterior_sweep_document(sweep_dir: str | os.PathLike[str]) -> Document:
         If a file of the sweep is missing or unreadable (see
         :func:`tomstats.simulation.figures.read_posterior_dir`).
     """
+    from tomstats.glmm.verdict import failed_checks_note
     from tomstats.report.calibrated import calibrated_blocks
 
     decomp, dom, summary = read_posterior_dir(sweep_dir)
@@ -185,76 +186,16 @@ def posterior_sweep_document(sweep_dir: str | os.PathLike[str]) -> Document:
     subtitle = (f"tomstats {summary.get('package_version', '?')} · seed "
                 f"{summary.get('seed', '?')} · {summary.get('draws_used', '?')} posterior draws"
                 f" · folder {Path(sweep_dir).name}")
+    failed = list(fit.get("failed_checks") or []) if fit else []
+    warning = (Section("", (Text(failed_checks_note(failed, f"The fit {fit.get('path', '?')!s}"),
+                                 "warning"),)),) if failed else ()
     sections = (
+        *warning,
         Section("Calibrated η² decomposition and ToM-dominance map",
                 tuple(calibrated_blocks(decomp, dom, summary, intro))),
         Section("Fit, parameters, design and seed", tuple(tables)),
     )
     return Document("tomstats calibrated sweep report", subtitle, sections)
-
-
-def _power_dir(sim_dir: str | os.PathLike[str]) -> Path | None:
-    """The folder of a ``tomstats power`` run: ``sim_dir`` itself or its ``power/``."""
-    for d in (Path(sim_dir), Path(sim_dir) / "power"):
-        if (d / "power.csv").is_file():
-            return d
-    return None
-
-
-def power_section(power_dir: str | os.PathLike[str]) -> Section:
-    """The power curve, its table and the sample sizes reaching the target power."""
-    from tomstats.planning.figure import fig_power
-
-    d = Path(power_dir)
-    df = pd.read_csv(d / "power.csv")
-    summary: dict[str, Any] = {}
-    if (d / "summary.json").is_file():
-        summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
-    settings = summary.get("settings", {})
-    target = float(settings.get("target", 0.8))
-    along = str(df["along"].iloc[0]) if len(df) else "value"
-    by = str(df["by"].iloc[0]) if "by" in df.columns and len(df) else None
-    lines = ("one line per test" if by is None else
-             f"one panel per test, one line per {by.replace('_', ' ')}")
-    blocks: list[Any] = [Image(figure_png(fig_power(df, target)), "power",
-                               f"Power by {along.replace('_', ' ')}: {lines}, 95 % "
-                               f"Monte Carlo (Wilson) band; dotted: the {target:.0%} target. "
-                               f"{settings.get('replicates', '?')} simulated studies per value, "
-                               f"alpha = {settings.get('alpha', '?')}.")]
-    by_cols = [] if by is None else ["by_value"]
-    targets = summary.get("targets")
-    if targets:
-        tab = pd.DataFrame(targets)[["kind", *by_cols, "test", "value", "value_optimistic",
-                                     "value_sure", "interpolated"]]
-        blocks.append(Table(tab.rename(columns={
-            "value": f"smallest {along} reaching {target:.0%}", "by_value": by,
-            "value_optimistic": "MC optimistic", "value_sure": "MC sure"}),
-            caption="Smallest value reaching the target power (first value whose estimate, "
-                    "Wilson upper bound, or lower bound reaches it; None: not within the "
-                    "values tried)"))
-    show = df[["kind", *by_cols, "value", "test", "power", "ci_low", "ci_high", "estimate",
-               "n_failed"]].rename(columns={"by_value": by} if by else {})
-    blocks.append(Table(show, caption="Power per value and test", float_format="{:.3g}"))
-    return Section("Power analysis", tuple(blocks))
-
-
-def power_document(power_dir: str | os.PathLike[str]) -> Document:
-    """A report for a ``tomstats power`` output folder."""
-    d = Path(power_dir)
-    settings = {}
-    if (d / "summary.json").is_file():
-        settings = json.loads((d / "summary.json").read_text(encoding="utf-8")).get(
-            "settings", {})
-    subtitle = (f"tomstats {settings.get('tomstats_version', '?')} · seed "
-                f"{settings.get('seed', '?')} · {settings.get('replicates', '?')} studies per "
-                f"value · folder {d.name}")
-    run = {k: settings[k] for k in ("along", "by", "by_values", "alpha", "target",
-                                    "replicates", "seed", "path", "items_per_cell", "n_llms")
-           if k in settings}
-    sections = [power_section(d)]
-    if run:
-        sections.append(Section("Settings", (Table(_kv(run), caption="Run"),)))
-    return Document("tomstats power report", subtitle, tuple(sections))
 
 
 def simulation_document(sim_dir: str | os.PathLike[str]) -> Document:
@@ -275,7 +216,7 @@ def simulation_document(sim_dir: str | os.PathLike[str]) -> Document:
     """
     if _is_posterior_dir(sim_dir):
         return posterior_sweep_document(sim_dir)
-    power_dir = _power_dir(sim_dir)
+    power_dir = find_power_dir(sim_dir)
     if power_dir == Path(sim_dir) and not (Path(sim_dir) / "table1.csv").is_file():
         return power_document(sim_dir)
     data = read_simulation_dir(sim_dir)
