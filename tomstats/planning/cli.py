@@ -54,6 +54,9 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--posterior", default=None,
                    help="structural GLMM fit (netCDF): report assurance beside plug-in power")
     p.add_argument("--draws", type=int, default=200, help="posterior draws used (default 200)")
+    p.add_argument("--allow-warnings", action="store_true",
+                   help="use a --posterior fit that failed its own checks (divergences, "
+                        "R-hat, ESS; refused otherwise)")
     p.add_argument("--allow-failures", action="store_true",
                    help="report power among valid fits even when more than 1 %% fail")
     p.add_argument("--no-figure", action="store_true", help="skip power.png")
@@ -68,6 +71,10 @@ def run_power(args: argparse.Namespace) -> int:
                          "summary.json); write the power run into another folder, e.g. "
                          f"{str(Path(args.out) / 'power')!r}, where `tomstats report "
                          "--simulation` finds it")
+    if args.posterior is not None:  # a fit that failed its checks: refused before any work
+        from tomstats.glmm.verdict import load_sound_fit
+
+        load_sound_fit(args.posterior, allow_warnings=args.allow_warnings)
     prepare_out_dir(args.out, force=args.force)
     cfg = load_study(args.config)
     result = power(cfg, along=_parse_along(args.along) if args.along else None,

@@ -129,6 +129,7 @@ def posterior_draws(idata: Any, draws: int = 200, *, name: str = "fit") -> Poste
     from tomstats.glmm import posterior_params
     from tomstats.glmm.fitting import fit_spec
     from tomstats.glmm.spec import StructuralSpec
+    from tomstats.glmm.verdict import failed_checks
 
     draws = _check_draws(draws)
     attrs0 = dict(getattr(getattr(idata, "posterior", None), "attrs", {}) or {})
@@ -174,6 +175,7 @@ def posterior_draws(idata: Any, draws: int = 200, *, name: str = "fit") -> Poste
     attrs = dict(post.attrs)
     source = {k: (attrs[k].item() if hasattr(attrs.get(k), "item") else attrs.get(k))
               for k in ("model", "data_hash", "backend", "seed", "created_at", "n_rows")}
+    source["failed_checks"] = list(failed_checks(idata))  # a report says so at its top
     return PosteriorDraws(p, cap.to_numpy()[idx], llm, idx, n, source)
 
 
@@ -365,6 +367,7 @@ def run_posterior_study(
     replicates: int | None = None,
     sensitivity_replicates: int | None = None,
     allow_large: bool = False,
+    allow_warnings: bool = False,
 ) -> str:
     """``tomstats simulate CONFIG --posterior FIT.nc``: calibrated decomposition and map.
 
@@ -385,6 +388,9 @@ def run_posterior_study(
         Simulated studies per draw (see :func:`posterior_study`).
     allow_large : bool
         Skip the size guard (see :func:`posterior_study`).
+    allow_warnings : bool
+        Use a fit that failed its own checks (:func:`tomstats.glmm.verdict.require_sound_fit`);
+        ``summary.json`` records the failed checks under ``fit.failed_checks``.
 
     Returns
     -------
@@ -397,15 +403,16 @@ def run_posterior_study(
     FileNotFoundError
         ``fit_path`` does not exist.
     ValueError
-        Bad ``draws`` or ``out``, an unreadable or foreign netCDF, or a formula-model fit.
+        Bad ``draws`` or ``out``, an unreadable or foreign netCDF, a formula-model fit, or a
+        fit that failed its own checks (unless ``allow_warnings``).
     """
-    from tomstats.glmm import load_fit
+    from tomstats.glmm.verdict import load_sound_fit
 
     if not isinstance(config, StudyConfig):
         raise ValueError(f"config must be a StudyConfig, got {type(config).__name__}")
     draws = _check_draws(draws)
     out_dir = ensure_writable_dir(out)
-    idata = load_fit(fit_path)
+    idata, _failed = load_sound_fit(fit_path, allow_warnings=allow_warnings)
     pdraws = posterior_draws(idata, draws, name=str(fit_path))
     decomp, dom, summary = posterior_study(config, pdraws, replicates=replicates,
                                            sensitivity_replicates=sensitivity_replicates,
@@ -429,8 +436,12 @@ def _json_default(v: Any) -> Any:
 
 
 def format_report(summary: dict[str, Any], decomp: pd.DataFrame, files: list[str]) -> str:
-    """Plain-text report of a posterior study."""
-    lines = [f"posterior study: {summary['draws_used']} of {summary['draws_available']} draws, "
+    """Plain-text report of a posterior study (a fit that failed its checks: said first)."""
+    from tomstats.glmm.verdict import failed_checks_note
+
+    failed = summary.get("fit", {}).get("failed_checks") or []
+    lines = [f"warning: {failed_checks_note(failed)}"] if failed else []
+    lines += [f"posterior study: {summary['draws_used']} of {summary['draws_available']} draws, "
              f"{summary['replicates_per_draw']} replicate(s) per draw",
              f"{'llm':<28}{'capability':>11}  {'eta2 ToM [95%]':>24}  {'eta2 context [95%]':>24}"
              f"  {'P(ToM dom.)':>11}"]

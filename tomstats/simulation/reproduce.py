@@ -272,6 +272,9 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
                    help="structural GLMM fit (netCDF): run once per posterior draw")
     p.add_argument("--draws", type=int, default=200,
                    help="posterior draws to use with --posterior (thinned evenly; default 200)")
+    p.add_argument("--allow-warnings", action="store_true",
+                   help="use a --posterior fit that failed its own checks (divergences, "
+                        "R-hat, ESS; refused otherwise); the summary and report say so")
 
 
 def _validate_cli(args: argparse.Namespace) -> None:
@@ -319,7 +322,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     with replaced_dir(args.out) as tmp:
         out = run_posterior_study(config, args.posterior, draws=args.draws, out=tmp,
                                   progress=False if args.quiet else None,
-                                  allow_large=args.allow_large)
+                                  allow_large=args.allow_large,
+                                  allow_warnings=args.allow_warnings)
     if not args.quiet:
         print(out.replace(str(tmp), str(args.out)))
     return 0
