@@ -222,3 +222,17 @@ def test_items_frame(paper_items) -> None:
     assert set(df["belief_status"]) == {"true", "false", "none"}
     assert df.groupby("story_id").size().eq(4).all()
     assert "metadata" not in df and "metadata" in items_frame(paper_items[:2], metadata=True)
+
+
+def test_no_one_hops_back_and_forth(paper_items) -> None:
+    """A character almost never walks straight back into the place it just left."""
+    moves = back = 0
+    for it in paper_items:
+        if it.tom_order != 0 or it.question_type != "reality":
+            continue
+        last: dict[str, tuple[str, str]] = {}
+        for _t, who, loc, src in it.metadata["events"]:
+            back += last.get(who) == (loc, src)
+            last[who] = (src, loc)
+            moves += 1
+    assert moves > 1000 and back / moves < 0.005

@@ -340,9 +340,18 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
         places = list(places)
         if sorted(places) != sorted(st.locations):
             raise ValueError(f"places must be a permutation of {st.locations}, got {places}")
-        for c in (s2, t):  # S2 and T must arrive in X while S1 is there
-            if tl.pos[c] == places[0] and not tl.key_move(c, avoid=[places[0]]):
-                raise ValueError(f"{c} cannot leave {places[0]} before the meeting")
+    # S2 and T must arrive in X while S1 is there, and no one walks straight back into X
+    # (nor, after the meeting, straight back to where it came from: its first scripted
+    # step must not lead to the place it arrives from)
+    code = {s1: "S1", s2: "S2", t: "T"}
+    for c in (s1, s2, t):
+        nxt = next((places[i] for r, i in sc.steps if r == code[c]), None)
+        for _ in range(3):
+            if (c != s1 and tl.pos[c] == places[0]) or \
+                    (tl.came[c] == places[0] and tl.pos[c] != places[0]) or \
+                    (tl.pos[c] == nxt and tl.pos[c] != places[0]):
+                if not tl.key_move(c, avoid=[places[0], nxt or places[0]]):
+                    raise ValueError(f"{c} cannot leave {places[0]} before the meeting")
     roles.update({"X": places[0], **{f"P{i}": p for i, p in enumerate(places[1:], 1)}})
     who = {"S1": s1, "S2": s2, "T": t}
     first = len(tl.events)
