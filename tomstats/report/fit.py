@@ -119,7 +119,9 @@ def write_fit_report(
     Parameters
     ----------
     fit : path
-        The fit, an ArviZ InferenceData netCDF (``tomstats fit --out fit.nc``).
+        The fit, an ArviZ InferenceData netCDF (``tomstats fit --out fit.nc``), or a
+        maximum-likelihood fit's JSON (``tomstats fit --backend laplace --out fit.json``),
+        whose short report is :func:`tomstats.report.laplace.laplace_document`.
     out : path
         The HTML file (``fmt="html"``) or the folder for ``report.md`` and its PNGs
         (``fmt="md"``).
@@ -137,6 +139,10 @@ def write_fit_report(
     check_output(out, fmt)
     if isinstance(sweep_draws, bool) or not isinstance(sweep_draws, int) or sweep_draws < 0:
         raise ValueError(f"--sweep-draws must be a non-negative integer, got {sweep_draws!r}")
+    from tomstats.report.laplace import is_laplace_fit, write_laplace_report
+
+    if is_laplace_fit(fit):
+        return write_laplace_report(fit, out, fmt)
     idata = load_fit(fit)
     return write_document(fit_document(idata, Path(fit).name, sweep_draws=sweep_draws), out,
                           fmt)

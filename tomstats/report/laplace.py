@@ -1,0 +1,140 @@
+r"""Report on a maximum-likelihood (Laplace) fit: ``tomstats fit LOG --backend laplace``'s JSON.
+
+A Laplace fit (:class:`tomstats.glmm.laplace_backend.LaplaceFit`) has no draws, so its page is
+short, in the order of lme4's ``summary(glmer(...))``: the convergence verdict (the optimiser
+met its tolerance; no random-effect SD at the boundary), the fixed effects with Wald tests
+(estimate :math:`\hat\beta_j`, standard error, :math:`z = \hat\beta_j/\mathrm{se}_j`,
+:math:`p = 2\Phi(-|z|)`, the 95 % Wald interval :math:`\hat\beta_j \mp 1.96\,\mathrm{se}_j`)
+with the posterior-free reading of each effect, the random-intercept SDs with their group
+sizes, the fit statistics (log-likelihood, AIC, BIC, deviance) and the provenance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tomstats.report._document import (
+    Check,
+    Document,
+    Section,
+    Table,
+    Text,
+    Verdict,
+    check_output,
+    write_document,
+)
+
+__all__ = ["is_laplace_fit", "laplace_document", "write_laplace_report"]
+
+#: Coverage of the Wald intervals of the report.
+LEVEL = 0.95
+
+
+def is_laplace_fit(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a Laplace fit's JSON (a ``.json`` file with its format key)."""
+    p = Path(path)
+    if p.suffix.lower() != ".json" or not p.is_file():
+        return False
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return '"tomstats-laplace-fit"' in head
+
+
+def _verdict(fit: Any) -> Verdict:
+    sd_zero = [g for g, v in zip(fit.groups, fit.sd, strict=True) if v < 1e-4]
+    return Verdict("Convergence", (
+        Check("optimiser converged", bool(fit.converged), f"{fit.iterations} iteration(s)",
+              "tolerance met, finite values",
+              "" if fit.converged else "the estimates are unreliable: try --option "
+              "max_iter=..., rescaled predictors or simpler random effects"),
+        Check("random-effect SDs away from 0", not sd_zero,
+              "boundary (singular) fit" if sd_zero else "none at 0", "every SD ≥ 1e-4",
+              f"SD ~0 for {', '.join(sd_zero)}: drop that term" if sd_zero else ""),
+    ))
+
+
+def fixed_effects_table(fit: Any, level: float = LEVEL) -> pd.DataFrame:
+    """Fixed effects: estimate, SE, z, p, Wald interval and the odds ratio
+    :math:`e^{\\hat\\beta}` (from :meth:`LaplaceFit.summary`)."""
+    import numpy as np
+
+    s = fit.summary(level)
+    pct = f"{100 * level:g} %"
+    return pd.DataFrame({
+        "term": list(s.index), "estimate": s["estimate"].to_numpy(),
+        "SE": s["se"].to_numpy(), "z": s["z"].to_numpy(), "p": s["p"].to_numpy(),
+        f"{pct} low": s["ci_lower"].to_numpy(), f"{pct} high": s["ci_upper"].to_numpy(),
+        "odds ratio": np.exp(s["estimate"].to_numpy()),
+    })
+
+
+def _effect_sentences(fit: Any, level: float = LEVEL) -> str:
+    s = fit.summary(level)
+    parts = []
+    for term, r in s.iterrows():
+        if term == "Intercept":
+            continue
+        sign = "lowers" if r["estimate"] < 0 else "raises"
+        clear = r["ci_lower"] > 0 or r["ci_upper"] < 0
+        parts.append(f"{term} {sign} the log-odds of a correct answer by "
+                     f"{abs(r['estimate']):.3g} (p = {r['p']:.3g}; the {100 * level:g} % "
+                     f"Wald interval {'excludes' if clear else 'includes'} 0)")
+    if not parts:
+        return "The model has an intercept only."
+    return "Is there an effect? " + "; ".join(parts) + "."
+
+
+def laplace_document(fit: Any, name: str = "fit") -> Document:
+    """The report :class:`~tomstats.report._document.Document` of a Laplace fit."""
+    stats = pd.DataFrame({"statistic": ["logLik", "AIC", "BIC", "deviance", "df.resid",
+                                        "observations (rows)", "likelihood terms"],
+                          "value": [fit.loglik, fit.aic, fit.bic, fit.deviance,
+                                    fit.n_rows - fit.n_params, fit.n_rows, fit.n_obs]})
+    sections = [
+        Section("", (_verdict(fit),)),
+        Section("Fixed effects", (
+            Text(f"Formula {fit.formula}, family {fit.family} (logit link), maximum "
+                 f"likelihood with the Laplace approximation (as lme4's glmer); standard "
+                 f"errors: {fit.se_method} method (lme4's vcov()).", "note"),
+            Table(fixed_effects_table(fit), caption="Fixed effects with Wald z tests and "
+                  f"{100 * LEVEL:g} % Wald intervals (log-odds; odds ratio = exp(estimate))"),
+            Text(_effect_sentences(fit), "p"),
+        )),
+    ]
+    if fit.groups:
+        vc = fit.variance_components().rename(columns={"n_levels": "levels"})
+        sections.append(Section("Random effects", (
+            Table(vc, caption="Random-intercept SDs (lme4's VarCorr()) and the number of "
+                              "levels of each grouping factor"),)))
+    prov = {"formula": fit.formula, "family": fit.family, "backend": "laplace",
+            "aggregated": fit.aggregated, "data_hash": fit.data_hash,
+            "created_at": fit.created_at, "versions": dict(fit.versions)}
+    sections += [
+        Section("Fit statistics", (Table(stats, caption="Likelihood and information "
+                                                        "criteria (lme4's definitions)",
+                                         float_format="{:.6g}"),)),
+        Section("Provenance", (Table(pd.DataFrame({
+            "attribute": list(prov),
+            "value": [v if isinstance(v, str) else json.dumps(v) for v in prov.values()]}),
+            caption="How the fit was made"),)),
+    ]
+    subtitle = f"{name} · maximum likelihood (Laplace) · {fit.n_rows} rows"
+    return Document("tomstats fit report (maximum likelihood)", subtitle, tuple(sections))
+
+
+def write_laplace_report(fit: str | os.PathLike[str], out: str | os.PathLike[str],
+                         fmt: str = "html") -> Path:
+    """Write the report of a Laplace fit's JSON as HTML (one file) or Markdown."""
+    from tomstats.glmm.laplace_backend import LaplaceFit
+
+    check_output(out, fmt)
+    res = LaplaceFit.from_json(fit)
+    return write_document(laplace_document(res, Path(fit).name), out, fmt)
