@@ -43,6 +43,8 @@ _NAMES: dict[str, str] = {
     "build_design_items": "tomstats.stories",
     "read_log": "tomstats.evaluate",
     "anova": "tomstats.analysis.row_anova",
+    "log_anova": "tomstats.analysis.log_anova",
+    "summarize": "tomstats.analysis.summary",
     "load_fit": "tomstats.glmm",
     "PAPER_PARAMS": "tomstats.simulation.paper",
     "fit_paper_parameters": "tomstats.simulation.paper",
@@ -79,7 +81,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_NAMES, *_STAGES})
+    """The public API only: the names of :data:`__all__` and the stages."""
+    return sorted({"__version__", *_NAMES, *_STAGES})
 
 
 __all__ = ["__version__", *sorted(_NAMES)]

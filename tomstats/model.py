@@ -90,6 +90,33 @@ class Params:
         fields = dataclasses.fields(self)
         return {f.name: np.asarray(getattr(self, f.name)).tolist() for f in fields}
 
+    def __repr__(self) -> str:
+        """``Params(alpha=7.021e-05, ...)`` for numbers (it evaluates back); for arrays (a
+        grid, posterior draws) a table: per field its shape, mean, sd, 2.5 % and 97.5 %
+        quantiles over all elements."""
+        vals = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if all(np.ndim(v) == 0 for v in vals.values()):
+            return "Params(" + ", ".join(f"{k}={_number(v)!r}" for k, v in vals.items()) + ")"
+        lines = [f"Params of arrays{'':4}{'shape':>10}{'mean':>12}{'sd':>12}{'2.5 %':>12}"
+                 f"{'97.5 %':>12}"]
+        for k, v in vals.items():
+            try:
+                a = np.asarray(v, dtype=float)
+            except (TypeError, ValueError):  # a traced or symbolic value
+                lines.append(f"{k:<19}{type(v).__name__}")
+                continue
+            sd = a.std(ddof=1) if a.size > 1 else 0.0
+            lines.append(f"{k:<19}{str(a.shape):>10}{a.mean():>12.4g}{sd:>12.4g}"
+                         f"{np.quantile(a, 0.025):>12.4g}{np.quantile(a, 0.975):>12.4g}")
+        return "\n".join(lines)
+
+
+def _number(v: Any) -> Any:
+    try:
+        return float(v)
+    except (TypeError, ValueError):  # a traced value (inside jit) shows as itself
+        return v
+
 
 def context_load(context: Any) -> Any:
     """Context term of equation (1) without its rate: :math:`c \\ln(1 + c/500)`."""

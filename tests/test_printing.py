@@ -1,0 +1,37 @@
+"""The package face lists only its public API, and its objects print as compact tables."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tomstats
+
+
+def test_dir_lists_only_the_public_api():
+    names = dir(tomstats)
+    assert set(names) == {"__version__", *tomstats.__all__, "model", "design", "stories",
+                          "evaluate", "analysis", "glmm", "simulation", "planning", "report"}
+    for private in ("importlib", "Any", "annotations", "_NAMES", "__getattr__"):
+        assert private not in names
+
+
+def test_the_log_analysis_functions_are_reachable():
+    from tomstats.analysis.log_anova import log_anova
+    from tomstats.analysis.summary import summarize
+
+    assert tomstats.summarize is summarize and tomstats.log_anova is log_anova
+    assert "summarize" in tomstats.__all__ and "log_anova" in tomstats.__all__
+
+
+def test_params_print_compactly():
+    p = tomstats.Params(alpha=7.021e-05, gamma=1.175, delta=2.324e-04, sigma=0.6107)
+    assert repr(p) == "Params(alpha=7.021e-05, gamma=1.175, delta=0.0002324, sigma=0.6107)"
+    assert eval(repr(p), {"Params": tomstats.Params}) == p
+    draws = np.random.default_rng(0).normal(0.6, 0.05, size=(200, 2))
+    text = repr(tomstats.Params(alpha=7e-5, gamma=draws, delta=0.0, sigma=0.5))
+    lines = text.splitlines()
+    assert len(lines) == 5 and "mean" in lines[0] and "97.5 %" in lines[0]
+    gamma = lines[2].split()
+    assert gamma[0] == "gamma" and "(200, 2)" in lines[2]
+    assert abs(float(gamma[-4]) - draws.mean()) < 1e-3
+    assert abs(float(gamma[-1]) - np.quantile(draws, 0.975)) < 1e-3
