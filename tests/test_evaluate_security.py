@@ -227,6 +227,19 @@ def test_endpoint_credentials_never_written(tmp_path: Path, which: str,
     assert not [s for s in ENDPOINT_SECRETS if s.lower() in err.lower()]
 
 
+def test_a_configuration_never_shows_endpoint_credentials() -> None:
+    from tomstats.evaluate import load_model_config
+
+    for url in _endpoints(8765).values():
+        cfg = load_model_config(openai_config(url))
+        shown = repr(cfg) + json.dumps(cfg.public_dict())
+        assert not [s for s in ENDPOINT_SECRETS if s in shown], shown
+        assert REDACTED in shown
+    with pytest.raises(ValueError, match="must be an http") as err:
+        load_model_config(openai_config(f"ftp://alice:{ENDPOINT_SECRETS[0]}@h/v1"))
+    assert ENDPOINT_SECRETS[0] not in str(err.value)
+
+
 def test_safe_url_table() -> None:
     cases = {
         "http://h/v1": "http://h/v1",

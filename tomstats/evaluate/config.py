@@ -199,11 +199,20 @@ class ModelConfig:
         return sha256_text(json_dumps(d))
 
     def public_dict(self) -> dict[str, Any]:
-        """The configuration as a plain dict (it holds no secret: keys live in the env)."""
+        """The configuration as a plain dict, fit to be shown: keys live in the environment,
+        and the endpoint's credentials (URL userinfo, secret query parameters) are redacted.
+        """
         d = dataclasses.asdict(self)
         d["stop"] = list(self.stop)
         d["extra_body"] = dict(self.extra_body)
+        d["endpoint"] = safe_url(self.endpoint) if self.endpoint else ""
         return d
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" if f.name != "endpoint"
+                          else f"endpoint={safe_url(self.endpoint)!r}"
+                          for f in dataclasses.fields(self))
+        return f"ModelConfig({shown})"
 
     def api_key(self) -> str | None:
         """The API key from the environment (``None`` when ``api_key_env`` is empty).
