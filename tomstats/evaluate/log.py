@@ -447,8 +447,10 @@ class LogLock:
 
     def holder(self) -> dict[str, Any] | None:
         """The details written by the current (or last) holder, or ``None``."""
-        try:
-            d = json.loads(self.path.read_text(encoding="utf-8") or "null")
+        try:  # never through a link planted at the lock's path
+            fd = open_nofollow(self.path, os.O_RDONLY, what="lock file")
+            with os.fdopen(fd, "rb") as fh:
+                d = json.loads(fh.read(65536).decode("utf-8") or "null")
         except (OSError, ValueError):
             return None
         return d if isinstance(d, dict) else None
