@@ -121,8 +121,8 @@ REFUSED_QUERY = [
     ("context_words / 2", "the query must be a condition"),
     ("model", "the query must be a condition"),
     ("'a'", "the query must be a condition"),
-    ("tom_ordr == 0", "name 'tom_ordr' is not defined (not a column) (did you mean "
-                      "'tom_order'?)"),
+    ("tom_ordr == 0", "name 'tom_ordr' is not defined (did you mean 'tom_order'?)"),
+    ("zzz == 0", "name 'zzz' is not defined (known: model, tom_order, "),
     ("log == 1", "'log' is a function; call it as log(x)"),
     ("model.str.len() > 1", "attribute access is not allowed"),
     ("model[0] == 'a'", "subscripts are not allowed"),

@@ -460,8 +460,8 @@ class _Evaluator:
         if name not in self.df.columns and name in FUNCTIONS and node.id not in self.q.names:
             raise self.error(node, f"{name!r} is a function; call it as {name}(x)")
         if name not in self.df.columns:
-            raise _fail(self.q.field, self.q.text, f"name {name!r} is not defined (not a "
-                        f"column){closest_hint(name, map(str, self.df.columns))}")
+            raise _fail(self.q.field, self.q.text, f"name {name!r} is not defined"
+                        f"{closest_hint(name, map(str, self.df.columns))}")
         col = self.df[name]
         if isinstance(col, pd.DataFrame):
             raise _fail(self.q.field, self.q.text, f"column {name!r} appears "

@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from tomstats._expr import Query, parse_query, query_mask
 from tomstats._validate import closest_hint, read_text
 
 __all__ = ["add_selection_arguments", "apply_mapping", "apply_query", "load_table",
@@ -101,27 +102,28 @@ def apply_mapping(df: pd.DataFrame, columns: Mapping[str, str] | None,
     return out
 
 
-def apply_query(df: pd.DataFrame, query: str | None, field: str = "--query") -> pd.DataFrame:
-    """Rows of ``df`` matching a pandas query on its own column names (``attrs`` kept).
+def apply_query(df: pd.DataFrame, query: str | Query | None,
+                field: str = "--query") -> pd.DataFrame:
+    """Rows of ``df`` satisfying ``query``, a condition on its own column names (``attrs``
+    kept).
+
+    The query is a small language, never run as Python (:func:`tomstats._expr.query_mask`):
+    column names, literals, comparisons, ``in`` a list, ``and``/``or``/``not``, arithmetic and
+    a few functions such as ``log``.
 
     Raises
     ------
     ValueError
-        A query pandas cannot evaluate (naming the closest column when it names an unknown
-        one), or one that keeps no rows.
+        A query outside that language or naming an unknown column (with the closest one),
+        one that is not a condition, or one that keeps no rows.
     """
     if not query:
         return df
     attrs = dict(df.attrs)
-    try:
-        out = df.query(query)
-    except Exception as exc:  # noqa: BLE001 - any pandas/numexpr failure is bad input
-        text = " ".join(str(exc).split())
-        m = re.search(r"name '([^']+)' is not defined", text)
-        near = closest_hint(m.group(1), map(str, df.columns)) if m else ""
-        raise ValueError(f"{field} {query!r}: {text}{near}") from None
+    text = query.text if isinstance(query, Query) else query
+    out = df.loc[query_mask(df, query, field).to_numpy()]
     if len(out) == 0:
-        raise ValueError(f"{field} {query!r} keeps no rows")
+        raise ValueError(f"{field} {text!r} keeps no rows")
     out = out.reset_index(drop=True)
     out.attrs.update(attrs)
     return out
@@ -139,14 +141,20 @@ def load_table(path: str | os.PathLike[str] | pd.DataFrame, columns: dict[str, s
                query: str | None = None) -> pd.DataFrame:
     """Read a log or table (:func:`tomstats.analysis.table.read_evaluation`), filter, rename.
 
-    ``query`` (a pandas query on the file's own column names, like ``tomstats fit --query``)
-    is applied before the ``columns`` mapping.
+    ``query`` (a condition on the file's own column names, like ``tomstats fit --query``;
+    checked before the file is read) is applied before the ``columns`` mapping.
     """
-    return apply_mapping(apply_query(read_evaluation(path), query), columns)
+    checked = parse_query(query) if query else None
+    return apply_mapping(apply_query(read_evaluation(path), checked), columns)
 
 
-def parse_mapping(items: list[str] | None) -> dict[str, str]:
-    """``["correct=is_correct,model=run_dir", ...]`` → ``{"correct": "is_correct", ...}``."""
+def parse_mapping(items: list[str] | None,
+                  standard: Sequence[str] | None = None) -> dict[str, str]:
+    """``["correct=is_correct,model=run_dir", ...]`` → ``{"correct": "is_correct", ...}``.
+
+    With ``standard``, a name left of ``=`` that is not one of them is refused with the
+    closest one (a typo would otherwise leave the standard column unmapped without a word).
+    """
     out: dict[str, str] = {}
     for item in items or []:
         for pair in item.split(","):
@@ -156,18 +164,40 @@ def parse_mapping(items: list[str] | None) -> dict[str, str]:
             if pair.count("=") != 1 or not all(s.strip() for s in pair.split("=")):
                 raise ValueError(f"--map: expected STANDARD=COLUMN pairs, got {pair!r}")
             k, v = (s.strip() for s in pair.split("="))
+            if standard is not None and k not in standard:
+                raise ValueError(f"--map {k}={v}: {k!r} is not a standard name"
+                                 f"{closest_hint(k, standard)}")
             out[k] = v
     return out
 
 
+class _MapAction(argparse.Action):
+    """``--map`` (appending): each value is checked against the command's standard names
+    while the command line is parsed, before any work."""
+
+    def __init__(self, *args: Any, standard: Sequence[str] = (), **kwargs: Any) -> None:
+        self.standard = tuple(standard)
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        try:
+            parse_mapping([values], self.standard)
+        except ValueError as exc:
+            parser.error(str(exc))
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
+
+
 def add_selection_arguments(p: argparse.ArgumentParser, standard: Sequence[str],
                             scope: str = "", *, as_in_fit: bool = True) -> None:
-    """``--map`` (:func:`parse_mapping`) and ``--query``
+    """``--map`` (:func:`parse_mapping`, its standard names checked) and ``--query``
     (:func:`tomstats.analysis.table.apply_query`): the column mapping and row filter shared by
     ``fit``, ``summarize``, ``anova`` and ``report``; ``scope`` prefixes the help text."""
-    p.add_argument("--map", action="append", metavar="STD=COL,...",
+    p.add_argument("--map", action=_MapAction, standard=standard, metavar="STD=COL,...",
                    help=f"{scope}rename columns to the standard names ({', '.join(standard)})"
                         + (", as in tomstats fit" if as_in_fit else ""))
     p.add_argument("--query", metavar="EXPR",
-                   help=f"{scope}keep only rows matching a pandas query on the file's own "
-                        "columns, e.g. \"experiment == 'triplets'\"")
+                   help=f"{scope}keep only rows where a condition on the file's own columns "
+                        "holds, e.g. \"experiment == 'triplets' and tom_order >= 1\" "
+                        "(columns, literals, comparisons, in [...], and/or/not, arithmetic, "
+                        "log/exp/sqrt/abs; nothing else)")

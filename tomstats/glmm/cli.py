@@ -25,7 +25,8 @@ import json
 import sys
 from typing import Any
 
-from tomstats.analysis.table import add_selection_arguments, parse_mapping
+from tomstats._expr import check_formula, parse_query
+from tomstats.analysis.table import add_selection_arguments, apply_query, parse_mapping
 from tomstats.cli import EXIT_WARNINGS
 
 __all__ = ["add_fit_arguments", "run_fit", "add_calibrate_arguments", "run_calibrate",
@@ -127,11 +128,13 @@ def _run_fit(args: argparse.Namespace) -> int:
     if args.trials:
         columns["trials"] = args.trials
     options = parse_options(args.option)
+    # the query and the formula are checked before the data are read
+    query = parse_query(args.query) if args.query else None
+    if "~" in args.model:
+        check_formula(args.model)
     df = _read_table(args.log, errors=args.errors)
     _note_errors(df, args)
-    from tomstats.analysis.table import apply_query
-
-    df = apply_query(df, args.query)
+    df = apply_query(df, query)
     if args.backend == "laplace":
         return _run_laplace(args, df, columns, options, out)
     with warnings.catch_warnings():

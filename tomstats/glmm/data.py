@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats._expr import FORMULA_CONTEXT, check_terms
 from tomstats._validate import check_keys, check_type, closest_hint
 from tomstats.glmm._hints import InputError, column_hint, hint, option_hint
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec
@@ -525,13 +526,9 @@ def _family(df: pd.DataFrame, family: str | None, response: str, succ: str, tria
 
 
 def _required_variables(expr: str, what: str) -> set[str]:
-    import formulaic
-
-    try:
-        req = set(map(str, formulaic.Formula(expr).required_variables))
-    except Exception as exc:  # formulaic raises its own parser errors
-        raise ValueError(f"{what}: cannot parse {expr!r}: {exc}") from exc
-    return {v for v in req if v not in ("np", "numpy", "pd", "scipy")}
+    """Columns a fixed part or random-effect expression reads, after checking it is in the
+    formula language (:func:`tomstats._expr.check_terms`; nothing else reaches formulaic)."""
+    return set(check_terms(expr, what))
 
 
 def formula_matrices(
@@ -540,7 +537,9 @@ def formula_matrices(
     """Design matrix of ``expr`` (formulaic) on ``train``, or on ``new`` with ``train``'s spec.
 
     Categorical levels and stateful transforms (``center(x)``, ``scale(x)``) are learned
-    from ``train``, so predictions use the same coding as the fit.
+    from ``train``, so predictions use the same coding as the fit. ``expr`` is checked first
+    (:func:`tomstats._expr.check_terms`) and formulaic evaluates it with
+    :data:`tomstats._expr.FORMULA_CONTEXT` as its only namespace beyond the data.
     """
     import formulaic
 
@@ -549,9 +548,9 @@ def formula_matrices(
         raise InputError(f"{what} {expr!r} names column(s) {_missing_message(missing, train)} "
                          f"that are not in the data ({describe_columns(train)})")
     try:
-        mm = formulaic.model_matrix(expr, train, na_action="raise")
+        mm = formulaic.model_matrix(expr, train, na_action="raise", context=FORMULA_CONTEXT)
         if new is not None:
-            mm = mm.model_spec.get_model_matrix(new, na_action="raise")
+            mm = mm.model_spec.get_model_matrix(new, na_action="raise", context=FORMULA_CONTEXT)
     except Exception as exc:
         raise ValueError(f"{what} {expr!r}: {exc}") from exc
     X = np.asarray(mm, dtype=float)

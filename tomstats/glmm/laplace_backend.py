@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats._expr import check_formula
 from tomstats.glmm.diagnostics import DiagnosticsWarning
 from tomstats.glmm.provenance import data_hash, package_versions, used_columns
 
@@ -311,6 +312,7 @@ class LaplaceFit:
         if d.get("format_version") != _FORMAT_VERSION:
             raise ValueError(f"Laplace fit format version {d.get('format_version')!r}; this "
                              f"tomstats reads {_FORMAT_VERSION}")
+        check_formula(d.get("formula"), "the fit file's stored formula")
         try:
             p, K = len(d["coef_names"]), len(d["groups"])
             n_levels = tuple(int(v) for v in d["n_levels"])

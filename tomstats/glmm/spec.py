@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from tomstats._expr import check_column, check_formula, check_group, check_terms
+
 __all__ = [
     "Prior",
     "normal",
@@ -482,6 +484,7 @@ def spec_from_json(text: str | Mapping[str, Any]) -> StructuralSpec | FormulaSpe
                 delta_scale=float(d.get("delta_scale", 1e-4)),
                 aggregate=bool(d.get("aggregate", False)))
         if kind == "formula":
+            _check_stored_formula(d)
             return FormulaSpec(
                 formula=d["formula"], response=d["response"], trials=d.get("trials"),
                 family=d["family"], fixed=d["fixed"],
@@ -494,6 +497,25 @@ def spec_from_json(text: str | Mapping[str, Any]) -> StructuralSpec | FormulaSpe
     except TypeError as exc:
         raise ValueError(f"spec: cannot rebuild the stored {kind} spec: {exc}") from exc
     raise ValueError(f"spec: unknown model kind {kind!r} (expected 'structural' or 'formula')")
+
+
+def _check_stored_formula(d: Mapping[str, Any]) -> None:
+    """Check a stored formula spec's text parts with the parser of a user's formula.
+
+    A fit file is shared like a script: its formula, fixed part, random terms and column
+    names are re-read by :mod:`tomstats._expr` before anything is built from them.
+    """
+    field = "the fit file's stored {}"
+    check_formula(d["formula"], field.format("formula"))
+    check_terms(d["fixed"], field.format("fixed part"))
+    check_column(d["response"], field.format("response"))
+    if d.get("trials") is not None:
+        check_column(d["trials"], field.format("trials column"))
+    for t in d["random"]:
+        if not isinstance(t, Mapping):
+            raise ValueError(f"spec: a stored random term must be an object, got {t!r}")
+        check_terms(t["expr"], field.format("random term"))
+        check_group(t["group"], field.format("grouping factor"))
 
 
 # --------------------------------------------------------------------------- parsing
@@ -541,6 +563,7 @@ def parse_formula(formula: str) -> tuple[str, str | None, str, tuple[RandomTerm,
     """
     if not isinstance(formula, str) or formula.count("~") != 1:
         raise ValueError(f"formula must be a string 'response ~ terms', got {formula!r}")
+    check_formula(formula)  # the formula language; nothing else reaches the formula engine
     lhs, rhs = (s.strip() for s in formula.split("~"))
     m = _TRIALS.match(lhs)
     if m:

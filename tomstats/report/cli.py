@@ -50,7 +50,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                              "leaves it out)")
     from tomstats.analysis.table import add_selection_arguments
 
-    add_selection_arguments(parser, ("correct", "model", "tom_order", "context_words"),
+    add_selection_arguments(parser, ("correct", "model", "tom_order", "context_words",
+                                     "error_category"),
                             "evaluation logs: ")
     parser.add_argument("--n-boot", type=int, default=None, metavar="N",
                         help="evaluation logs: bootstrap resamples of the effect-size "
