@@ -227,8 +227,9 @@ def _padded(world: World, events: Sequence[Event], target: int, rng: random.Rand
 
     The placements and the events keep their order; between them go actions, short
     descriptions of the agents and places, dialogue between agents who share a place and
-    remarks about other places (:mod:`tomstats.stories.narrative`; no object handling, so
-    no object other than the world's is named). None changes where anything is.
+    remarks about other places, handling of everyday things (:mod:`tomstats.stories.\
+narrative`; a sentence that names an object or a container of the world is never used).
+    None changes where anything is.
     """
     from tomstats.stories.narrative import _NOTES_ROOMS, NaturalSetting, Phrases
     from tomstats.stories.render import length_window
@@ -237,7 +238,7 @@ def _padded(world: World, events: Sequence[Event], target: int, rng: random.Rand
     locs = tuple(world.locations)
     st = NaturalSetting("anatom", locs[0], locs[1:], ("{a} enters {l}.",), _NOTES_ROOMS,
                         "", "the same room", "")
-    ph = Phrases(st, rng, objects=False)
+    ph = Phrases(st, rng)  # object handling too; sentences naming the world's are dropped
     head = _render(world, ()).split(". ")
     head = [h if h.endswith(".") else h + "." for h in head]
     lines = [f"{e.actor} enters the {e.location}." if e.action == "enter" else
@@ -263,13 +264,13 @@ def _padded(world: World, events: Sequence[Event], target: int, rng: random.Rand
         pos, who = states[k], rng.choice(agents)
         u = rng.random()
         mates = [a for a in agents if a != who and pos[a] == pos[who]]
-        if u < 0.3:
+        if u < 0.35:
             sent = ph.action(who)
-        elif u < 0.5 and mates:
+        elif u < 0.6 and mates:
             sent = ph.dialogue(who, rng.choice(mates))
-        elif u < 0.7:
+        elif u < 0.85:
             sent = ph.about(who, rng.choice(locs))
-        elif u < 0.9:
+        elif u < 0.95:
             sent = ph.note(rng.choice(locs))
         else:
             sent = ph.looks(who)

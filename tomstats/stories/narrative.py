@@ -99,7 +99,13 @@ _NOTES_ROOMS = (
     "{L} is warmer than the rest of the house.", "Sunlight falls across {l}.",
     "There is a pile of old newspapers in {l}.", "{L} was painted blue last year.",
     "A faint draught runs through {l}.", "The lamp in {l} flickers now and then.",
-    "{L} is cluttered with boxes from the move.", "A radio plays quietly in {l}.")
+    "{L} is cluttered with boxes from the move.", "A radio plays quietly in {l}.",
+    "A spider has spun a web in one corner of {l}.", "{L} still smells of fresh paint.",
+    "Someone has left a window open in {l}.", "The wallpaper in {l} is peeling at the edges.",
+    "{L} is lit by a single bulb.", "There is a faded rug on the floor of {l}.",
+    "A vase of wilting tulips stands in {l}.", "{L} echoes a little.",
+    "The heating in {l} rattles from time to time.", "Old photographs hang on the walls of {l}.",
+    "{L} is the tidiest place in the house.", "A pile of laundry waits in {l}.")
 _NOTES_FIELD = (
     "{L} is damp and smells of moss.", "Roots hang down over {l}.",
     "{L} is deeper than it looks.", "A cold wind blows over {l}.",
@@ -159,7 +165,14 @@ _ACTIONS = (
     "folds a piece of paper", "drinks some water", "leans against the wall",
     "cleans their glasses", "counts quietly to ten", "adjusts their scarf",
     "taps a pencil on their knee", "closes their eyes for a second", "flips through a diary",
-    "brushes some dust off a sleeve", "straightens their collar", "whistles a few notes")
+    "brushes some dust off a sleeve", "straightens their collar", "whistles a few notes",
+    "rolls up their sleeves", "taps their foot to a tune", "peels an orange",
+    "hums under their breath", "glances at a watch", "scratches their chin",
+    "writes something on the back of a receipt", "sips from a bottle of water",
+    "looks out of the window", "cracks their knuckles", "blows on their cold hands",
+    "smiles at nothing in particular", "leafs through a magazine", "fixes a loose button",
+    "sorts some coins into piles", "rereads an old letter", "draws a little sketch",
+    "checks a shopping list", "shrugs", "takes a deep breath")
 
 _OBJECTS = ("a cup", "an umbrella", "a newspaper", "a torch", "a spoon", "a red notebook",
             "a pair of gloves", "a small radio", "a bag of apples", "a map", "a pencil",
@@ -190,13 +203,21 @@ _ABOUT = ("{a} says that {l} is always too cold.", "{a} remembers a party in {l}
           "looks after {l}.", "{a} remarks that {l} was busy yesterday.",
           "{a} says that a friend once got lost near {l}.",
           "{a} recalls a long story about {l}.", "{a} jokes that {l} must be haunted.",
-          "{a} writes a note about {l} in a diary.")
+          "{a} writes a note about {l} in a diary.", "{a} once lost a glove somewhere near {l}.",
+          "{a} thinks that {l} would look nicer with fresh flowers.",
+          "{a} has heard that {l} is going to be repainted.",
+          "{a} dreamt about {l} last night.", "{a} asks whether {l} is free on Friday.",
+          "{a} says that {l} always smells a little odd.",
+          "{a} complains that {l} is too noisy in the mornings.",
+          "{a} plans to tidy {l} at the weekend.")
 
 _LOOKS = ("{a} wears a {c} coat.", "{a} has short {h} hair.", "{a} carries a {c} bag.",
           "{a} is wearing {c} boots today.", "{a} has a {c} scarf around their neck.",
           "{a} speaks in a quiet voice.", "{a} looks tired but cheerful.",
           "{a} has a small scar on one hand.", "{a} wears round glasses.",
-          "{a} keeps a {c} pen behind one ear.")
+          "{a} keeps a {c} pencil behind one ear.", "{a} wears a {c} woolly hat.",
+          "{a} has a {c} umbrella tucked under one arm.", "{a} has {h} eyebrows and a loud laugh.",
+          "{a} is the oldest of the group.", "{a} walks with a slight limp.")
 _COLOURS = ("green", "red", "grey", "yellow", "navy", "brown", "white", "black", "orange",
             "purple")
 _HAIR = ("dark", "fair", "curly", "grey", "red", "straight", "wavy")

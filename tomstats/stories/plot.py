@@ -184,7 +184,7 @@ class _Teller:
         self.words += len(s.split())
 
     def move(self, who: str, dest: str, *, plain: bool = False,
-             joins: Sequence[str] | None = None, p_join: float = 0.5) -> int:
+             joins: Sequence[str] | None = None, p_join: float = 0.7) -> int:
         """``who`` enters ``dest``; told as "joins H" (place unnamed) with probability
         ``p_join`` when someone is there (``joins``: these hosts, always)."""
         if joins is None:
