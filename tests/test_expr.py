@@ -16,9 +16,12 @@ import pandas as pd
 import pytest
 
 from tomstats._expr import (
+    CONTRASTS,
     FORMULA_CONTEXT,
+    FUNCTIONS,
     MAX_DEPTH,
     MAX_LENGTH,
+    TRANSFORMS,
     ExpressionError,
     check_column,
     check_formula,
@@ -481,3 +484,18 @@ def test_check_group_and_check_column():
     for bad in ("correct.__class__", "a b", "__x", "", None, "x(1)"):
         with pytest.raises(ExpressionError, match="is not a column name"):
             check_column(bad, "stored response")
+
+
+def test_security_docs_state_the_language(repo_root):
+    """docs/security.md says what a query and a formula may contain: the same limits, functions,
+    transforms and contrasts as the code."""
+    text = (repo_root / "docs" / "security.md").read_text(encoding="utf-8")
+    section = text[text.index("## Queries and formulas"):]
+    assert f"longer than {MAX_LENGTH} characters" in section
+    assert f"more than {MAX_DEPTH} levels deep" in section
+    for name in FUNCTIONS:
+        assert f"`{name}`" in section, name
+    for name in TRANSFORMS - set(FUNCTIONS):
+        assert f"`{name}(" in section, name
+    for name in CONTRASTS:
+        assert f"`{name}`" in section, name

@@ -52,7 +52,7 @@ import pandas as pd
 
 from tomstats._validate import closest_hint
 
-__all__ = ["FORMULA_CONTEXT", "FUNCTIONS", "MAX_DEPTH", "MAX_LENGTH", "TRANSFORMS",
+__all__ = ["CONTRASTS", "FORMULA_CONTEXT", "FUNCTIONS", "MAX_DEPTH", "MAX_LENGTH", "TRANSFORMS",
            "ExpressionError", "FormulaParts", "Query", "check_column", "check_formula",
            "check_group", "check_terms", "parse_query", "query_mask"]
 
