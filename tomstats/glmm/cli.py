@@ -303,6 +303,9 @@ def add_calibrate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prob", type=float, default=0.95,
                    help="probability of the central (equal-tailed) intervals (default 0.95)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.add_argument("--allow-warnings", action="store_true",
+                   help="use a fit that failed its own checks (divergences, R-hat, ESS; "
+                        "refused otherwise)")
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
@@ -316,13 +319,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
 def _run_calibrate(args: argparse.Namespace) -> int:
     from tomstats._io import prepare_out_file
     from tomstats.glmm.calibrate import params_format, posterior_summary, write_params
-    from tomstats.glmm.fitting import load_fit
+    from tomstats.glmm.verdict import failed_checks_note, load_sound_fit
 
     params_format(args.out, field="--out")  # the suffix, before any work
     if not 0 < args.prob < 1:
         raise ValueError(f"--prob must be in (0, 1), got {args.prob!r}")
+    idata, failed = load_sound_fit(args.fit, allow_warnings=args.allow_warnings, field="fit")
     out = prepare_out_file(args.out, force=args.force, field="--out")
-    idata = load_fit(args.fit)
+    if failed:
+        print(f"tomstats calibrate: warning: {failed_checks_note(failed, args.fit)}",
+              file=sys.stderr)
     s = posterior_summary(idata, args.prob)
     path = write_params(idata, out, prob=args.prob)
     for k, v in s["params"].items():
