@@ -77,8 +77,9 @@ class NaturalSetting:
 _RULES = ("Note that all characters start in {hub}. Any place can be reached directly from "
           "any other. Characters in the same {unit} {sense} each other and {sense} where "
           "someone goes when they leave; characters in different {units} cannot {sense} "
-          "each other. Talking or thinking about a place does not take anyone there. There "
-          "is enough information to answer every question.")
+          "each other. When someone joins or goes to be with others, they go to the {unit} "
+          "where those others are. Talking or thinking about a place does not take anyone "
+          "there. There is enough information to answer every question.")
 
 _MOVES_ROOMS = (
     "{a} walks into {l}.", "{a} goes into {l}.", "{a} heads to {l}.",
