@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
+from tomstats._cli_options import DefaultsHelpFormatter
 from tomstats._version import __version__
 
 __all__ = ["main"]
@@ -76,7 +77,8 @@ def build_parser(load: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tomstats {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, adder, _runner, help_) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
+        p = sub.add_parser(name, help=help_, description=help_,
+                           formatter_class=DefaultsHelpFormatter)
         if load is not None and name in load:
             getattr(importlib.import_module(module), adder)(p)
     return parser

@@ -12,6 +12,7 @@ import argparse
 import math
 import sys
 
+from tomstats._cli_options import add_progress_argument, progress_wanted
 from tomstats.evaluate.cache import DEFAULT_CACHE_DIR
 
 __all__ = ["add_evaluate_arguments", "run_evaluate"]
@@ -57,7 +58,7 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     cache.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR,
                        help=f"response cache folder (default {DEFAULT_CACHE_DIR})")
     cache.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_progress_argument(parser)
     parser.add_argument("--wait", nargs="?", type=_seconds, const=math.inf, default=0.0,
                         metavar="SECONDS",
                         help="when another run holds the log, wait for it (for at most "
@@ -90,7 +91,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     s = evaluate(args.items, args.model, args.out, samples=args.samples, limit=args.limit,
                  concurrency=args.concurrency, cache_dir=None if args.no_cache else args.cache_dir,
-                 progress=not args.no_progress, wait=args.wait,
+                 progress=progress_wanted(args), wait=args.wait,
                  max_retry_after=args.max_retry_after, allow_large=args.allow_large)
     print(f"{s.model}: {s.n_answered} answered ({s.n_cached} from cache, {s.n_requests} "
           f"requests), {s.n_errors} errors, {s.n_skipped} already in {s.out}; "

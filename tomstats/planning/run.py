@@ -396,6 +396,22 @@ def _kept_data(spec: PowerSpec, tests: tuple[PlannedTest, ...], design: Design,
                "tom_order": design.tom})
 
 
+#: Rough first-run compilation time (s) of one study program, by its slowest analysis.
+_COMPILE_SECONDS = {"anova": 3, "rm-anova": 5, "glm": 8, "glmm": 15}
+_COMPILED: set[tuple[int, int]] = set()
+
+
+def _announce_compilation(run: Any, chunk: int, tests: Sequence[PlannedTest],
+                          bar: Any) -> None:
+    """Say so on the progress bar's stream before a program is compiled for a new shape
+    (the bar stands still meanwhile); each shape is compiled once per process."""
+    if (id(run), chunk) in _COMPILED:
+        return
+    _COMPILED.add((id(run), chunk))
+    seconds = max(_COMPILE_SECONDS.get(t.analysis, 5) for t in tests)
+    bar.write(f"compiling the study program, about {seconds} s, once per shape")
+
+
 def _simulate_all(spec: PowerSpec, tests: tuple[PlannedTest, ...], design: Design,
                   settings: list[StudySize], kinds: list[tuple[str, Any]], base: Params,
                   capability: np.ndarray, cap_sd: float, allow_failures: bool,
@@ -430,6 +446,8 @@ def _simulate_all(spec: PowerSpec, tests: tuple[PlannedTest, ...], design: Desig
                     # dispatch moderate (the cost per study is the same)
                     chunk = min(chunk, FITS_PER_CHUNK)
                 keys = jax.random.split(jax.random.fold_in(key, vi), R)
+                if not bar.disable:
+                    _announce_compilation(run, chunk, tests, bar)
                 parts = []
                 for s in range(0, R, chunk):
                     # every chunk has the same size (the last one padded with repeats of its
