@@ -207,3 +207,20 @@ def test_map_of_standard_names_still_works(tmp_path, monkeypatch, capsys):
                "--out", "s.csv"])
     assert rc == 0, capsys.readouterr().err
     assert int(pd.read_csv("s.csv")["n"].sum()) == len(df)
+
+
+def test_a_laplace_fit_with_an_edited_formula_is_refused(tmp_path, monkeypatch, capsys):
+    """The maximum-likelihood fit's JSON stores its formula too: re-checked when read."""
+    monkeypatch.chdir(tmp_path)
+    _table(tmp_path / "t.csv")
+    assert main(["fit", "t.csv", "--model", FORMULA, "--backend", "laplace",
+                 "--out", "f.json"]) == 0
+    assert main(["report", "f.json", "--out", "ok.html"]) == 0
+    capsys.readouterr()
+    d = json.loads((tmp_path / "f.json").read_text())
+    d["formula"] = f"correct ~ {STORED} + (1 | model)"
+    (tmp_path / "edited.json").write_text(json.dumps(d))
+    rc = main(["report", "edited.json", "--out", "r.html"])
+    line = _one_error_line(capsys, "report")
+    assert rc == 2 and "the fit file's stored formula" in line
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "PWNED").exists()
