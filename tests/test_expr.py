@@ -21,6 +21,7 @@ from tomstats._expr import (
     FUNCTIONS,
     MAX_DEPTH,
     MAX_LENGTH,
+    MAX_POLY_DEGREE,
     TRANSFORMS,
     ExpressionError,
     check_column,
@@ -373,6 +374,10 @@ REFUSED_FORMULA = [
     ("correct ~ C(x, levels=[y])", "levels= must be a list of literals"),
     ("correct ~ scale(x, bad=1)", "scale() takes no keyword 'bad'"),
     ("correct ~ poly(x, degree=y)", "the options of poly() must be literals"),
+    ("correct ~ poly(x, 10 ** 9)", "the options of poly() must be literals"),
+    ("correct ~ poly(x, 1000000000)", "the degree of poly() must be a whole number from 1 to"),
+    ("correct ~ poly(x, degree=0)", "the degree of poly() must be a whole number from 1 to"),
+    ("correct ~ poly(x, 2.5)", "the degree of poly() must be a whole number from 1 to"),
     ("correct ~ center(*x)", "'*' and '**' arguments are not allowed"),
     ("correct ~ 2 + x", "the number 2 cannot stand as a term"),
     ("correct ~ x ^ y", "'^' needs a whole number"),
@@ -493,6 +498,7 @@ def test_security_docs_state_the_language(repo_root):
     section = text[text.index("## Queries and formulas"):]
     assert f"longer than {MAX_LENGTH} characters" in section
     assert f"more than {MAX_DEPTH} levels deep" in section
+    assert f"(degree 1 to {MAX_POLY_DEGREE})" in section
     for name in FUNCTIONS:
         assert f"`{name}`" in section, name
     for name in TRANSFORMS - set(FUNCTIONS):

@@ -52,14 +52,18 @@ import pandas as pd
 
 from tomstats._validate import closest_hint
 
-__all__ = ["CONTRASTS", "FORMULA_CONTEXT", "FUNCTIONS", "MAX_DEPTH", "MAX_LENGTH", "TRANSFORMS",
-           "ExpressionError", "FormulaParts", "Query", "check_column", "check_formula",
-           "check_group", "check_terms", "parse_query", "query_mask"]
+__all__ = ["CONTRASTS", "FORMULA_CONTEXT", "FUNCTIONS", "MAX_DEPTH", "MAX_LENGTH",
+           "MAX_POLY_DEGREE", "TRANSFORMS", "ExpressionError", "FormulaParts", "Query",
+           "check_column", "check_formula", "check_group", "check_terms", "parse_query",
+           "query_mask"]
 
 #: Longest query or formula accepted, in characters.
 MAX_LENGTH = 10_000
 #: Deepest nesting accepted (syntax-tree levels of a query; parentheses of a formula).
 MAX_DEPTH = 50
+
+#: Highest degree of ``poly(x, degree)`` in a formula.
+MAX_POLY_DEGREE = 10
 
 #: Functions of one number a query (and a formula transform's argument) may call.
 FUNCTIONS: dict[str, Callable[[Any], Any]] = {
@@ -892,6 +896,13 @@ def _check_stateful(node: ast.Call, name: str, rules: _Rules) -> None:
     for value in extra:
         if not _is_literal(value):
             raise rules.refuse(value, f"the options of {name}() must be literals")
+    if name == "poly":
+        degree = node.args[1:] + [k.value for k in node.keywords if k.arg == "degree"]
+        for d in degree:
+            v = _literal(d)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_POLY_DEGREE:
+                raise rules.refuse(d, f"the degree of poly() must be a whole number from 1 to "
+                                      f"{MAX_POLY_DEGREE}")
 
 
 _TRIALS_CALL = re.compile(r"^trials\s*\(\s*(`[^`]+`|[A-Za-z_][A-Za-z0-9_.]*)\s*\)$")
