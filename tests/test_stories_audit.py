@@ -52,7 +52,7 @@ def test_rules_on_a_hand_made_story() -> None:
 
 
 def test_cell_mode_is_leave_one_out() -> None:
-    items = [item("Bob is here.", a, item_id=str(i))
+    items = [item("Bob is here.", a, item_id=str(i), order=0)
              for i, a in enumerate(["kitchen", "kitchen", "study", "cellar"])]
     audit = audit_items(items)
     row = audit.cells[0]

@@ -99,3 +99,15 @@ def test_anatom_lengths(tmp_path) -> None:
     items = read_items(out)
     assert len(items) == 2 * 6 * 2
     assert {it.context_words for it in items} == {200, 500}
+
+
+def test_storyboard_items_record_belief_status(tmp_path) -> None:
+    board = tmp_path / "board.toml"
+    board.write_text(BOARD)
+    out = tmp_path / "s.jsonl"
+    assert main(["stories", "--storyboard", str(board), "--n", "3", "--seed", "2", "--out",
+                 str(out)]) == 0
+    for it in read_items(out):
+        want = "none" if not it.agents else (
+            "true" if it.answer == it.last_location else "false")
+        assert it.belief_status == want

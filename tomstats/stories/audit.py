@@ -121,7 +121,7 @@ def belief_status(item: Item) -> str:
     """``"true"``/``"false"`` for ToM items of order ≥ 1 (answer = reality or not), else
     ``"none"``; the item's recorded ``belief_status`` when it has one."""
     recorded = getattr(item, "belief_status", None)
-    if recorded:
+    if recorded in ("true", "false"):
         return str(recorded)
     if item.tom_order >= 1 and item.last_location is not None:
         return "true" if item.answer == item.last_location else "false"

@@ -296,8 +296,10 @@ def storyboard_items(sb: Storyboard, questions: list[tuple[tuple[str, ...], str]
     for r in range(n_stories):
         story = generate_story(sb, derive_seed(seed, sb.name, r))
         text, _ = render(story.events, st, sb.characters)
+        reality = {target: belief(world, story.events, (), target) for _c, target in questions}
         for k, (chain, target) in enumerate(questions):
             gold = belief(world, story.events, chain, target)
+            status = "none" if not chain else ("true" if gold == reality[target] else "false")
             items.append(Item(
                 item_id=f"{sb.name}-s{seed}-r{r:04d}-q{k}", story=text,
                 question=tom_question(chain, target), answer=str(gold),
@@ -306,7 +308,7 @@ def storyboard_items(sb: Storyboard, questions: list[tuple[tuple[str, ...], str]
                 candidates=sb.locations, agents=chain, target=target,
                 first_common_location=first_common_location(world, story.events,
                                                             (*chain, target)),
-                last_location=belief(world, story.events, (), target),
+                last_location=reality[target], belief_status=status,
                 n_characters=len(sb.characters), setting=sb.setting, generator="storysim",
                 seed=story.seed,
                 metadata={"storyboard": sb.to_dict(),
