@@ -144,9 +144,13 @@ def test_new_generator_passes(paper_items) -> None:
 
 
 def test_cli_exit_code_0_on_new_items(paper_items, tmp_path, capsys) -> None:
-    path = write_items(tmp_path / "i.jsonl", paper_items)
-    assert main(["stories", "audit", str(path), "--cells"]) == 0
-    assert "Per cell:" in capsys.readouterr().out
+    paths = [str(write_items(tmp_path / f"{s}.jsonl",
+                             [it for it in paper_items if it.setting == s]))
+             for s in ("rooms", "field", "calls")]
+    assert main(["stories", "audit", *paths, "--cells"]) == 0
+    printed = capsys.readouterr().out
+    assert "Per cell:" in printed and "Checks: 186 of 186 passed" in printed
+    assert main(["stories", "audit", paths[0]]) == 0
 
 
 def test_cli_bad_inputs(tmp_path) -> None:

@@ -1,6 +1,7 @@
 """``tomstats stories``: write story items as JSON Lines (atomically), or audit them.
 
-``tomstats stories audit ITEMS`` prints the audit of an item file
+``tomstats stories audit ITEMS [ITEMS …]`` prints the audit of item files (audited
+together)
 (:func:`~tomstats.stories.audit.audit_items`: text-only rules beside chance, answer and
 belief balance, order-2 answers against simpler questions, text diversity, tokens per
 word) and exits with 4 when the set fails its thresholds.
@@ -61,8 +62,8 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``stories`` subcommand's arguments to ``parser``."""
     parser.add_argument("action", nargs="?", choices=("audit",),
                         help="'audit ITEMS': audit an item file instead of writing one")
-    parser.add_argument("items", nargs="?", metavar="ITEMS",
-                        help="item file (JSON Lines) to audit")
+    parser.add_argument("items", nargs="*", metavar="ITEMS",
+                        help="item files (JSON Lines) to audit together")
     add_out_arguments(parser, folder=False, what="output JSON Lines file (or, with audit, "
                       "an optional JSON file of the audit)", size_guard=True)
     for action in parser._actions:  # --out is required to write items, optional to audit
@@ -153,9 +154,9 @@ def run_stories(args: argparse.Namespace) -> int:
     """
     if getattr(args, "action", None) == "audit":
         return run_audit(args)
-    if getattr(args, "items", None) is not None:
-        raise ValueError(f"unexpected argument {args.items!r} (did you mean 'tomstats stories "
-                         f"audit {args.items}'?)")
+    if getattr(args, "items", None):
+        raise ValueError(f"unexpected argument {args.items[0]!r} (did you mean 'tomstats "
+                         f"stories audit {args.items[0]}'?)")
     if args.out is None:
         raise ValueError("--out is required to write items (the output JSON Lines file)")
     out = prepare_out_file(args.out, force=getattr(args, "force", False))
@@ -196,11 +197,11 @@ def run_audit(args: argparse.Namespace) -> int:
     from tomstats.stories.items import read_items
 
     if not args.items:
-        raise ValueError("audit needs an item file: tomstats stories audit ITEMS")
+        raise ValueError("audit needs an item file: tomstats stories audit ITEMS [ITEMS …]")
     out = None if args.out is None else prepare_out_file(args.out,
                                                          force=getattr(args, "force", False))
     counter = None if args.tokenizer is None else gguf_token_counter(args.tokenizer)
-    items = read_items(args.items)
+    items = [it for path in args.items for it in read_items(path)]
     audit = audit_items(items, tokenizer=counter)
     print(format_audit(audit, cells=args.cells))
     if out is not None:
