@@ -21,8 +21,10 @@ command gives the same fit: change the settings it advises); 2 bad input (nothin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from tomstats._expr import check_formula, parse_query
@@ -118,6 +120,7 @@ def _run_fit(args: argparse.Namespace) -> int:
     from tomstats.glmm.data import _read_table
     from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
     from tomstats.glmm.fitting import fit, save_fit
+    from tomstats.glmm.header import fit_header
 
     out = prepare_out_file(args.out, force=args.force, field="--out")
     if args.backend == "laplace":
@@ -147,6 +150,7 @@ def _run_fit(args: argparse.Namespace) -> int:
     save_fit(idata, out)
     names = [v for v in idata.posterior.data_vars
              if v in _SUMMARY_VARS or v.startswith(("sd_", "corr_"))] or None
+    print(fit_header(idata))
     print(summary_text(idata, names))
     report = check_diagnostics(idata)
     print(f"wrote {out}")
@@ -208,18 +212,22 @@ def summary_text(idata: Any, var_names: list[str] | None = None,
     from tomstats.glmm.diagnostics import INTERVAL_PROB
 
     prob = INTERVAL_PROB if prob is None else prob
-    with az.rc_context({"plot.max_subplots": 40}), warnings.catch_warnings():
+    with az.rc_context({"plot.max_subplots": 40}), warnings.catch_warnings(), \
+            _arviz_log_quiet():
         # constant draws (a correlation's diagonal) make ArviZ's R-hat divide 0 by 0
         warnings.simplefilter("ignore", RuntimeWarning)
         tab = az.summary(idata, var_names=var_names, hdi_prob=prob, round_to="none")
     tab = tab.drop(index=[n for n in _redundant_correlations(idata) if n in tab.index])
     lo, hi = tab.columns[2], tab.columns[3]  # hdi_3%, hdi_97%
+    one_chain = int(idata.posterior.sizes["chain"]) == 1
     shown = {
         "mean": tab["mean"].map(_sig), "sd": tab["sd"].map(_sig),
         lo: tab[lo].map(_sig), hi: tab[hi].map(_sig),
         "ess_bulk": tab["ess_bulk"].map(lambda v: "nan" if v != v else f"{v:.0f}"),
         "ess_tail": tab["ess_tail"].map(lambda v: "nan" if v != v else f"{v:.0f}"),
-        "r_hat": tab["r_hat"].map(lambda v: "nan" if v != v else f"{v:.3f}"),
+        # R-hat compares chains: with one chain it is not defined ("n/a"), not missing
+        "r_hat": tab["r_hat"].map(lambda v: "n/a" if one_chain else "nan" if v != v
+                                  else f"{v:.3f}"),
     }
     import pandas as pd
 
@@ -227,6 +235,20 @@ def summary_text(idata: Any, var_names: list[str] | None = None,
     head = (f"posterior mean, sd and {prob:.0%} HDI (highest-density interval, columns "
             f"{lo}–{hi}; the fit report uses the same), 3 significant digits")
     return head + "\n" + table.to_string()
+
+
+@contextlib.contextmanager
+def _arviz_log_quiet() -> Iterator[None]:
+    """Hold back ArviZ's logged warnings ("Shape validation failed" for one chain): the
+    table says what they mean (R-hat n/a) in words of its own."""
+    import logging
+
+    previous = logging.root.manager.disable  # ArviZ's logger is not in logging's registry
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
 
 
 def _redundant_correlations(idata: Any) -> set[str]:
