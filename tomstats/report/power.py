@@ -62,16 +62,19 @@ def _design_rows(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append((str(f.get("name", "?")).replace("_", " ") + " levels",
                      ", ".join(f"{v:g}" for v in f.get("levels", []))))
     if "questions_per_cell" in design:
-        rows.append(("questions per cell and LLM", str(design["questions_per_cell"])
-                     + (f" (varied: {settings.get('along')})"
-                        if settings.get("along") == "questions_per_cell" else "")))
+        varied = "questions_per_cell" in (settings.get("along"), settings.get("by"))
+        rows.append(("questions per cell and LLM", "varied (see the results)" if varied
+                     else str(design["questions_per_cell"])))
     ipc = settings.get("items_per_cell")
     rows.append(("stories per cell", "one per question" if ipc is None else str(ipc)))
     n_llms = settings.get("n_llms")
     caps = design.get("capability", [])
     if n_llms is None and settings.get("along") != "n_llms" and settings.get("by") != "n_llms":
-        rows.append(("LLMs (capabilities)", f"{len(caps)}: " + ", ".join(f"{c:g}" for c in caps)
-                     if not settings.get("posterior") else "the fit's LLMs (below)"))
+        fitted = ((settings.get("posterior_params") or {}).get("capability") or {}).get(
+            "per_llm")
+        caps_text = (", ".join(f"{k} {v:.3g}" for k, v in fitted.items()) + " (the fit's "
+                     "posterior means)" if fitted else ", ".join(f"{c:g}" for c in caps))
+        rows.append(("LLMs (capabilities)", f"{len(fitted or caps)}: {caps_text}"))
     else:
         sd = settings.get("capability_sd")
         rows.append(("LLMs (capabilities)",
