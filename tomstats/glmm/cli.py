@@ -27,6 +27,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from tomstats._cli_options import add_progress_argument, progress_wanted
 from tomstats._expr import check_formula, parse_query
 from tomstats.analysis.table import add_selection_arguments, apply_query, parse_mapping
 from tomstats.cli import EXIT_WARNINGS
@@ -73,7 +74,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-accept", type=float, default=0.9)
     p.add_argument("--max-tree-depth", type=int, default=10,
                    help="NUTS maximum tree depth of the draws (default 10)")
-    p.add_argument("--family", choices=("bernoulli", "binomial"), default=None)
+    p.add_argument("--family", choices=("bernoulli", "binomial"), default=None,
+                   help="outcome family (default: from the columns: bernoulli with a "
+                        "'correct' column, binomial with 'successes' and 'trials')")
     add_selection_arguments(p, ("correct", "successes", "trials", "model", "item",
                                 "tom_order", "context_words"), as_in_fit=False)
     p.add_argument("--trials", metavar="COL", help="column of binomial trials")
@@ -93,7 +96,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-warnings", action="store_true",
                    help="exit 0 even when sampler diagnostics fail (or the Laplace fit does "
                         "not converge); the warning is still printed")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_progress_argument(p, "the sampler's progress bar")
 
 
 def run_fit(args: argparse.Namespace) -> int:
@@ -145,7 +148,7 @@ def _run_fit(args: argparse.Namespace) -> int:
         idata = fit(df, args.model, args.backend, chains=args.chains, draws=args.draws,
                     tune=args.tune, seed=args.seed, target_accept=args.target_accept,
                     max_tree_depth=args.max_tree_depth, cores=args.cores,
-                    family=args.family, progress=not args.no_progress, columns=columns,
+                    family=args.family, progress=progress_wanted(args), columns=columns,
                     **options)
     save_fit(idata, out)
     names = [v for v in idata.posterior.data_vars
