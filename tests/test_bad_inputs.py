@@ -24,6 +24,7 @@ from test_evaluate_support import make_items
 from test_stories_cli import BOARD as STORYBOARD
 
 from tomstats.cli import COMMANDS, main
+from tomstats.stories.items import ITEM_FORMAT
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -196,7 +197,7 @@ CASES = [
          ("--out", "/dev/full", "not a regular file"), {"i.jsonl": ITEMS, "h.toml": HEURISTIC}),
     Case("evaluate-out-not-a-log", ["evaluate", "--items", "{d}/i.jsonl", "--model",
                                     "{d}/h.toml", "--out", "{d}/i.jsonl", "--no-progress"],
-         ("i.jsonl:1", "log format 'tomstats.items/1' is not supported"),
+         ("i.jsonl:1", f"log format '{ITEM_FORMAT}' is not supported"),
          {"i.jsonl": ITEMS, "h.toml": HEURISTIC}),
     Case("evaluate-gold-not-a-candidate", ["evaluate", "--items", "{d}/i.jsonl", "--model",
                                            "{d}/h.toml", "--out", "{d}/run.jsonl"],
