@@ -53,6 +53,11 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     add_selection_arguments(parser, ("correct", "model", "tom_order", "context_words",
                                      "error_category"),
                             "evaluation logs: ")
+    parser.add_argument("--rope", action="append", default=None, metavar="NAME=LOW,HIGH",
+                        help="fit reports: a region of practical equivalence for a key effect "
+                             "(gamma, alpha, delta, or a fixed effect of a formula fit), e.g. "
+                             "gamma=-0.1,0.1 or gamma=0.1 for [-0.1, 0.1]; repeatable (default: "
+                             "none, the report gives the probability of direction only)")
     parser.add_argument("--n-boot", type=int, default=None, metavar="N",
                         help="evaluation logs: bootstrap resamples of the effect-size "
                              "intervals (default 2000; 0 leaves them out)")
@@ -96,6 +101,14 @@ def run_report(args: argparse.Namespace) -> int:
     elif sweep_draws is not None:
         raise ValueError("--sweep-draws applies to a fit report (FIT.nc), not to an "
                          "evaluation log")
+    rope_specs = getattr(args, "rope", None)
+    if rope_specs and (log or args.simulation is not None):
+        raise ValueError("--rope applies to a fit report (FIT.nc), not to "
+                         + ("--simulation" if args.simulation is not None
+                            else "an evaluation log"))
+    from tomstats.report.sections.effects import parse_rope
+
+    rope = parse_rope(rope_specs)
     _check_out(out, fmt, getattr(args, "force", False))
     if args.simulation is not None:
         from tomstats.report.simulation import write_simulation_report
@@ -120,7 +133,7 @@ def run_report(args: argparse.Namespace) -> int:
         draws = SWEEP_DRAWS if sweep_draws is None else sweep_draws
 
         def write(dest: Path) -> Path:
-            return write_fit_report(args.fit, dest, fmt, sweep_draws=draws)
+            return write_fit_report(args.fit, dest, fmt, sweep_draws=draws, rope=rope)
     if fmt == "html":
         path = write(Path(out))
     else:  # the Markdown folder is written beside --out and swapped in whole

@@ -12,6 +12,7 @@ posteriors with the prior table, trace/rank/energy plots, and provenance last.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import arviz as az
@@ -90,7 +91,8 @@ def report_variables(idata: az.InferenceData) -> list[str]:
 
 
 def fit_document(idata: az.InferenceData, name: str = "fit", *,
-                 sweep_draws: int = SWEEP_DRAWS) -> Document:
+                 sweep_draws: int = SWEEP_DRAWS,
+                 rope: Mapping[str, tuple[float, float]] | None = None) -> Document:
     """Build the report :class:`~tomstats.report._document.Document` for a fit.
 
     Parameters
@@ -102,9 +104,17 @@ def fit_document(idata: az.InferenceData, name: str = "fit", *,
     sweep_draws : int
         Posterior draws of the calibrated sweep drawn for a structural fit
         (:func:`tomstats.report.calibrated.fit_sweep_blocks`); 0 leaves it out.
+    rope : mapping, optional
+        ``{effect: (low, high)}`` regions of practical equivalence for the "Is there an
+        effect?" section (:func:`tomstats.report.sections.effects.effects_section`), which
+        follows the diagnostics verdict.
     """
+    from tomstats.report.sections.effects import effects_section
+
+    effects = effects_section(idata, rope)  # an unknown --rope name: before any drawing
     ctx = FitContext(idata, name, sweep_draws)
-    sections = tuple(make(ctx) for make in SECTIONS)
+    made = [make(ctx) for make in SECTIONS]
+    sections = (*made[:1], effects, *made[1:])
     post = idata.posterior
     subtitle = f"{name} · {int(post.sizes['chain'])} chains × {int(post.sizes['draw'])} draws"
     return Document("tomstats fit report", subtitle, sections)
@@ -112,7 +122,7 @@ def fit_document(idata: az.InferenceData, name: str = "fit", *,
 
 def write_fit_report(
     fit: str | os.PathLike[str], out: str | os.PathLike[str], fmt: str = "html", *,
-    sweep_draws: int = SWEEP_DRAWS,
+    sweep_draws: int = SWEEP_DRAWS, rope: Mapping[str, tuple[float, float]] | None = None,
 ) -> Path:
     """Write the report for a fit (netCDF) as HTML (one file) or Markdown + PNGs.
 
@@ -130,6 +140,8 @@ def write_fit_report(
     sweep_draws : int
         Posterior draws of the calibrated sweep for a structural fit (default
         :data:`~tomstats.report.calibrated.SWEEP_DRAWS`); 0 leaves it out.
+    rope : mapping, optional
+        Regions of practical equivalence per key effect (see :func:`fit_document`).
 
     Returns
     -------
@@ -144,5 +156,5 @@ def write_fit_report(
     if is_laplace_fit(fit):
         return write_laplace_report(fit, out, fmt)
     idata = load_fit(fit)
-    return write_document(fit_document(idata, Path(fit).name, sweep_draws=sweep_draws), out,
-                          fmt)
+    return write_document(fit_document(idata, Path(fit).name, sweep_draws=sweep_draws,
+                                       rope=rope), out, fmt)
