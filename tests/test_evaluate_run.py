@@ -295,3 +295,32 @@ def test_shipped_smollm2_log_matches_its_items_and_model() -> None:
     for (words, _), status in cells.items():
         assert len(status) == 20
         assert set(status) == ({"error"} if words == 5000 else {"ok"})
+
+
+def test_belief_status_is_copied_and_derived_for_older_logs(tmp_path: Path) -> None:
+    from tomstats.stories import build_design_items
+
+    items = build_design_items(4, 3, contexts=(200,), orders=(0, 1, 2))
+    want = {it.item_id: (it.belief_status, it.same_as) for it in items}
+    assert {b for b, _ in want.values()} == {"none", "true", "false"}
+    out = tmp_path / "run.jsonl"
+    evaluate(items, load_model_config({"name": "h", "backend": "heuristic",
+                                       "strategy": "recency"}), out, progress=False)
+    df = read_log(out)
+    assert {r.item_id: (r.belief_status, r.same_as) for r in df.itertuples()} == want
+    # recency answers reality: right on true beliefs and reality, wrong on false beliefs
+    acc = df.groupby("belief_status")["correct"].mean().to_dict()
+    assert acc == {"false": 0.0, "none": 1.0, "true": 1.0}
+    # a log written before the fields existed: derived from answer and reality, and for
+    # StorySim ToM questions without reality from the old generator (false beliefs only)
+    old = []
+    for rec in log_lines(out):
+        rec.pop("belief_status"), rec.pop("same_as")
+        if rec["item_id"].endswith("0-o1"):
+            rec.pop("last_location")
+        old.append(rec)
+    out.write_text("".join(json.dumps(r) + "\n" for r in old))
+    derived = read_log(out).set_index("item_id")["belief_status"].to_dict()
+    for item_id, (status, _) in want.items():
+        expect = "false" if item_id.endswith("0-o1") else status
+        assert derived[item_id] == expect, item_id
