@@ -124,6 +124,7 @@ def _run_fit(args: argparse.Namespace) -> int:
     from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
     from tomstats.glmm.fitting import fit, save_fit
     from tomstats.glmm.header import fit_header
+    from tomstats.glmm.prior_width import prior_dominated_note
 
     out = prepare_out_file(args.out, force=args.force, field="--out")
     if args.backend == "laplace":
@@ -155,6 +156,9 @@ def _run_fit(args: argparse.Namespace) -> int:
              if v in _SUMMARY_VARS or v.startswith(("sd_", "corr_"))] or None
     print(fit_header(idata))
     print(summary_text(idata, names))
+    prior_only = prior_dominated_note(idata)
+    if prior_only:
+        print(f"note: {prior_only}")
     report = check_diagnostics(idata)
     print(f"wrote {out}")
     if report.passed:

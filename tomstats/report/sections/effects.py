@@ -149,9 +149,14 @@ def effects_section(idata: Any, rope: Mapping[str, tuple[float, float]] | None =
     if not effects:
         return Section(TITLE, (Text("This fit has no effect to test (intercept only).",
                                     "missing"),))
+    from tomstats.glmm.prior_width import prior_dominated_note
+
     tab = effects_table(effects, rope)
     lines = [f"{r['effect']}: {r['reading']}." for _, r in tab.iterrows()]
-    blocks: list[Any] = [
+    prior_only = prior_dominated_note(idata)
+    blocks: list[Any] = [Text(prior_only[0].upper() + prior_only[1:], "warning")] \
+        if prior_only else []
+    blocks += [
         Text(" ".join(lines), "p"),
         Table(tab, caption=f"Posterior probability of direction (pd) of each key effect, "
                            f"with its posterior mean and {INTERVAL_PROB:.0%} HDI"
