@@ -55,7 +55,8 @@ from tomstats._expr import check_formula
 from tomstats.glmm.diagnostics import DiagnosticsWarning
 from tomstats.glmm.provenance import data_hash, package_versions, used_columns
 
-__all__ = ["LaplaceFit", "LaplaceConvergenceWarning", "fit_laplace", "LAPLACE_OPTIONS"]
+__all__ = ["LaplaceFit", "LaplaceConvergenceWarning", "LaplaceSeparationWarning", "fit_laplace",
+           "LAPLACE_OPTIONS"]
 
 #: Options of :func:`fit_laplace` passed on to :func:`tomstats.glmm.laplace.laplace_fit`.
 LAPLACE_OPTIONS = ("max_iter", "tol", "se", "max_inner")
@@ -69,6 +70,11 @@ _SINGULAR_SD = 1e-4
 
 class LaplaceConvergenceWarning(DiagnosticsWarning):
     """The maximum-likelihood (Laplace) fit did not converge; its estimates may be wrong."""
+
+
+class LaplaceSeparationWarning(LaplaceConvergenceWarning):
+    """The data are separated: some fixed-effect estimates are infinite (the fit cannot
+    converge; :mod:`tomstats.glmm.separation`)."""
 
 
 def _floats(a: Any) -> list:
@@ -141,7 +147,8 @@ class LaplaceFit:
     loglik : float
         Laplace log-likelihood :math:`\ell` of the data rows (lme4's ``logLik()``).
     converged : bool
-        The optimiser met its tolerance with finite values.
+        The optimiser met its tolerance with finite values, and the data are not separated
+        (with separated data the maximum is at infinity: ``separation`` names the terms).
     iterations : int
         Outer Newton iterations used.
     se_method : {"hessian", "conditional"}
@@ -154,6 +161,9 @@ class LaplaceFit:
         UTC time of the fit (ISO 8601).
     versions : dict
         Versions of Python and the packages used.
+    separation : tuple of str
+        Fixed effects whose estimates are infinite because the data are separated
+        (:func:`tomstats.glmm.separation.separation`); empty when there are none.
     """
 
     formula: str
@@ -177,6 +187,7 @@ class LaplaceFit:
     data_hash: str = ""
     created_at: str = ""
     versions: Mapping[str, str] = field(default_factory=dict)
+    separation: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ statistics
 
@@ -272,7 +283,11 @@ class LaplaceFit:
         if self.singular:
             zero = [g for g, v in zip(self.groups, self.sd, strict=True) if v < _SINGULAR_SD]
             lines.append(f"boundary (singular) fit: random-intercept SD ~0 for {', '.join(zero)}")
-        if not self.converged:
+        if self.separation:
+            lines.append("WARNING: fitted probabilities numerically 0 or 1 occurred: the data "
+                         f"are separated by {', '.join(self.separation)}; their estimates and "
+                         "standard errors are meaningless (the maximum is at infinity)")
+        elif not self.converged:
             lines.append(f"WARNING: the fit did not converge ({self.iterations} iterations); "
                          "the estimates are unreliable")
         return "\n".join(lines)
@@ -293,7 +308,7 @@ class LaplaceFit:
             "se_method": self.se_method, "aggregated": self.aggregated,
             "aic": _floats(self.aic), "bic": _floats(self.bic),
             "data_hash": self.data_hash, "created_at": self.created_at,
-            "versions": dict(self.versions),
+            "versions": dict(self.versions), "separation": list(self.separation),
         }
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
@@ -330,7 +345,8 @@ class LaplaceFit:
                 aggregated=bool(d.get("aggregated", False)),
                 data_hash=str(d.get("data_hash", "")),
                 created_at=str(d.get("created_at", "")),
-                versions=dict(d.get("versions", {})))
+                versions=dict(d.get("versions", {})),
+                separation=tuple(map(str, d.get("separation", ()))))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed Laplace fit: {type(exc).__name__}: {exc}") from exc
 
@@ -477,6 +493,10 @@ def fit_laplace(
         loglik = float(r.loglik)
         converged = bool(r.converged)
         iterations = int(r.iterations)
+    from tomstats.glmm.separation import separation
+
+    separated = separation(Xc, y, trials, md.coords["coef"])
+    converged = converged and not separated
     # centred design → the user's columns: beta = A beta_c, V = A V_c A'
     A = np.eye(Xc.shape[1])
     if md.intercept is not None:
@@ -504,8 +524,16 @@ def fit_laplace(
         n_rows=len(df), se_method=se_method, aggregated=bool(spec.aggregate),
         data_hash=data_hash(df, used),
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        versions=package_versions("laplace"))
-    if not converged:
+        versions=package_versions("laplace"), separation=separated)
+    if separated:
+        warnings.warn(
+            f"tomstats.glmm.fit(backend='laplace'): fitted probabilities numerically 0 or 1 "
+            f"occurred: the data are separated by {', '.join(separated)} (a level or a value "
+            f"range with all 0s or all 1s), so their maximum-likelihood estimates are "
+            f"infinite; do not trust the estimates. Try: drop or merge the separating "
+            f"level, or a Bayesian fit (its priors keep the estimates finite)",
+            LaplaceSeparationWarning, stacklevel=3)
+    elif not converged:
         warnings.warn(
             f"tomstats.glmm.fit(backend='laplace'): the fit of {spec.formula!r} did not "
             f"converge after {iterations} iteration(s) (max_iter={max_iter}); do not trust "
