@@ -35,3 +35,20 @@ def test_params_print_compactly():
     assert gamma[0] == "gamma" and "(200, 2)" in lines[2]
     assert abs(float(gamma[-4]) - draws.mean()) < 1e-3
     assert abs(float(gamma[-1]) - np.quantile(draws, 0.975)) < 1e-3
+
+
+def test_laplace_fit_prints_its_summary_not_its_arrays():
+    import pandas as pd
+
+    from tomstats.glmm import fit
+
+    rng = np.random.default_rng(0)
+    n = 400
+    df = pd.DataFrame({"model": rng.choice(["a", "b", "c", "d"], n),
+                       "tom_order": rng.integers(0, 3, n)})
+    df["correct"] = (rng.random(n) < 0.8 - 0.2 * df["tom_order"]).astype(int)
+    res = fit(df, "correct ~ tom_order + (1 | model)", backend="laplace")
+    text = repr(res)
+    assert text == str(res)
+    assert text.startswith("Generalized linear mixed model fit by maximum likelihood")
+    assert "array(" not in text and len(text.splitlines()) < 40

@@ -294,6 +294,11 @@ class LaplaceFit:
 
     # ------------------------------------------------------------------ JSON
 
+
+    def __repr__(self) -> str:
+        """The lme4-style summary of :meth:`__str__` (not a dump of every array)."""
+        return self.__str__()
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (non-finite numbers as ``null``)."""
         return {
