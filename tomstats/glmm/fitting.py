@@ -275,6 +275,7 @@ def fit(
         import inspect
 
         from tomstats.glmm.laplace_backend import fit_laplace
+        from tomstats.glmm.lme import fit_lme, needs_lme
 
         given = dict(chains=chains, draws=draws, tune=tune, seed=seed,
                      target_accept=target_accept, chain_method=chain_method,
@@ -286,6 +287,8 @@ def fit(
             raise ValueError(f"backend='laplace' is a deterministic maximum-likelihood fit; "
                              f"the sampler option(s) {changed} do not apply (leave them at "
                              f"their defaults or choose a sampler backend)")
+        if needs_lme(model):  # random slopes, '||' terms, cbind(): lme4's general terms
+            return fit_lme(data, model, family=family, columns=columns, **spec_options)
         return fit_laplace(data, model, family=family, columns=columns, **spec_options)
     chains = _check_int("chains", chains, 1)
     draws = _check_int("draws", draws, 1)
