@@ -192,7 +192,7 @@ def _browser_check(html: Path, d: Path) -> None:
     """The real fit report (with its calibrated section) in headless Chromium, if present."""
     if not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
         return
-    from test_report_browser import check_page
+    from report.test_browser import check_page
 
     text = html.read_text(encoding="utf-8")
     verdict = re.search(r'data-verdict="(\w+)"', text).group(1)

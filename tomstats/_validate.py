@@ -13,7 +13,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_keys", "check_type", "closest_hint", "read_text"]
+import numpy as np
+
+__all__ = ["check_keys", "check_type", "closest_hint", "decode_text", "read_text", "show_value"]
+
+
+def show_value(value: Any) -> str:
+    """``repr`` of a value for an error message, NumPy scalars shown as plain Python values
+    (``np.int64(3)`` as ``3``), so messages read the same whatever the column's dtype."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 def closest_hint(name: str, known: Iterable[str]) -> str:
@@ -83,7 +91,11 @@ def read_text(path: str | os.PathLike[str], field: str | None = None) -> str:
     ``field`` (e.g. ``"--items"``) prefixes the message when given.
     """
     p = Path(path)
-    raw = p.read_bytes()
+    return decode_text(p.read_bytes(), p, field)
+
+
+def decode_text(raw: bytes, name: str | os.PathLike[str], field: str | None = None) -> str:
+    """Decode the bytes of the file ``name`` as UTF-8, with :func:`read_text`'s message."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -92,7 +104,6 @@ def read_text(path: str | os.PathLike[str], field: str | None = None) -> str:
         column = exc.start - (head.rfind(b"\n") + 1) + 1
         prefix = f"{field}: " if field else ""
         raise ValueError(
-            f"{prefix}{p}: line {line}, column {column}: not valid UTF-8 "
+            f"{prefix}{name}: line {line}, column {column}: not valid UTF-8 "
             f"(byte 0x{raw[exc.start]:02x}); save the file as UTF-8"
         ) from None
-

@@ -1,4 +1,4 @@
-# Reference numbers for tests/test_anova_rm.py: repeated-measures and mixed ANOVA by afex.
+# Reference numbers for tests/analysis/test_row_anova_rm.py: repeated-measures and mixed ANOVA by afex.
 #
 # Generates random data sets deterministically (set.seed), fits each with afex::aov_car
 # (cell means per subject x within cell, fun_aggregate = mean) and writes the data together

@@ -7,7 +7,7 @@
 # cases are left out when SHARED_DATA_DIR is absent; the simulated cases (generated here
 # with fixed seeds, their data written into the JSON) need nothing else.
 #
-# Conventions shared with tests/test_glmm_laplace.py, which rebuilds every design:
+# Conventions shared with tests/glmm/test_laplace.py, which rebuilds every design:
 #   * factor levels are sorted in the C locale (sort(method = "radix")), treatment coding
 #     with the first level as reference;
 #   * numeric predictors are built as documented per case (centring in base R);

@@ -1,4 +1,6 @@
-r"""Intervals for a binomial proportion :math:`k/n`."""
+r"""Intervals for a binomial proportion :math:`k/n`: Wilson (summaries, Monte Carlo error of a
+power estimate, calibration bins) and Jeffreys (observed proportions beside posterior
+predictive intervals). Every interval of a proportion in the package comes from here."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["wilson_interval"]
+__all__ = ["jeffreys_interval", "wilson_interval"]
 
 
 def wilson_interval(k: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -32,3 +34,17 @@ def wilson_interval(k: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np
     lo = np.where(k == 0, 0.0, np.clip(centre - half, 0, 1))
     hi = np.where(k == n, 1.0, np.clip(centre + half, 0, 1))
     return np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
+
+
+def jeffreys_interval(k: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    r"""Jeffreys interval for a binomial proportion :math:`k/n`: the equal-tailed interval of
+    :math:`\operatorname{Beta}(k + \tfrac12, n - k + \tfrac12)` at ``level``, with the lower
+    end 0 when :math:`k = 0` and the upper end 1 when :math:`k = n`."""
+    # SciPy only when a Jeffreys interval is asked for: Wilson intervals start without it
+    from scipy.stats import beta
+
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    a = (1 - level) / 2
+    lo = np.where(k > 0, beta.ppf(a, k + 0.5, n - k + 0.5), 0.0)
+    hi = np.where(k < n, beta.ppf(1 - a, k + 0.5, n - k + 0.5), 1.0)
+    return lo, hi

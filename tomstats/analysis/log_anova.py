@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats._validate import show_value
 from tomstats.analysis.row_anova import EFFECT_SIZES, anova
 from tomstats.analysis.summary import outcome
 from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
@@ -46,10 +47,6 @@ def _as_list(x: str | Sequence[str] | None) -> list[str]:
     return [x] if isinstance(x, str) else list(x)
 
 
-def _show(v: Any) -> str:
-    return repr(v.item() if isinstance(v, np.generic) else v)
-
-
 def _check_levels(df: pd.DataFrame, between: list[str], within: list[str],
                   subject: str | None, where: str) -> None:
     """One-level factors and empty cells (and subjects missing a within cell), named."""
@@ -58,14 +55,14 @@ def _check_levels(df: pd.DataFrame, between: list[str], within: list[str],
     for f in factors:
         lv = sorted(pd.unique(df[f]), key=lambda v: (str(type(v)), v))
         if len(lv) < 2:
-            shown = _show(lv[0]) if lv else "(none)"
+            shown = show_value(lv[0]) if lv else "(none)"
             raise ValueError(f"factor {f!r} has a single level {shown}{where}; an ANOVA "
                              "factor needs at least 2")
         levels[f] = lv
     present = set(map(tuple, df[factors].drop_duplicates().itertuples(index=False, name=None)))
     for combo in itertools.product(*(levels[f] for f in factors)):
         if combo not in present:
-            cell = ", ".join(f"{f}={_show(v)}" for f, v in zip(factors, combo, strict=True))
+            cell = ", ".join(f"{f}={show_value(v)}" for f, v in zip(factors, combo, strict=True))
             raise ValueError(f"empty cell: no rows with {cell}{where}; every factor "
                              "combination needs data")
     if within and subject is not None:
@@ -75,11 +72,11 @@ def _check_levels(df: pd.DataFrame, between: list[str], within: list[str],
                                                                           name=None)))
             lacking = [c for c in cells if c not in have]
             if lacking:
-                cell = ", ".join(f"{f}={_show(v)}" for f, v in zip(within, lacking[0],
+                cell = ", ".join(f"{f}={show_value(v)}" for f, v in zip(within, lacking[0],
                                                                     strict=True))
                 more = (f" (and {len(lacking) - 1} more of the {len(cells)} within cells)"
                         if len(lacking) > 1 else "")
-                raise ValueError(f"subject {subject}={_show(name)} has no rows with {cell}"
+                raise ValueError(f"subject {subject}={show_value(name)} has no rows with {cell}"
                                  f"{more}{where}; a repeated-measures ANOVA needs every "
                                  "subject in every within cell")
 
@@ -198,7 +195,7 @@ def log_anova(
     groups: list[tuple[Any, pd.DataFrame, str]] = []
     if by is not None:
         for value, sub in df.groupby(by, sort=True):
-            groups.append((value, sub.reset_index(drop=True), f" (in {by}={_show(value)})"))
+            groups.append((value, sub.reset_index(drop=True), f" (in {by}={show_value(value)})"))
     groups.append((POOLED, df, ""))
     for _value, sub, where in groups:  # every check before any work
         _check_levels(sub, between_l, within_l, subject, where)

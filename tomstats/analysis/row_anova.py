@@ -20,19 +20,15 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from tomstats._validate import check_type, closest_hint
+from tomstats._validate import check_type, closest_hint, show_value
 
-__all__ = ["COLUMNS", "EFFECT_SIZES", "RM_COLUMNS", "SS_TYPES", "anova"]
+__all__ = ["COLUMNS", "EFFECT_SIZES", "RM_COLUMNS", "SS_TYPES", "anova", "huynh_feldt",
+           "orthonormal_contrasts"]
 
 #: Columns shared by every ANOVA table of the package (rows and cell counts).
 COLUMNS: tuple[str, ...] = ("source", "SS", "DF", "MS", "F", "p", "eta2", "partial_eta2")
 #: The sums-of-squares types (I, II, III).
 SS_TYPES = (1, 2, 3)
-
-
-def _show(value: Any) -> str:
-    """``repr`` of a value with NumPy scalars shown as plain Python values."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,10 +64,24 @@ def _sum_coding(levels: int) -> np.ndarray:
     return np.vstack([np.eye(levels - 1), -np.ones((1, levels - 1))])
 
 
-def _orthonormal_coding(levels: int) -> np.ndarray:
-    """Orthonormal contrasts (columns orthogonal to 1 and to each other), shape (L, L-1)."""
+def orthonormal_contrasts(levels: int) -> np.ndarray:
+    """Orthonormal contrasts over ``levels`` levels (columns orthogonal to 1 and to each
+    other), shape ``(levels, levels - 1)``: the QR factor of ``[1, sum coding]`` after its
+    first column. The within-subject tests of :func:`anova` and of the power analysis
+    (:mod:`tomstats.planning.analyses`) use them; their F and ε do not depend on the choice
+    of orthonormal basis."""
     q, _ = np.linalg.qr(np.hstack([np.ones((levels, 1)), _sum_coding(levels)]))
     return q[:, 1:]
+
+
+def huynh_feldt(gg: Any, p: int, dfe: float) -> Any:
+    r"""Huynh–Feldt :math:`\tilde\varepsilon` from the Greenhouse–Geisser
+    :math:`\hat\varepsilon` of an effect with :math:`p` df and :math:`\nu` error df per
+    contrast (car's formula): :math:`\tilde\varepsilon = \frac{(\nu + 1) p\hat\varepsilon
+    - 2}{p(\nu - p\hat\varepsilon)}`, not capped (the tests use
+    :math:`\min(1, \tilde\varepsilon)`)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return ((dfe + 1) * p * gg - 2) / (p * (dfe - p * gg))
 
 
 def _term_matrix(shape: tuple[int, ...], term: _Term, coding: Callable[[int], np.ndarray],
@@ -253,7 +263,7 @@ def _rm_design(bshape: tuple[int, ...], cell_of_subject: np.ndarray, wshape: tup
     bterms = [(), *_factorial_terms(len(bshape))]
     between = _Between.build(bshape, bterms, ss_type, n_g)
     wterms = [(), *_factorial_terms(len(wshape))]
-    wbases = [_term_matrix(wshape, w, _orthonormal_coding,
+    wbases = [_term_matrix(wshape, w, orthonormal_contrasts,
                            lambda k: np.full((k, 1), 1.0 / np.sqrt(k))) for w in wterms]
     return _RMDesign(between, cell_of_subject, wshape, wterms, wbases)
 
@@ -296,7 +306,7 @@ def _sphericity(e: np.ndarray, dfe: float, n_within_cells: int) -> tuple[float, 
     p = e.shape[0]
     tr = np.trace(e)
     gg = tr * tr / (p * np.trace(e @ e))
-    hf = ((dfe + 1) * p * gg - 2) / (p * (dfe - p * gg))
+    hf = huynh_feldt(gg, p, dfe)
     sign, logdet = np.linalg.slogdet(e)
     if sign <= 0:
         return gg, hf, np.nan, np.nan
@@ -388,7 +398,7 @@ def _names(value: Any, arg: str) -> list[str]:
 
 def _first_bad(data: pd.DataFrame, mask: np.ndarray) -> tuple[str, str]:
     i = int(np.argmax(mask))
-    return _show(data.index[i]), str(i)
+    return show_value(data.index[i]), str(i)
 
 
 def _levels(col: pd.Series) -> list[Any]:
@@ -468,19 +478,19 @@ def _validate(
     if not pd.api.types.is_numeric_dtype(col):
         bad = next((v for v in col if not isinstance(v, (int, float, np.number))), col.iloc[0])
         raise ValueError(f"dv column {dv!r} must be numeric, got dtype {col.dtype} "
-                         f"(e.g. value {_show(bad)})")
+                         f"(e.g. value {show_value(bad)})")
     y = col.to_numpy(dtype=float, na_value=np.nan)
     bad = ~np.isfinite(y)
     if bad.any():
         idx, _ = _first_bad(data, bad)
         raise ValueError(f"dv column {dv!r} has a missing or infinite value at index {idx}: "
-                         f"{_show(col.iloc[int(np.argmax(bad))])}")
+                         f"{show_value(col.iloc[int(np.argmax(bad))])}")
     if binary:
         bad = (y != 0.0) & (y != 1.0)
         if bad.any():
             idx, _ = _first_bad(data, bad)
             raise ValueError(f"binary=True but dv column {dv!r} has value "
-                             f"{_show(col.iloc[int(np.argmax(bad))])} at index {idx}; "
+                             f"{show_value(col.iloc[int(np.argmax(bad))])} at index {idx}; "
                              "expected only 0 and 1")
     for role, name in (*(("factor", f) for f in bfac + wfac), ("subject", subject),
                        ("cluster", cluster)):
@@ -498,7 +508,7 @@ def _check_levels(data: pd.DataFrame, factors: list[str]) -> list[tuple[list[Any
     for f in factors:
         levels, codes = _codes(data, f)
         if len(levels) < 2:
-            raise ValueError(f"factor {f!r} has a single level {_show(levels[0])}; "
+            raise ValueError(f"factor {f!r} has a single level {show_value(levels[0])}; "
                              "need at least 2")
         out.append((levels, codes))
     return out
@@ -506,7 +516,8 @@ def _check_levels(data: pd.DataFrame, factors: list[str]) -> list[tuple[list[Any
 
 def _combo(names: list[str], levels: list[list[Any]], shape: tuple[int, ...], flat: int) -> str:
     idx = np.unravel_index(flat, shape)
-    return ", ".join(f"{f}={_show(lv[i])}" for f, lv, i in zip(names, levels, idx, strict=True))
+    return ", ".join(f"{f}={show_value(lv[i])}"
+                     for f, lv, i in zip(names, levels, idx, strict=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -806,8 +817,8 @@ def _anova_rm(
         for f, (lv, c) in zip(bnames, bcodes, strict=True):
             if c[i] != c[first]:
                 raise ValueError(
-                    f"between factor {f!r} varies within subject {_show(subjects[subj[i]])} "
-                    f"({subject!r}): values {_show(lv[c[first]])} and {_show(lv[c[i]])}")
+                    f"between factor {f!r} varies within subject {show_value(subjects[subj[i]])} "
+                    f"({subject!r}): values {show_value(lv[c[first]])} and {show_value(lv[c[i]])}")
     n_g = np.bincount(cell_of_subject, minlength=n_b)
     if (n_g == 0).any():
         combo = _combo(bnames, [lv for lv, _ in bcodes], bshape, int(np.argmax(n_g == 0)))
@@ -819,7 +830,7 @@ def _anova_rm(
         missing = int(np.argmax(count == 0))
         s_i, w_i = divmod(missing, n_w)
         combo = _combo(wnames, [lv for lv, _ in wcodes], wshape, w_i)
-        raise ValueError(f"subject {_show(subjects[s_i])} ({subject!r}) has no rows with "
+        raise ValueError(f"subject {show_value(subjects[s_i])} ({subject!r}) has no rows with "
                          f"{combo}; every subject needs every within cell")
     dfe_between = float(n_subj - n_b)
     if dfe_between <= 0:

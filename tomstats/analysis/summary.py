@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from tomstats._validate import show_value
 from tomstats.analysis.intervals import wilson_interval
 from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
 
@@ -65,11 +66,6 @@ SUMMARY_COLUMNS: tuple[str, ...] = ("n", "n_answered", "n_correct", "accuracy", 
 _CELL = ("context_words", "tom_order")
 
 
-def _show(value: object) -> str:
-    """``repr`` with NumPy scalars shown as plain Python values."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
 def outcome(df: pd.DataFrame, dv: str = "correct", *, binary: bool = True,
             allow_missing: bool = True) -> pd.Series:
     """The outcome column as float (NaN where missing), checked; errors name row and value.
@@ -85,7 +81,8 @@ def outcome(df: pd.DataFrame, dv: str = "correct", *, binary: bool = True,
     bad = num.isna() & col.notna()
     if bad.any():
         i = int(np.argmax(bad.to_numpy()))
-        raise ValueError(f"column {dv!r} must be numeric, found {_show(col.iloc[i])} in row {i}")
+        raise ValueError(f"column {dv!r} must be numeric, found {show_value(col.iloc[i])} in "
+                         f"row {i}")
     y = num.astype(float)
     if not allow_missing and y.isna().any():
         i = int(np.argmax(y.isna().to_numpy()))
@@ -101,7 +98,7 @@ def outcome(df: pd.DataFrame, dv: str = "correct", *, binary: bool = True,
         if wrong.any():
             i = int(np.argmax(wrong.to_numpy()))
             raise ValueError(f"column {dv!r} must be 0/1 (correct or not), found "
-                             f"{_show(col.iloc[i])} in row {i}")
+                             f"{show_value(col.iloc[i])} in row {i}")
     return y
 
 

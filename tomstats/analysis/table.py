@@ -11,8 +11,10 @@ last two.
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import os
+import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,14 +23,57 @@ from typing import Any
 import pandas as pd
 
 from tomstats._expr import Query, parse_query, query_mask
-from tomstats._validate import closest_hint, read_text
+from tomstats._validate import closest_hint, decode_text, read_text
 
-__all__ = ["add_selection_arguments", "apply_mapping", "apply_query", "load_table",
-           "parse_mapping", "read_evaluation", "require_column"]
+__all__ = ["TABLE_FORMATS", "add_selection_arguments", "apply_mapping", "apply_query",
+           "load_table", "parse_mapping", "read_evaluation", "require_column", "table_suffix"]
 
 
-def _suffix(p: Path) -> str:
+#: Suffixes of an evaluation log or table and the format each is read as (``.gz``: gzip).
+#: Every command that reads one (``summarize``, ``anova``, ``fit``, ``report``) accepts these.
+TABLE_FORMATS: dict[str, str] = {
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".jsonl.gz": "jsonl",
+    ".csv": "csv", ".csv.gz": "csv", ".tsv": "tsv", ".tsv.gz": "tsv",
+    ".parquet": "parquet", ".pq": "parquet",
+}
+
+
+def table_suffix(path: str | os.PathLike[str]) -> str:
+    """The suffix that names a table's format: ``.csv``, or ``.csv.gz`` for a gzip file."""
+    p = Path(path)
     return "".join(p.suffixes[-2:]).lower() if p.suffix.lower() == ".gz" else p.suffix.lower()
+
+
+def _raw(p: Path) -> bytes:
+    """The file's bytes, decompressed when its name ends in ``.gz``."""
+    if p.suffix.lower() != ".gz":
+        return p.read_bytes()
+    try:
+        return gzip.decompress(p.read_bytes())
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"{p}: not a readable gzip file ({exc})") from None
+
+
+def _read_log(p: Path) -> pd.DataFrame:
+    """:func:`tomstats.evaluate.read_log` (errors kept) of a plain or gzip-compressed log."""
+    from tomstats.evaluate.log import read_log
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the callers count and report error records
+        if p.suffix.lower() != ".gz":
+            try:
+                return read_log(p, errors="keep")
+            except UnicodeDecodeError:
+                read_text(p)  # raises the error with file, line and column
+                raise
+        text = decode_text(_raw(p), p)
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = Path(tmp) / p.name[: -len(".gz")]
+            plain.write_text(text, encoding="utf-8")
+            try:
+                return read_log(plain, errors="keep")
+            except ValueError as exc:  # name the file the user gave, not the copy
+                raise ValueError(str(exc).replace(str(plain), str(p))) from None
 
 
 def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
@@ -37,9 +82,11 @@ def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFra
     Parameters
     ----------
     source : path or pandas.DataFrame
-        ``.jsonl`` (the runner's log: :func:`tomstats.evaluate.read_log` with
-        ``errors="keep"``, so error records are rows with ``correct`` missing and ``status =
-        "error"``), ``.csv``/``.tsv`` (UTF-8) or ``.parquet``; a DataFrame is copied.
+        A suffix of :data:`TABLE_FORMATS`: ``.jsonl`` (also ``.ndjson``, ``.json``; the
+        runner's log: :func:`tomstats.evaluate.read_log` with ``errors="keep"``, so error
+        records are rows with ``correct`` missing and ``status = "error"``), ``.csv`` or
+        ``.tsv`` (UTF-8) or ``.parquet``; ``.jsonl.gz``, ``.csv.gz`` and ``.tsv.gz`` are read
+        through gzip. A DataFrame is copied.
 
     Raises
     ------
@@ -57,28 +104,25 @@ def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFra
     if not p.is_file():
         raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist"
                                 + (" (it is a folder)" if p.is_dir() else ""))
-    suffix = _suffix(p)
-    if suffix in (".jsonl", ".ndjson"):
-        from tomstats.evaluate.log import read_log
-
+    suffix = table_suffix(p)
+    kind = TABLE_FORMATS.get(suffix)
+    if kind == "jsonl":
+        return _read_log(p)
+    if kind in ("csv", "tsv"):
+        text = decode_text(_raw(p), p)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return read_log(p, errors="keep")
-        except UnicodeDecodeError:
-            read_text(p)  # raises the error with file, line and column
-            raise
-    if suffix in (".csv", ".tsv"):
-        text = read_text(p)
-        try:
-            return pd.read_csv(io.StringIO(text), sep="," if suffix == ".csv" else "\t")
+            return pd.read_csv(io.StringIO(text), sep="," if kind == "csv" else "\t")
         except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise ValueError(f"{p}: cannot read as {suffix[1:]}: "
+            raise ValueError(f"{p}: cannot read as {kind}: "
                              f"{' '.join(str(exc).split())}") from None
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(p)
+    if kind == "parquet":
+        try:
+            return pd.read_parquet(p)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{p}: cannot read as parquet: {' '.join(str(exc).split())}"
+                             ) from None
     raise ValueError(f"{p}: unknown format {suffix or '(no suffix)'!r}; expected an evaluation "
-                     "log .jsonl, or a .csv, .tsv or .parquet table with one row per question")
+                     f"log or table: {', '.join(TABLE_FORMATS)}")
 
 
 def apply_mapping(df: pd.DataFrame, columns: Mapping[str, str] | None,

@@ -18,13 +18,15 @@ Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
 (:mod:`~tomstats.glmm.numpyro_backend`, :mod:`~tomstats.glmm.pymc_backend`,
 :mod:`~tomstats.glmm.laplace_backend`),
 :mod:`~tomstats.glmm.fitting` (fit/save/load/predict), :mod:`~tomstats.glmm.diagnostics`,
-:mod:`~tomstats.glmm.ppc` (calibration, separation, cell accuracy, LOO/WAIC),
+:mod:`~tomstats.glmm.ppc` (calibration, separation, cell accuracy),
+:mod:`~tomstats.glmm.compare` (the LOO/WAIC comparison of fits),
 :mod:`~tomstats.glmm.calibrate` (posterior → simulator parameters).
 """
 
 from __future__ import annotations
 
 from tomstats.glmm.calibrate import posterior_params, posterior_summary
+from tomstats.glmm.compare import compare as compare_fits
 from tomstats.glmm.data import STANDARD_COLUMNS, prepare_data, read_table
 from tomstats.glmm.diagnostics import (
     DiagnosticCheck,
@@ -42,7 +44,7 @@ from tomstats.glmm.fitting import (
     training_data,
 )
 from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning, LaplaceFit
-from tomstats.glmm.ppc import accuracy_by_cell, calibration_curve, compare_fits, separation_data
+from tomstats.glmm.ppc import accuracy_by_cell, calibration_curve, separation_data
 from tomstats.glmm.rhat_ess import convergence, ess_bulk, ess_tail, rhat_rank
 from tomstats.glmm.spec import (
     DEFAULT_STRUCTURAL_PRIORS,

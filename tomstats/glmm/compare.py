@@ -61,8 +61,11 @@ def _n_obs(idata: Any) -> int:
     return int(np.prod([n for d, n in ll[var].sizes.items() if d not in ("chain", "draw")]))
 
 
-def compare(fits: Mapping[str, Any], *, scale: str = "log") -> pd.DataFrame:
-    """Rank fits of the same observations by PSIS-LOO (:func:`arviz.compare`).
+def compare(fits: Mapping[str, Any], *, scale: str = "log", ic: str = "loo") -> pd.DataFrame:
+    """Rank fits of the same observations by PSIS-LOO (or WAIC) with :func:`arviz.compare`.
+
+    The one comparison of fits in the package (``tomstats compare`` and
+    ``tomstats.glmm.compare_fits`` are this function).
 
     Parameters
     ----------
@@ -71,6 +74,8 @@ def compare(fits: Mapping[str, Any], *, scale: str = "log") -> pd.DataFrame:
         with a ``log_likelihood`` group, made on the same observations.
     scale : {"log", "negative_log", "deviance"}
         Scale of the table (``"log"``: higher ``elpd_loo`` is better).
+    ic : {"loo", "waic"}
+        The criterion: PSIS-LOO (default) or WAIC.
 
     Returns
     -------
@@ -123,12 +128,14 @@ def compare(fits: Mapping[str, Any], *, scale: str = "log") -> pd.DataFrame:
                 f"observations")
     if scale not in ("log", "negative_log", "deviance"):
         raise ValueError(f"scale must be 'log', 'negative_log' or 'deviance', got {scale!r}")
+    if ic not in ("loo", "waic"):
+        raise ValueError(f"ic must be 'loo' or 'waic', got {ic!r}")
     import warnings
 
     with warnings.catch_warnings():
         # the Pareto-k warning is the table's ``warning`` column, reported by the caller
         warnings.filterwarnings("ignore", message=".*shape parameter of Pareto.*")
-        return az.compare(dict(fits), ic="loo", scale=scale, var_name=_var_name(fits))
+        return az.compare(dict(fits), ic=ic, scale=scale, var_name=_var_name(fits))
 
 
 def _var_name(fits: Mapping[str, Any]) -> str | None:

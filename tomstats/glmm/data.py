@@ -29,7 +29,6 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +36,7 @@ import pandas as pd
 
 from tomstats._expr import FORMULA_CONTEXT, check_terms
 from tomstats._validate import check_keys, check_type, closest_hint
+from tomstats.analysis.table import read_evaluation
 from tomstats.glmm._hints import InputError, column_hint, hint, option_hint
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec
 
@@ -69,12 +69,15 @@ ERROR_POLICIES = ("drop", "keep")
 def read_table(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.DataFrame:
     """Read an evaluation log: the runner's JSON Lines, CSV or parquet (by suffix).
 
-    JSON Lines go through :func:`tomstats.evaluate.read_log` (one row per question).
+    The reader is :func:`tomstats.analysis.table.read_evaluation` (JSON Lines through
+    :func:`tomstats.evaluate.read_log`, one row per question), as for ``tomstats summarize``.
 
     Parameters
     ----------
     path : path-like
-        ``.jsonl`` (the runner's log), ``.csv``, ``.tsv`` or ``.parquet``.
+        A suffix of :data:`tomstats.analysis.table.TABLE_FORMATS`: ``.jsonl`` (the runner's
+        log), ``.csv``, ``.tsv`` or ``.parquet``, or gzip-compressed ``.jsonl.gz``,
+        ``.csv.gz``, ``.tsv.gz``.
     errors : {"drop", "keep"}
         Questions that ended in an error (a record with ``status == "error"``: no answer
         after the retry budget, e.g. a prompt longer than the model's context window):
@@ -93,43 +96,10 @@ def read_table(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.Data
 
 def _read_table(path: str | os.PathLike[str], errors: str = "drop") -> pd.DataFrame:
     """:func:`read_table` without the warning (the command line prints its own note)."""
-    from tomstats._validate import check_type, read_text
-
     check_type(path, (str, os.PathLike), "path", "a path to an evaluation log")
     if errors not in ERROR_POLICIES:
         raise ValueError(f"errors must be 'drop' or 'keep', got {errors!r}")
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"log file {str(p)!r} does not exist"
-                                + (" (it is a folder)" if p.is_dir() else ""))
-    suffix = "".join(p.suffixes[-2:]).lower() if p.suffix == ".gz" else p.suffix.lower()
-    try:
-        if suffix in (".jsonl", ".json", ".jsonl.gz", ".ndjson"):
-            try:
-                from tomstats.evaluate import read_log  # type: ignore[attr-defined]
-            except ImportError:  # pragma: no cover - the runner ships with tomstats
-                df = pd.read_json(p, lines=True)
-            else:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # counted and reported below
-                    df = read_log(p, errors="keep")
-        elif suffix in (".csv", ".csv.gz"):
-            df = pd.read_csv(p)
-        elif suffix in (".parquet", ".pq"):
-            df = pd.read_parquet(p)
-        elif suffix in (".tsv", ".tsv.gz"):
-            df = pd.read_csv(p, sep="\t")
-        else:
-            raise ValueError(f"log {str(p)!r}: unknown format {suffix or '(no suffix)'!r}; "
-                             f"expected .jsonl, .csv, .tsv or .parquet")
-    except UnicodeDecodeError:
-        read_text(p)  # raises a ValueError naming the file, line and column
-        raise
-    except (ValueError, OSError) as exc:
-        if str(exc).startswith(f"log {str(p)!r}: unknown format"):
-            raise
-        raise ValueError(f"cannot read log {str(p)!r} as {suffix[1:]}: {exc}") from exc
-    return _apply_error_policy(df, errors)
+    return _apply_error_policy(read_evaluation(path), errors)
 
 
 def _apply_error_policy(df: pd.DataFrame, errors: str) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""Posterior predictive checks for binary outcomes, and LOO/WAIC model comparison.
+"""Posterior predictive checks for binary outcomes (the LOO/WAIC comparison of fits is
+:func:`tomstats.glmm.compare.compare`).
 
 Every function returns a tidy ``pandas.DataFrame`` (the report stage draws them):
 
@@ -7,8 +8,7 @@ Every function returns a tidy ``pandas.DataFrame`` (the report stage draws them)
 - :func:`separation_data` — rows sorted by predicted probability with their outcomes
   (a separation plot, Greenhill, Ward & Sacks 2011);
 - :func:`accuracy_by_cell` — observed accuracy per design cell (model × context × ToM
-  order) against its posterior predictive distribution;
-- :func:`compare_fits` — PSIS-LOO (or WAIC) comparison of fits of the same observations.
+  order) against its posterior predictive distribution.
 
 Predicted probabilities come from :func:`tomstats.glmm.predict` on the fit's own rows, so
 a fitted item/LLM effect is included.
@@ -16,16 +16,17 @@ a fitted item/LLM effect is included.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from tomstats.analysis.intervals import jeffreys_interval
 from tomstats.glmm.fitting import fit_spec, predict, training_data
 from tomstats.glmm.spec import StructuralSpec
 
-__all__ = ["calibration_curve", "separation_data", "accuracy_by_cell", "compare_fits",
+__all__ = ["calibration_curve", "separation_data", "accuracy_by_cell",
            "observed_counts"]
 
 
@@ -45,15 +46,6 @@ def observed_counts(idata: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def _p_draws(idata: Any, max_draws: int | None) -> np.ndarray:
     return predict(idata, max_draws=max_draws).to_numpy()
-
-
-def _jeffreys(k: np.ndarray, n: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray]:
-    from scipy.stats import beta
-
-    a = (1 - prob) / 2
-    lo = np.where(k > 0, beta.ppf(a, k + 0.5, n - k + 0.5), 0.0)
-    hi = np.where(k < n, beta.ppf(1 - a, k + 0.5, n - k + 0.5), 1.0)
-    return lo, hi
 
 
 def calibration_curve(
@@ -104,7 +96,7 @@ def calibration_curve(
         w = n[m]
         per_draw = (p[:, m] * w).sum(axis=1) / w.sum()
         k, nn = y[m].sum(), w.sum()
-        lo, hi = _jeffreys(np.array([k]), np.array([nn]), prob)
+        lo, hi = jeffreys_interval(np.array([k]), np.array([nn]), prob)
         rows.append({"bin_lower": edges[b], "bin_upper": edges[b + 1], "n_rows": int(m.sum()),
                      "trials": int(nn), "predicted": float((pm[m] * w).sum() / nn),
                      "predicted_lower": float(np.quantile(per_draw, a)),
@@ -197,30 +189,3 @@ def accuracy_by_cell(
     return out
 
 
-def compare_fits(fits: Mapping[str, Any], *, ic: str = "loo") -> pd.DataFrame:
-    """Rank fits of the same observations by PSIS-LOO (``ic="loo"``) or WAIC.
-
-    Wraps :func:`arviz.compare` (log scale: higher ``elpd`` is better; ``weight`` are
-    stacking weights). The fits must have pointwise log-likelihoods of identical
-    observations: fit with ``aggregate=False`` (or the same aggregation) to compare a
-    model with item effects against one without.
-    """
-    import arviz as az
-
-    if ic not in ("loo", "waic"):
-        raise ValueError(f"ic must be 'loo' or 'waic', got {ic!r}")
-    if len(fits) < 2:
-        raise ValueError(f"compare_fits needs at least two fits, got {len(fits)}")
-    ref_name, ref = None, None
-    for name, idata in fits.items():
-        if "log_likelihood" not in idata.groups():
-            raise ValueError(f"fit {name!r} has no log_likelihood group (fit with "
-                             f"log_likelihood=True)")
-        y = idata.observed_data["y"].to_numpy()
-        if ref is None:
-            ref_name, ref = name, y
-        elif y.shape != ref.shape or not np.array_equal(y, ref):
-            raise ValueError(f"fits {ref_name!r} and {name!r} were fitted to different "
-                             f"observations ({ref.size} vs {y.size}); LOO/WAIC compare fits "
-                             f"of the same observations (use aggregate=False for both)")
-    return az.compare(dict(fits), ic=ic)

@@ -59,6 +59,7 @@ import numpy as np
 import scipy.stats
 
 from tomstats._validate import closest_hint
+from tomstats.analysis.row_anova import huynh_feldt, orthonormal_contrasts
 from tomstats.design import Design
 from tomstats.model import context_load
 
@@ -139,21 +140,12 @@ def glm_stats(tests: Sequence[PlannedTest], x: np.ndarray, add: np.ndarray, y: j
     return out
 
 
-def huynh_feldt(gg: np.ndarray, d: int, dfe: int) -> np.ndarray:
-    r"""Huynh–Feldt :math:`\min(1, \tilde\varepsilon)` from the Greenhouse–Geisser
-    :math:`\hat\varepsilon` of an effect with :math:`d` df and :math:`\nu` error df per
-    contrast (car's formula, as :func:`tomstats.analysis.row_anova.anova`):
-    :math:`\tilde\varepsilon = \frac{(\nu + 1) d\hat\varepsilon - 2}{d(\nu - d\hat
-    \varepsilon)}`."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        hf = ((dfe + 1) * d * gg - 2) / (d * (dfe - d * gg))
+def capped_huynh_feldt(gg: np.ndarray, d: int, dfe: int) -> np.ndarray:
+    r"""Huynh–Feldt :math:`\min(1, \tilde\varepsilon)`
+    (:func:`tomstats.analysis.row_anova.huynh_feldt`) of an effect with :math:`d` df and
+    :math:`\nu` error df per contrast; 1 where :math:`\tilde\varepsilon` is negative."""
+    hf = huynh_feldt(gg, d, dfe)
     return np.minimum(1.0, np.where(np.isnan(gg) | (hf >= 0), hf, np.inf))
-
-
-def orthonormal_contrasts(levels: int) -> np.ndarray:
-    """Orthonormal contrasts over ``levels`` levels (columns orthogonal to 1), (levels, -1)."""
-    q, _ = np.linalg.qr(np.hstack([np.ones((levels, 1)), np.eye(levels)[:, :-1]]))
-    return q[:, 1:]
 
 
 def rm_contrasts(n_c: int, n_t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -221,7 +213,7 @@ def decide(test: PlannedTest, st: Mapping[str, np.ndarray], alpha: float, n: int
             # too few LLMs to estimate ε: the uncorrected test, as anova() reports
             eps = np.ones_like(f)
         elif correction == "HF":
-            eps = huynh_feldt(eps, d, n_llms - 1)
+            eps = capped_huynh_feldt(eps, d, n_llms - 1)
         ok = np.isfinite(f) & np.isfinite(eps)
         with np.errstate(invalid="ignore"):
             p = scipy.stats.f.sf(f, eps * d, eps * d * (n_llms - 1))

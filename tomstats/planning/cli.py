@@ -9,6 +9,7 @@ from tomstats._io import add_out_arguments, prepare_out_dir, replaced_dir
 from tomstats.planning.analyses import TESTS
 from tomstats.planning.result import format_power, write_power
 from tomstats.planning.run import power
+from tomstats.simulation.files import TABLE1
 from tomstats.simulation.study import ALONG, load_study
 
 __all__ = ["add_power_arguments", "run_power"]
@@ -66,7 +67,7 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
 def run_power(args: argparse.Namespace) -> int:
     """``tomstats power``: a power curve from a simulation TOML (nothing is written when the
     input is refused or the run fails)."""
-    if (Path(args.out) / "table1.csv").is_file():
+    if (Path(args.out) / TABLE1).is_file():
         raise ValueError(f"--out: {args.out!r} holds a simulation run (table1.csv, "
                          "summary.json); write the power run into another folder, e.g. "
                          f"{str(Path(args.out) / 'power')!r}, where `tomstats report "

@@ -33,10 +33,10 @@ import pandas as pd
 from tomstats.report._document import Image, Table, Text, figure_png
 from tomstats.simulation.figures import (
     FACTOR_LABELS,
-    POSTERIOR_FILES,
     fig_dominance_posterior,
     fig_eta2_posterior,
 )
+from tomstats.simulation.files import POSTERIOR_FILES
 
 __all__ = [
     "POSTERIOR_FILES",

@@ -30,7 +30,7 @@ from tomstats._version import __version__
 from tomstats.analysis.log_anova import log_anova
 from tomstats.analysis.row_anova import EFFECT_SIZES
 from tomstats.analysis.summary import ERROR_COLUMNS, outcome, summarize
-from tomstats.analysis.table import load_table
+from tomstats.analysis.table import TABLE_FORMATS, load_table, table_suffix
 from tomstats.report._document import (
     Document,
     Image,
@@ -44,8 +44,9 @@ from tomstats.report._document import (
 
 __all__ = ["LOG_SUFFIXES", "fit_command", "is_log", "log_document", "write_log_report"]
 
-#: File suffixes read as an evaluation log by ``tomstats report``.
-LOG_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet", ".pq")
+#: File suffixes read as an evaluation log by ``tomstats report``: those of every reader
+#: (:data:`tomstats.analysis.table.TABLE_FORMATS`) but ``.json``, which names a Laplace fit here.
+LOG_SUFFIXES = tuple(s for s in TABLE_FORMATS if s != ".json")
 
 #: Section titles, in order (the HTML and the Markdown forms share them).
 SECTIONS = ("The log", "Accuracy by context length and ToM order",
@@ -65,11 +66,7 @@ _ES_LABELS = {"eta2": "η²", "partial_eta2": "partial η²", "omega2": "ω²",
 
 def is_log(path: str | os.PathLike[str]) -> bool:
     """Whether ``tomstats report`` reads ``path`` as an evaluation log (by its suffix)."""
-    p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix == ".gz":
-        suffix = Path(p.stem).suffix.lower()
-    return suffix in LOG_SUFFIXES
+    return table_suffix(path) in LOG_SUFFIXES
 
 
 def _order_label(t: Any) -> str:

@@ -38,13 +38,8 @@ from tomstats.report._document import (
 )
 from tomstats.report.power import power_dir as find_power_dir
 from tomstats.report.power import power_document, power_section
-from tomstats.simulation.figures import (
-    FACTOR_LABELS,
-    POSTERIOR_FILES,
-    paper_figures,
-    read_posterior_dir,
-    read_simulation_dir,
-)
+from tomstats.simulation.figures import FACTOR_LABELS, paper_figures
+from tomstats.simulation.files import POSTERIOR_FILES, read_posterior_dir, read_simulation_dir
 from tomstats.simulation.paper import PAPER_BANDS, PAPER_TABLE1
 
 __all__ = [
@@ -153,7 +148,7 @@ def posterior_sweep_document(sweep_dir: str | os.PathLike[str]) -> Document:
     ------
     ValueError
         If a file of the sweep is missing or unreadable (see
-        :func:`tomstats.simulation.figures.read_posterior_dir`).
+        :func:`tomstats.simulation.files.read_posterior_dir`).
     """
     from tomstats.glmm.verdict import failed_checks_note
     from tomstats.report.calibrated import calibrated_blocks
@@ -212,7 +207,7 @@ def simulation_document(sim_dir: str | os.PathLike[str]) -> Document:
     ------
     ValueError
         If the folder is missing, empty or not a ``reproduce`` output (see
-        :func:`tomstats.simulation.figures.read_simulation_dir`).
+        :func:`tomstats.simulation.files.read_simulation_dir`).
     """
     if _is_posterior_dir(sim_dir):
         return posterior_sweep_document(sim_dir)

@@ -25,10 +25,9 @@ probability of ToM dominance in each cell, from ``dominance_posterior.csv``).
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tomstats._io import atomic_path
+from tomstats.simulation.files import (
+    CELLS_COLUMNS,
+    DECOMPOSITION_COLUMNS,
+    POSTERIOR_DECOMPOSITION_COLUMNS,
+    read_simulation_dir,
+    require_columns,
+)
 from tomstats.simulation.paper import PAPER_TABLE1
 
 __all__ = [
@@ -51,8 +57,6 @@ __all__ = [
     "fig_dominance_posterior",
     "default_point",
     "paper_figures",
-    "read_posterior_dir",
-    "read_simulation_dir",
     "reference_capability",
     "save_figure",
     "sensitivity_grid",
@@ -70,46 +74,6 @@ FACTOR_LABELS: dict[str, str] = {
 _COLORS = {"tom_order": "#1f77b4", "context_length": "#ff7f0e", "interaction": "#2ca02c",
            "residual": "#9e9e9e"}
 _ORDER_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e")
-
-TABLE1_COLUMNS = ("factor", "pct_total", "sd_pct", "eta2", "partial_eta2", "F")
-CELLS_COLUMNS = ("capability", "context_length", "tom_order", "accuracy", "ci_low", "ci_high")
-DECOMPOSITION_COLUMNS = ("capability", "factor", "pct_total", "pct_total_low",
-                         "pct_total_high")
-SENSITIVITY_COLUMNS = ("gamma", "alpha", "tom_share", "tom_share_low", "tom_share_high",
-                       "dominant")
-POSTERIOR_DECOMPOSITION_COLUMNS = ("llm", "source", "eta2_mean", "eta2_low", "eta2_high")
-POSTERIOR_DOMINANCE_COLUMNS = ("gamma", "alpha", "tom_share_mean", "tom_share_low",
-                               "tom_share_high", "p_dominant")
-#: Files ``tomstats simulate CONFIG --posterior FIT.nc --out DIR`` writes.
-POSTERIOR_FILES = ("decomposition_posterior.csv", "dominance_posterior.csv", "summary.json")
-SIMULATION_FILES = ("table1.csv", "decomposition.csv", "cells.csv", "sensitivity.csv",
-                    "summary.json")
-
-
-# --------------------------------------------------------------------------- validation
-
-
-#: Columns holding labels rather than numbers.
-_TEXT_COLUMNS = ("factor", "llm", "source", "kind", "along", "test")
-
-
-def require_columns(df: Any, columns: Iterable[str], name: str) -> pd.DataFrame:
-    """Check ``df`` is a non-empty DataFrame holding ``columns`` (numeric where needed)."""
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{name}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{name}: missing column(s) {missing}; has {list(df.columns)}")
-    if df.empty:
-        raise ValueError(f"{name}: table has no rows")
-    for c in columns:
-        if c in _TEXT_COLUMNS:
-            continue
-        values = pd.to_numeric(df[c], errors="coerce")
-        bad = df[c][values.isna() & df[c].notna()]
-        if len(bad):
-            raise ValueError(f"{name}: column {c!r} must be numeric, got {bad.iloc[0]!r}")
-    return df
 
 
 def _factor_rows(table1: pd.DataFrame) -> pd.DataFrame:
@@ -593,97 +557,7 @@ def fig_dominance_posterior(
     return fig
 
 
-# --------------------------------------------------------------------------- folder I/O
-
-
-def read_simulation_dir(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a ``tomstats reproduce`` folder.
-
-    Returns
-    -------
-    dict
-        ``table1``, ``decomposition``, ``cells``, ``sensitivity`` (DataFrames) and
-        ``summary`` (the parsed ``summary.json``).
-
-    Raises
-    ------
-    ValueError
-        If ``out_dir`` is not a folder, or lacks one of the files ``reproduce`` writes, or a
-        file cannot be parsed; the message names the folder and the file.
-    """
-    d = Path(out_dir)
-    if not d.is_dir():
-        raise ValueError(f"simulation folder {str(d)!r} does not exist or is not a folder")
-    missing = [f for f in SIMULATION_FILES if not (d / f).is_file()]
-    if len(missing) == len(SIMULATION_FILES):
-        raise ValueError(f"simulation folder {str(d)!r} is not a tomstats reproduce output: "
-                         f"none of {list(SIMULATION_FILES)} is there (nor a calibrated "
-                         f"sweep's {list(POSTERIOR_FILES[:2])})")
-    if missing:
-        raise ValueError(f"simulation folder {str(d)!r} is incomplete: missing {missing}")
-    out: dict[str, Any] = {}
-    for f in SIMULATION_FILES[:-1]:
-        try:
-            out[f.removesuffix(".csv")] = pd.read_csv(d / f)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise ValueError(f"simulation folder {str(d)!r}: cannot read {f}: {exc}") from exc
-    try:
-        summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"simulation folder {str(d)!r}: summary.json is not JSON: {exc}") from exc
-    if not isinstance(summary, dict):
-        raise ValueError(f"simulation folder {str(d)!r}: summary.json must hold an object")
-    out["summary"] = summary
-    require_columns(out["table1"], TABLE1_COLUMNS, "table1.csv")
-    require_columns(out["decomposition"], DECOMPOSITION_COLUMNS, "decomposition.csv")
-    require_columns(out["cells"], CELLS_COLUMNS, "cells.csv")
-    require_columns(out["sensitivity"], SENSITIVITY_COLUMNS, "sensitivity.csv")
-    return out
-
-
-def read_posterior_dir(
-    out_dir: str | os.PathLike[str],
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """Read a calibrated sweep folder (``tomstats simulate CONFIG --posterior FIT.nc``).
-
-    Returns
-    -------
-    decomposition, dominance : pandas.DataFrame
-        ``decomposition_posterior.csv`` and ``dominance_posterior.csv``.
-    summary : dict
-        The parsed ``summary.json``.
-
-    Raises
-    ------
-    ValueError
-        If a file is missing or unreadable or lacks the columns the figures need; the
-        message names the folder and the file.
-    """
-    d = Path(out_dir)
-    if not d.is_dir():
-        raise ValueError(f"calibrated sweep folder {str(d)!r} does not exist or is not a "
-                         "folder")
-    missing = [f for f in POSTERIOR_FILES if not (d / f).is_file()]
-    if missing:
-        raise ValueError(f"calibrated sweep folder {str(d)!r} is incomplete: missing {missing}")
-    tables = []
-    for f, cols in zip(POSTERIOR_FILES[:2], (POSTERIOR_DECOMPOSITION_COLUMNS,
-                                             POSTERIOR_DOMINANCE_COLUMNS), strict=True):
-        try:
-            df = pd.read_csv(d / f)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise ValueError(f"calibrated sweep folder {str(d)!r}: cannot read {f}: "
-                             f"{exc}") from exc
-        tables.append(require_columns(df, cols, f))
-    try:
-        summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"calibrated sweep folder {str(d)!r}: summary.json is not JSON: "
-                         f"{exc}") from exc
-    if not isinstance(summary, dict):
-        raise ValueError(f"calibrated sweep folder {str(d)!r}: summary.json must hold an "
-                         "object")
-    return tables[0], tables[1], summary
+# --------------------------------------------------------------------------- a whole folder
 
 
 def default_point(summary: Mapping[str, Any]) -> tuple[float, float] | None:

@@ -186,5 +186,5 @@ def fit_paper_parameters(
 
 
 #: Defaults of the package: the output of ``fit_paper_parameters()`` rounded to 4
-#: significant digits (``tests/test_calibration.py`` re-runs the fit and compares).
+#: significant digits (``tests/simulation/test_paper.py`` re-runs the fit and compares).
 PAPER_PARAMS = Params(alpha=7.021e-05, gamma=1.175, delta=2.324e-04, sigma=0.6107)

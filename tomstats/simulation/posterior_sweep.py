@@ -61,6 +61,7 @@ from tomstats._guards import check_footprint
 from tomstats._io import atomic_write_text, ensure_writable_dir
 from tomstats._version import __version__
 from tomstats.model import Params
+from tomstats.simulation.files import DECOMPOSITION_POSTERIOR, DOMINANCE_POSTERIOR, SUMMARY
 from tomstats.simulation.sensitivity_grid import sensitivity
 from tomstats.simulation.simulator import SOURCES, SYSTEMATIC, simulate, simulation_footprint
 from tomstats.simulation.study import StudyConfig
@@ -419,9 +420,9 @@ def run_posterior_study(
                                            progress=progress, allow_large=allow_large)
     summary["fit"]["path"] = Path(fit_path).name
     summary["config"] = config.to_dict()
-    files = {"decomposition_posterior.csv": decomp.to_csv(index=False),
-             "dominance_posterior.csv": dom.to_csv(index=False),
-             "summary.json": json.dumps(summary, indent=2, default=_json_default) + "\n"}
+    files = {DECOMPOSITION_POSTERIOR: decomp.to_csv(index=False),
+             DOMINANCE_POSTERIOR: dom.to_csv(index=False),
+             SUMMARY: json.dumps(summary, indent=2, default=_json_default) + "\n"}
     for fname, text in files.items():
         atomic_write_text(out_dir / fname, text)
     return format_report(summary, decomp, [str(out_dir / f) for f in files])

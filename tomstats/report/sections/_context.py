@@ -30,7 +30,6 @@ __all__ = [
     "hdi",
     "hdi_columns",
     "interval_note",
-    "jeffreys",
     "param_label",
     "prior_key",
     "prior_text",
@@ -204,18 +203,6 @@ def hdi_columns(draws: np.ndarray, prob: float = INTERVAL_PROB) -> tuple[np.ndar
     lo, hi = zip(*(hdi(draws[:, j], prob) for j in range(draws.shape[1])), strict=True) \
         if draws.shape[1] else ((), ())
     return np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
-
-
-def jeffreys(k: np.ndarray, n: np.ndarray, prob: float = INTERVAL_PROB
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Jeffreys interval of a proportion ``k/n`` (equal-tailed, Beta(k + ½, n − k + ½))."""
-    from scipy.stats import beta
-
-    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
-    a = (1 - prob) / 2
-    lo = np.where(k > 0, beta.ppf(a, k + 0.5, n - k + 0.5), 0.0)
-    hi = np.where(k < n, beta.ppf(1 - a, k + 0.5, n - k + 0.5), 1.0)
-    return lo, hi
 
 
 def interval_note(prob: float = INTERVAL_PROB) -> str:

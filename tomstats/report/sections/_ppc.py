@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tomstats.report.sections._context import FitContext, hdi_columns, jeffreys
+from tomstats.analysis.intervals import jeffreys_interval
+from tomstats.report.sections._context import FitContext, hdi_columns
 
 __all__ = ["PPCData", "group_intervals", "misfit_sentence", "ppc_data"]
 
@@ -100,7 +101,7 @@ def group_intervals(d: PPCData, codes: np.ndarray, prob: float) -> pd.DataFrame:
     exp = ((d.p * d.n) @ onehot) / nt if d.p is not None else rep
     rlo, rhi = hdi_columns(rep, prob)
     elo, ehi = hdi_columns(exp, prob)
-    olo, ohi = jeffreys(k, nt, prob)
+    olo, ohi = jeffreys_interval(k, nt, prob)
     obs = k / nt
     outside = np.where(obs > rhi, obs - rhi, np.where(obs < rlo, obs - rlo, 0.0))
     return pd.DataFrame({"n": nt.astype(int), "observed": obs, "obs low": olo, "obs high": ohi,

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from tomstats.analysis.intervals import wilson_interval
 from tomstats.report._document import Image, Section, Table, Text, figure_png
 from tomstats.report.sections._cells import (
     cell_columns,
@@ -34,24 +35,22 @@ def calibration_table(y: np.ndarray, p_hat: np.ndarray, bins: int = 10) -> pd.Da
     """Observed frequency of ``y = 1`` in equal-width bins of predicted probability.
 
     Returns one row per non-empty bin: ``bin_low, bin_high, n, predicted`` (mean ``p_hat``),
-    ``observed`` (mean ``y``) and a 95 % Wilson interval ``observed_low, observed_high``.
+    ``observed`` (mean ``y``) and a 95 % Wilson interval ``observed_low, observed_high``
+    (:func:`tomstats.analysis.intervals.wilson_interval`).
     """
     edges = np.linspace(0, 1, bins + 1)
     idx = np.clip(np.digitize(p_hat, edges[1:-1]), 0, bins - 1)
     rows = []
-    z = 1.959964
     for b in range(bins):
         m = idx == b
         n = int(m.sum())
         if n == 0:
             continue
         k = float(y[m].sum())
-        f = k / n
-        centre = (f + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * math.sqrt(f * (1 - f) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        lo, hi = wilson_interval(k, n, 0.95)
         rows.append({"bin_low": edges[b], "bin_high": edges[b + 1], "n": n,
-                     "predicted": float(p_hat[m].mean()), "observed": f,
-                     "observed_low": centre - half, "observed_high": centre + half})
+                     "predicted": float(p_hat[m].mean()), "observed": k / n,
+                     "observed_low": float(lo), "observed_high": float(hi)})
     return pd.DataFrame(rows)
 
 

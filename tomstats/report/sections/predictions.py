@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from tomstats.analysis.intervals import jeffreys_interval
 from tomstats.report._document import Image, Section, Table, Text, figure_png
 from tomstats.report.sections._cells import (
     cell_intervals,
@@ -20,7 +21,7 @@ from tomstats.report.sections._cells import (
     fixed_covariates,
     random_groups,
 )
-from tomstats.report.sections._context import FitContext, hdi_columns, jeffreys
+from tomstats.report.sections._context import FitContext, hdi_columns
 from tomstats.report.sections._ppc import ppc_data
 
 __all__ = ["prediction_grid", "prediction_table", "section"]
@@ -123,7 +124,7 @@ def _observed(data: pd.DataFrame, y: np.ndarray, n: np.ndarray, grid: pd.DataFra
         out = pd.DataFrame({"k": [y.sum()], "n": [n.sum()]})
     else:
         out = df.groupby(keys, sort=True)[["k", "n"]].sum().reset_index()
-    lo, hi = jeffreys(out["k"].to_numpy(), out["n"].to_numpy(), prob)
+    lo, hi = jeffreys_interval(out["k"].to_numpy(), out["n"].to_numpy(), prob)
     out["observed"] = out["k"] / out["n"]
     out["low"], out["high"] = lo, hi
     return out

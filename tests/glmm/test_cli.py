@@ -21,7 +21,7 @@ import pytest
 import tomstats.glmm as glmm
 from tomstats.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMOLLM2 = REPO / "data" / "smollm2_storysim_log.jsonl"
 SHORT = ["--chains", "2", "--draws", "100", "--tune", "100", "--seed", "1", "--cores", "1",
          "--no-progress"]

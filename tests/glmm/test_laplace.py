@@ -32,7 +32,7 @@ import pytest
 
 from tomstats.glmm.laplace import LaplaceResult, laplace_fit, laplace_loglik
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REF_DIR = REPO / "tests" / "reference"
 R_SCRIPT = REF_DIR / "lme4_laplace.R"
 REF_JSON = REF_DIR / "lme4_laplace.json"

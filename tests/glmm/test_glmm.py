@@ -426,7 +426,7 @@ def test_formula_fit_predict_and_compare(formula_fit, structural_fit, data):
     # LOO comparison of the structural and the formula model on the same rows
     table = glmm.compare_fits({"structural": structural_fit, "formula": idata})
     assert set(table.index) == {"structural", "formula"} and "elpd_loo" in table
-    with pytest.raises(ValueError, match="different observations"):
+    with pytest.raises(ValueError, match="different data: 600 vs 100 observations"):
         glmm.compare_fits({"rows": structural_fit,
                            "fewer": structural_fit.isel(obs=slice(0, 100))})
 

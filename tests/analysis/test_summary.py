@@ -15,7 +15,7 @@ from tomstats.analysis.intervals import wilson_interval
 from tomstats.analysis.summary import ERROR_COLUMNS, SUMMARY_COLUMNS, TAXONOMY, summarize
 from tomstats.stories.taxonomy import ERROR_CATEGORIES
 
-LOG = Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl"
+LOG = Path(__file__).resolve().parents[2] / "data" / "smollm2_storysim_log.jsonl"
 
 
 def _raw_log() -> pd.DataFrame:

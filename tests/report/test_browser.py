@@ -183,7 +183,7 @@ def test_fit_report_of_the_shipped_log_in_browser(tmp_path: Path) -> None:
 
     from tomstats.cli import main
 
-    log = Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl"
+    log = Path(__file__).resolve().parents[2] / "data" / "smollm2_storysim_log.jsonl"
     fit = tmp_path / "smollm2.nc"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a short fit may fail a diagnostic: said in the report

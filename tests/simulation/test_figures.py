@@ -12,6 +12,7 @@ from matplotlib.collections import QuadMesh
 from matplotlib.figure import Figure
 
 from tomstats.simulation import figures as F
+from tomstats.simulation.files import read_simulation_dir
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -23,7 +24,7 @@ def sim_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def data(sim_dir: Path) -> dict:
-    return F.read_simulation_dir(sim_dir)
+    return read_simulation_dir(sim_dir)
 
 
 def test_variance_decomposition_bars_equal_table(data: dict) -> None:

@@ -23,7 +23,7 @@ from statsmodels.stats.anova import AnovaRM
 from tomstats.analysis.row_anova import EFFECT_SIZES, RM_COLUMNS, anova
 
 RTOL = 1e-9
-REFERENCE = Path(__file__).parent / "reference"
+REFERENCE = Path(__file__).resolve().parents[1] / "reference"
 SCRIPT = REFERENCE / "afex_rm.R"
 COMMITTED = REFERENCE / "afex_rm.json"
 # afex/car name -> tomstats column

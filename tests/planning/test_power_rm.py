@@ -1,10 +1,11 @@
 """Power of the repeated-measures ANOVA across LLMs (``rm-anova:*`` tests of tomstats.planning).
 
 The statistics are checked against :func:`tomstats.analysis.row_anova.anova` with ``within=``
-(itself checked against R's afex in test_anova_rm.py); the decisions on simulated studies
-against the same function run study by study; the type I error without story effects against the
-nominal level, and with story effects shared by all LLMs against the documented inflation (the
-language-as-fixed-effect fallacy) that the GLMM with ``(1 | item)`` avoids.
+(itself checked against R's afex in tests/analysis/test_row_anova_rm.py); the decisions on
+simulated studies against the same function run study by study; the type I error without story
+effects against the nominal level, and with story effects shared by all LLMs against the
+documented inflation (the language-as-fixed-effect fallacy) that the GLMM with ``(1 | item)``
+avoids.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tomstats.analysis.summary import summarize
 from tomstats.cli import main
 from tomstats.evaluate import read_log
 
-LOG = Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl"
+LOG = Path(__file__).resolve().parents[2] / "data" / "smollm2_storysim_log.jsonl"
 
 
 def _answered_log() -> pd.DataFrame:

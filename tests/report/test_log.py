@@ -15,7 +15,7 @@ from tomstats.analysis.summary import summarize
 from tomstats.cli import main
 from tomstats.report.log import SECTIONS, fit_command, is_log
 
-LOG = Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl"
+LOG = Path(__file__).resolve().parents[2] / "data" / "smollm2_storysim_log.jsonl"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -186,7 +186,7 @@ def test_log_report_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture, arg
 @pytest.mark.browser
 def test_log_report_in_browser(html_report: Path, tmp_path: Path) -> None:
     """Headless Chromium decodes both images; the page draws and fits 1280 px."""
-    from test_report_browser import CHROMIUM, WIDTH, probe, screenshot
+    from report.test_browser import CHROMIUM, WIDTH, probe, screenshot
 
     if CHROMIUM is None:
         pytest.skip("headless Chromium not installed (CI: apt-get install -y chromium)")

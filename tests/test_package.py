@@ -1,0 +1,230 @@
+"""The package's arrangement: imports point down a declared stack, with no circles, and the
+package face and the light commands start without JAX (nor the face without SciPy or pandas).
+
+The import graph is read from the source with :mod:`ast` (every ``import`` and ``from ...
+import``, at the top of a file or inside a function), so a lazy import counts as much as an
+eager one. The start-up checks run each command in a fresh interpreter and read
+``sys.modules`` at exit.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tomstats
+
+ROOT = Path(tomstats.__file__).resolve().parent
+REPO = ROOT.parent
+SHIPPED_LOG = REPO / "data" / "smollm2_storysim_log.jsonl"
+
+#: The stack, bottom first: a module may import modules of its own floor or of floors below.
+#: A package name stands for all of its modules.
+STACK: tuple[tuple[str, ...], ...] = (
+    # small private helpers, the version and the command table (which names its commands'
+    # modules as strings only)
+    ("tomstats._version", "tomstats._io", "tomstats._validate", "tomstats._guards",
+     "tomstats._compile_cache", "tomstats._expr", "tomstats._cli_options", "tomstats.cli"),
+    ("tomstats.model", "tomstats.design"),  # equation (1) and designs, shared by every stage
+    ("tomstats.stories",),
+    ("tomstats.evaluate",),
+    ("tomstats.analysis",),
+    ("tomstats.glmm",),
+    ("tomstats.simulation",),
+    ("tomstats.planning",),
+    ("tomstats.report",),
+    ("tomstats", "tomstats.__main__"),  # the package face and ``python -m tomstats``
+)
+
+HEAVY = ("jax", "jaxlib", "scipy", "pandas", "xarray", "matplotlib", "arviz", "numpyro", "pymc")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The tomstats modules ``name`` imports (``from pkg import module`` names the module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "tomstats")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod.split(".")[0] != "tomstats":
+                continue
+            for a in node.names:
+                sub = f"{mod}.{a.name}"
+                out.add(sub if sub in known else mod)
+    return {m for m in out if m in known and m != name}
+
+
+def _floor(module: str) -> int:
+    best = (-1, -1)  # (length of the matching entry, floor)
+    for i, floor in enumerate(STACK):
+        for entry in floor:
+            if (module == entry or module.startswith(entry + ".")) and len(entry) > best[0]:
+                best = (len(entry), i)
+    if best[1] < 0:
+        raise AssertionError(f"{module} is on no floor of STACK: add it")
+    return best[1]
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    known = set(mods)
+    return {name: _imports(name, path, known) for name, path in mods.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_module_is_on_a_floor() -> None:
+    for name in _modules():
+        _floor(name)
+
+
+def test_no_import_runs_up_the_stack() -> None:
+    graph = _graph()
+    up = [f"{a} -> {b}" for a, deps in sorted(graph.items()) for b in sorted(deps)
+          if _floor(b) > _floor(a)]
+    assert up == []
+
+
+def test_no_module_imports_the_package_face() -> None:
+    graph = _graph()
+    assert [a for a, deps in sorted(graph.items()) if "tomstats" in deps] == []
+
+
+def test_no_circles() -> None:
+    assert _circles(_graph()) == []
+
+
+def test_the_graph_reader_sees_circles_and_upward_imports() -> None:
+    """The checks above can fail: a made-up circle and a made-up upward import are found."""
+    graph = {"tomstats.model": {"tomstats.design"}, "tomstats.design": {"tomstats.model"},
+             "tomstats.report.cli": set()}
+    assert _circles(graph) == [["tomstats.design", "tomstats.model"]]
+    assert _floor("tomstats.report.cli") > _floor("tomstats.glmm.fitting")
+    assert _floor("tomstats.analysis.table") < _floor("tomstats.glmm.cli")
+
+
+#: Packages whose public names are checked against their modules' names. The story generator
+#: and the runner still export ``weave`` and ``redact`` beside modules of those names.
+SHADOW_CHECKED = ("tomstats", "tomstats.analysis", "tomstats.glmm", "tomstats.simulation",
+                  "tomstats.planning", "tomstats.report", "tomstats.report.sections")
+
+
+def test_no_function_shadows_its_module() -> None:
+    """A public name of a package never also names one of its modules (``tomstats.power`` is
+    the function; the planning stage is ``tomstats.planning``; ``tomstats.glmm.fit`` is the
+    function, its module ``tomstats.glmm.fitting``)."""
+    import importlib
+
+    mods = _modules()
+    found = []
+    for pkg in SHADOW_CHECKED:
+        public = set(getattr(importlib.import_module(pkg), "__all__", ()))
+        leaves = {n[len(pkg) + 1:] for n in mods if n.startswith(pkg + ".")
+                  and "." not in n[len(pkg) + 1:]}
+        found += [f"{pkg}.{leaf}" for leaf in sorted(public & leaves)]
+    assert found == []
+
+
+def _run(code: str, timeout: float = 300) -> dict[str, object]:
+    probe = (f"import sys, json\n{code}\n"
+             f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=REPO, timeout=timeout)
+    assert res.returncode == 0, res.stderr
+    return {"heavy": json.loads(res.stdout.strip().splitlines()[-1]), "out": res.stdout}
+
+
+def test_the_face_imports_no_heavy_dependency() -> None:
+    got = _run("import tomstats\nnames = dir(tomstats)")
+    assert got["heavy"] == []
+
+
+def test_the_face_reaches_every_public_name_lazily() -> None:
+    code = ("import tomstats\n"
+            "assert set(tomstats.__all__) <= set(dir(tomstats))\n"
+            "for n in tomstats.__all__:\n"
+            "    getattr(tomstats, n)\n"
+            "import tomstats.planning.run, tomstats.analysis.row_anova\n"
+            "assert tomstats.power is tomstats.planning.run.power\n"
+            "assert tomstats.anova is tomstats.analysis.row_anova.anova\n"
+            "assert callable(tomstats.simulate) and callable(tomstats.sensitivity)\n")
+    got = _run(code)
+    assert "jax" in got["heavy"]  # the check can fail: the names did load their modules
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        tomstats.nope  # noqa: B018
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"],
+    ["stories", "--help"],
+    ["summarize", "--help"],
+    ["stories", "--design", "paper", "--n", "1", "--out", "{tmp}/items.jsonl"],
+    ["summarize", str(SHIPPED_LOG)],
+], ids=["help", "stories-help", "summarize-help", "stories", "summarize"])
+def test_light_commands_start_without_jax(argv: list[str], tmp_path: Path) -> None:
+    if str(SHIPPED_LOG) in argv and not SHIPPED_LOG.is_file():
+        pytest.skip(f"the shipped log {SHIPPED_LOG.name} is not in this checkout")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code = ("import sys\nfrom tomstats.cli import main\n"
+            f"sys.argv = ['tomstats', *{args!r}]\n"
+            "try:\n    rc = main()\nexcept SystemExit as e:\n    rc = e.code or 0\n"
+            "assert rc == 0, rc\n")
+    got = _run(code)
+    assert "jax" not in got["heavy"], got["heavy"]
