@@ -21,10 +21,8 @@ command gives the same fit: change the settings it advises); 2 bad input (nothin
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from tomstats._cli_options import add_progress_argument, progress_wanted
@@ -216,11 +214,11 @@ def summary_text(idata: Any, var_names: list[str] | None = None,
 
     import arviz as az
 
-    from tomstats.glmm.diagnostics import INTERVAL_PROB
+    from tomstats.glmm.diagnostics import INTERVAL_PROB, arviz_log_quiet
 
     prob = INTERVAL_PROB if prob is None else prob
     with az.rc_context({"plot.max_subplots": 40}), warnings.catch_warnings(), \
-            _arviz_log_quiet():
+            arviz_log_quiet():
         # constant draws (a correlation's diagonal) make ArviZ's R-hat divide 0 by 0
         warnings.simplefilter("ignore", RuntimeWarning)
         tab = az.summary(idata, var_names=var_names, hdi_prob=prob, round_to="none")
@@ -242,20 +240,6 @@ def summary_text(idata: Any, var_names: list[str] | None = None,
     head = (f"posterior mean, sd and {prob:.0%} HDI (highest-density interval, columns "
             f"{lo}–{hi}; the fit report uses the same), 3 significant digits")
     return head + "\n" + table.to_string()
-
-
-@contextlib.contextmanager
-def _arviz_log_quiet() -> Iterator[None]:
-    """Hold back ArviZ's logged warnings ("Shape validation failed" for one chain): the
-    table says what they mean (R-hat n/a) in words of its own."""
-    import logging
-
-    previous = logging.root.manager.disable  # ArviZ's logger is not in logging's registry
-    logging.disable(logging.WARNING)
-    try:
-        yield
-    finally:
-        logging.disable(previous)
 
 
 def _redundant_correlations(idata: Any) -> set[str]:

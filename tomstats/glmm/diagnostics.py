@@ -18,7 +18,9 @@ check               value                                                   pass
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,11 +29,25 @@ import pandas as pd
 from tomstats.glmm.rhat_ess import dataset_convergence
 
 __all__ = ["INTERVAL_PROB", "DiagnosticCheck", "DiagnosticsReport", "DiagnosticsWarning",
-           "check_diagnostics"]
+           "arviz_log_quiet", "check_diagnostics"]
 
 #: Probability of every posterior interval tomstats shows for a fit: a 94 % highest-density
 #: interval (ArviZ's default), in ``tomstats fit``'s summary and in the fit report alike.
 INTERVAL_PROB = 0.94
+
+
+@contextlib.contextmanager
+def arviz_log_quiet() -> Iterator[None]:
+    """Hold back ArviZ's logged warnings (its "Shape validation failed" for one chain): the
+    tables of ``tomstats fit`` and the report say what they mean (R-hat n/a with one chain)
+    in words of their own. ArviZ's logger is not in :mod:`logging`'s registry, so the level
+    is lowered for the block as a whole."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
 
 
 class DiagnosticsWarning(UserWarning):

@@ -59,7 +59,8 @@ def applicable_priors(idata: Any) -> dict[str, dict[str, Any]]:
             return False
     else:
         def applies(k: str) -> bool:
-            return k in names or (k == "capability_mu" and "capability" in names)
+            return (k in names or (k.endswith("_scaled") and k[:-7] in names)
+                    or (k == "capability_mu" and "capability" in names))
     return {k: v for k, v in priors.items() if applies(k)}
 
 

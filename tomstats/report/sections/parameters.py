@@ -8,6 +8,7 @@ import warnings
 import arviz as az
 import pandas as pd
 
+from tomstats.glmm.diagnostics import arviz_log_quiet
 from tomstats.report._document import Section, Table, Text
 from tomstats.report.sections._context import MAX_ELEMENTS, FitContext, _internal, quiet_arviz
 
@@ -25,12 +26,13 @@ def parameter_table(ctx: FitContext) -> pd.DataFrame:
     """
     if not ctx.params:
         return pd.DataFrame()
-    with quiet_arviz(), warnings.catch_warnings():
+    with quiet_arviz(), warnings.catch_warnings(), arviz_log_quiet():
         warnings.simplefilter("ignore", RuntimeWarning)  # R-hat of a constant element
         summ = az.summary(ctx.idata, var_names=ctx.var_names, hdi_prob=ctx.prob,
                           round_to="none")
     lo_col, hi_col = [c for c in summ.columns if str(c).startswith("hdi_")][:2]
     pct = f"{100 * ctx.prob:g}"
+    one_chain = int(ctx.idata.posterior.sizes["chain"]) == 1
     rows = []
     for p in ctx.params:
         key = p.var + (f"[{', '.join(p.coords)}]" if p.coords else "")
@@ -40,7 +42,9 @@ def parameter_table(ctx: FitContext) -> pd.DataFrame:
         rows.append({"parameter": p.label, "name in fit": p.key, "mean": r["mean"],
                      "sd": r["sd"], f"{pct} % HDI low": r[lo_col], f"{pct} % HDI high": r[hi_col],
                      "MCSE": r["mcse_mean"], "ESS bulk": r["ess_bulk"],
-                     "ESS tail": r["ess_tail"], "R-hat": r["r_hat"]})
+                     "ESS tail": r["ess_tail"],
+                     # R-hat compares chains: not defined for one (as the docs say), not lost
+                     "R-hat": "n/a" if one_chain else r["r_hat"]})
     return pd.DataFrame(rows)
 
 

@@ -71,15 +71,23 @@ def fig_prior_posterior(ctx: FitContext, params: list[Param]) -> Figure:
 
 
 def prior_table(ctx: FitContext) -> pd.DataFrame:
-    """The spec's priors: key, distribution in words and the reported parameters it applies
-    to (by :func:`~tomstats.report.sections._context.prior_key`)."""
+    """The spec's priors that apply to this fit (:func:`tomstats.glmm.header.applicable_priors`):
+    key, distribution in words and the reported parameters it applies to (by
+    :func:`~tomstats.report.sections._context.prior_key`)."""
     applies: dict[str, list[str]] = {}
     for p in ctx.params:
         got = ctx.param_prior(p)
         if got is not None:
             applies.setdefault(got[0], []).append(p.label)
+    from tomstats.glmm.header import applicable_priors
+
+    # only the priors that apply to a parameter of this fit (the one rule of `tomstats fit`'s
+    # header): the population sd of a non-hierarchical fit's capabilities is not listed
+    useful = set(applicable_priors(ctx.idata))
     rows = []
     for key, d in sorted(ctx.priors.items()):
+        if key not in useful:
+            continue
         on = applies.get(key, [])
         if not on:
             if key.startswith("lkj_"):

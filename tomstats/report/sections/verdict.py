@@ -174,6 +174,10 @@ def _glmm_checks(idata: az.InferenceData) -> tuple[Check, ...] | None:
             tip = c.advice
         detail = shown if c.passed else "; ".join(x for x in (shown, f"try: {tip}") if x)
         out.append(Check(label, bool(c.passed), value, rule, detail))
+    if int(idata.posterior.sizes["chain"]) < 2 and "rhat" not in [c.name for c in report.checks]:
+        out.insert(3, Check("R-hat", None, "n/a", _GLMM_RULES["rhat"].format(t=THRESHOLDS["r_hat"]),
+                            "R-hat compares chains: one chain has none (run --chains 2 or "
+                            "more to check convergence)"))
     return tuple(out)
 
 
