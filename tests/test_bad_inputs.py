@@ -271,6 +271,22 @@ CASES = [
     Case("report-not-utf8", ["report", "{d}/t.csv", "--out", "{d}/r.html"],
          ("t.csv", "line 2, column 8", "not valid UTF-8"),
          {"t.csv": LATIN1_TABLE}),
+    # ---- sizes, depths and numbers too large for the machine (exit 2, not 3) ---------------
+    Case("anova-bootstrap-too-large", ["anova", "{d}/t.csv", "--ci", "0.95", "--n-boot",
+                                       "1000000000"],
+         ("bootstrap too large", "1,000,000,000 resamples", "--allow-large"), {"t.csv": TABLE}),
+    Case("report-bootstrap-too-large", ["report", "{d}/t.csv", "--out", "{d}/r.html",
+                                        "--n-boot", "1000000000"],
+         ("bootstrap too large", "--allow-large"), {"t.csv": TABLE}),
+    Case("anova-seed-too-large", ["anova", "{d}/t.csv", "--seed", str(2**63)],
+         ("--seed", "2**63 - 1", str(2**63)), {"t.csv": TABLE}),
+    Case("power-seed-too-large", ["power", "{d}/s.toml", "--out", "{d}/o", "--seed",
+                                  str(2**64)],
+         ("too large",), {"s.toml": _sim()}),
+    Case("summarize-nested-json", ["summarize", "{d}/l.jsonl"], ("nested too deeply",),
+         {"l.jsonl": "[" * 100_000 + "]" * 100_000 + "\n"}),
+    Case("simulate-nested-toml", ["simulate", "{d}/s.toml", "--out", "{d}/o"],
+         ("s.toml", "nested too deeply"), {"s.toml": "x = " + "[" * 100_000 + "]" * 100_000}),
 ]
 
 
@@ -301,7 +317,10 @@ def run_case(case: Case, root: Path, capsys: pytest.CaptureFixture[str]) -> None
         case.setup(root)
     before = _snapshot(root)
     capsys.readouterr()
-    rc = main([a.replace("{d}", str(root)) for a in case.argv])
+    try:
+        rc = main([a.replace("{d}", str(root)) for a in case.argv])
+    except SystemExit as exc:  # refused while the command line was parsed
+        rc = exc.code
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     command = case.argv[0]

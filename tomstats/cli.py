@@ -109,6 +109,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"tomstats {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except (RecursionError, OverflowError, MemoryError) as exc:
+        # an input too deep or too large for this machine: still bad input, not a bug
+        if os.environ.get("TOMSTATS_DEBUG"):
+            traceback.print_exc()
+        print(f"tomstats {args.command}: error: {_too_large(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"tomstats {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -131,6 +137,17 @@ def _silence_stdout() -> None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
     finally:
         os.close(devnull)
+
+
+def _too_large(exc: BaseException) -> str:
+    """The one line for an input that is too deep or too large (exit 2)."""
+    if isinstance(exc, RecursionError):
+        return ("an input is nested too deeply to read (JSON or TOML nested thousands of "
+                "levels deep)")
+    if isinstance(exc, OverflowError):
+        return f"a number is too large: {_one_line(exc)}"
+    return ("out of memory: the input or a size option is too large for this machine; make "
+            "it smaller")
 
 
 def _one_line(exc: BaseException) -> str:

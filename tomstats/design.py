@@ -208,6 +208,8 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         return tomllib.loads(read_text(p))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{p}: invalid TOML: {exc}") from exc
+    except RecursionError:  # arrays or tables nested thousands deep
+        raise ValueError(f"{p}: invalid TOML: nested too deeply to read") from None
 
 
 def load_design(path: str | os.PathLike[str]) -> Design:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from tomstats._args import seed_arg
 from tomstats._io import atomic_write_text, prepare_out_file
 from tomstats.analysis.summary import format_summary, summarize
 from tomstats.analysis.table import add_selection_arguments, load_table, parse_mapping
@@ -97,7 +98,10 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
                    help="bootstrap resamples (default 2000)")
     p.add_argument("--cluster", metavar="COL", default=None,
                    help="bootstrap resampling unit (default story_id, else item_id)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the bootstrap (default 0)")
+    p.add_argument("--allow-large", action="store_true",
+                   help="run a bootstrap even when the size guard estimates more memory than "
+                        "is available or more than a day")
     add_selection_arguments(p, ("correct", "model", "tom_order", "context_words"))
     p.add_argument("--out", metavar="CSV", help="also write the table(s) as CSV (atomically)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
@@ -106,11 +110,20 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
 def run_anova(args: argparse.Namespace) -> int:
     """Run ``tomstats anova``: read, map, check, one table per group and pooled, print, write."""
     # SciPy is imported for the ANOVA only, so that `tomstats summarize` starts without it
-    from tomstats.analysis.log_anova import format_anova, log_anova
+    from tomstats.analysis.log_anova import DEFAULT_BETWEEN, format_anova, log_anova
+    from tomstats.analysis.sizes import check_bootstrap_size
 
+    if args.ci is not None:  # before the data are read: the smallest design's cells
+        check_bootstrap_size(args.n_boot, allow_large=args.allow_large)
     out = prepare_out_file(args.out, force=args.force) if args.out else None
     df = load_table(args.log, parse_mapping(args.map), args.query)
     n_all = len(df)
+    if args.ci is not None:  # and with the design's cells, before the bootstrap
+        factors = [c for c in [*(args.between or DEFAULT_BETWEEN), *(args.within or [])]
+                   if c in df.columns]
+        n_cells = df.groupby(factors).ngroups if factors else 1
+        n_tables = 1 + (df[args.by].nunique() if args.by in df.columns else 0)
+        check_bootstrap_size(args.n_boot, n_cells, n_tables, allow_large=args.allow_large)
     table = log_anova(df, dv=args.dv, between=args.between, within=args.within,
                       subject=args.subject, by=args.by, ss_type=args.ss_type, ci=args.ci,
                       n_boot=args.n_boot, cluster=args.cluster, seed=args.seed)

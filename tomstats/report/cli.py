@@ -53,6 +53,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     add_selection_arguments(parser, ("correct", "model", "tom_order", "context_words",
                                      "error_category"),
                             "evaluation logs: ")
+    parser.add_argument("--allow-large", action="store_true",
+                        help="evaluation logs: run the bootstrap even when the size guard "
+                             "estimates more memory than is available or more than a day")
     parser.add_argument("--rope", action="append", default=None, metavar="NAME=LOW,HIGH",
                         help="fit reports: a region of practical equivalence for a key effect "
                              "(gamma, alpha, delta, or a fixed effect of a formula fit), e.g. "
@@ -122,6 +125,9 @@ def run_report(args: argparse.Namespace) -> int:
         n_boot = 2000 if args.n_boot is None else args.n_boot
         if n_boot < 0:
             raise ValueError(f"--n-boot must be a non-negative integer, got {n_boot}")
+        from tomstats.analysis.sizes import check_bootstrap_size
+
+        check_bootstrap_size(n_boot, allow_large=args.allow_large)
         columns = parse_mapping(args.map)
 
         def write(dest: Path) -> Path:
