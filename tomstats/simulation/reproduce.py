@@ -38,6 +38,7 @@ from tomstats.simulation.study import StudyConfig, load_study, study_from_dict
 
 # StudyConfig and load_study are defined in tomstats.simulation.study and importable from here too
 __all__ = [
+    "is_paper_study",
     "run_study",
     "study_footprint",
     "table1",
@@ -149,6 +150,24 @@ def study_footprint(config: StudyConfig) -> Footprint:
     return main + grid
 
 
+def is_paper_study(config: Any) -> bool:
+    """Whether a run's configuration is the paper's own study, the only one graded against it.
+
+    The paper's study is the :class:`StudyConfig` default (``tomstats reproduce``,
+    ``simulations/paper.toml``): its design (5 context lengths × 3 ToM orders, 500 questions
+    a cell, capabilities 0.7–1.3), equation (1)'s fitted parameters and the 7 × 7 γ × α grid
+    at capability 1. Replicates, seed and path may differ (they change the Monte Carlo error,
+    not the study). ``config`` is :meth:`StudyConfig.to_dict`'s form (``summary.json``'s
+    ``config``); anything else (an older folder without it) is not the paper's study.
+    """
+    if not isinstance(config, dict):
+        return False
+    paper = StudyConfig().to_dict()
+    sens = {k: v for k, v in dict(config.get("sensitivity") or {}).items() if k != "replicates"}
+    same = all(config.get(k) == paper[k] for k in ("design", "params"))
+    return same and sens == {k: v for k, v in paper["sensitivity"].items() if k != "replicates"}
+
+
 def run_study(config: StudyConfig, *, progress: bool | None = None,
               allow_large: bool = False) -> StudyResult:
     """Run the main design and the sensitivity grid of ``config``; summarise both.
@@ -224,13 +243,15 @@ def write_study(result: StudyResult, out: str | os.PathLike[str],
     return staged.written
 
 
-def format_table1(t1: pd.DataFrame) -> str:
-    """Table 1 as aligned text, next to the paper's values."""
+def format_table1(t1: pd.DataFrame, paper_values: bool = True) -> str:
+    """Table 1 as aligned text, next to the paper's values (only for the paper's own study:
+    ``paper_values``; a study of your own is not the paper's)."""
     lines = [f"{'factor':<16}{'% total':>9}{'sd':>7}{'eta2':>8}{'eta2_p':>8}{'F':>9}"
-             f"   {'paper % (sd)':>14}"]
+             + (f"   {'paper % (sd)':>14}" if paper_values else "")]
     for _, r in t1.iterrows():
         paper = PAPER_TABLE1[r["factor"]]
         psd = "" if np.isnan(paper["sd_pct"]) else f" ({paper['sd_pct']:.1f})"
+        ref = f"   {paper['pct_total']:>8.1f}{psd:<6}" if paper_values else ""
 
         def fmt(v: float, spec: str) -> str:
             return "—" if pd.isna(v) else format(v, spec)
@@ -238,7 +259,7 @@ def format_table1(t1: pd.DataFrame) -> str:
         lines.append(
             f"{r['factor']:<16}{r['pct_total']:>9.2f}{fmt(r['sd_pct'], '.2f'):>7}"
             f"{fmt(r['eta2'], '.3f'):>8}{fmt(r['partial_eta2'], '.3f'):>8}"
-            f"{fmt(r['F'], '.1f'):>9}   {paper['pct_total']:>8.1f}{psd:<6}"
+            f"{fmt(r['F'], '.1f'):>9}{ref}"
         )
     return "\n".join(lines)
 
@@ -291,10 +312,13 @@ def _finish(result: StudyResult, args: argparse.Namespace) -> int:
     with replaced_dir(args.out) as tmp:
         files = write_study(result, tmp, figures=not args.no_figures)
     if not args.quiet:
-        print(format_table1(result.table1))
+        paper_study = is_paper_study(result.summary.get("config"))
+        print(format_table1(result.table1, paper_values=paper_study))
         s = result.summary["sensitivity"]
+        paper = (f"; paper: {PAPER_BANDS['n_dominant'][0]:.0f}/{s['n_cells']}"
+                 if paper_study else "")
         print(f"\nToM-dominant grid cells: {s['n_dominant']}/{s['n_cells']} "
-              f"(95% MC range {s['n_dominant_low']}–{s['n_dominant_high']}; paper: 39/49)")
+              f"(95% MC range {s['n_dominant_low']}–{s['n_dominant_high']}{paper})")
         print(f"wrote {len(files)} files to {args.out}")
     return 0
 
