@@ -38,6 +38,14 @@ class PowerResult:
 
     data: xr.Dataset
 
+    def __repr__(self) -> str:
+        """The settings on one line, then :func:`format_power`'s table (power with its 95 %
+        Monte Carlo interval per value and test, as simr prints it) and the targets."""
+        a = self.data.attrs
+        head = (f"PowerResult: {a.get('replicates', '?')} simulated studies per value, "
+                f"level {a.get('alpha', '?')}, seed {a.get('seed', '?')}")
+        return head + "\n" + format_power(self)
+
     @property
     def along(self) -> str:
         """The varied dimension."""
@@ -63,7 +71,7 @@ class PowerResult:
         return df[["kind", "by", "by_value", "along", "value", "test", *cols]].reset_index(
             drop=True)
 
-    def targets(self, target: float | None = None) -> list[dict[str, Any]]:
+    def targets(self, target: float | None = None) -> pd.DataFrame:
         """Smallest value of the varied dimension that reaches ``target`` power, per test.
 
         For each (kind, test), scanning the values in ascending order: ``value`` is the first
@@ -71,7 +79,23 @@ class PowerResult:
         Wilson upper bound is (the Monte Carlo error cannot exclude it); ``value_sure`` the
         first whose lower bound is; ``interpolated`` the linear interpolation between the
         last value below and the first at or above the target. ``None`` where not reached.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per (kind, [by value,] test): ``kind``, [``by``, ``by_value``,] ``test``,
+            ``target``, ``reached``, ``value``, ``value_optimistic``, ``value_sure``,
+            ``interpolated``, ``power_at_value`` (the values keep their type; ``None`` where
+            not reached).
         """
+        records = self.target_records(target)
+        df = pd.DataFrame(records, dtype=object)
+        if not len(df):
+            return df
+        return df.astype({"target": float, "reached": bool})
+
+    def target_records(self, target: float | None = None) -> list[dict[str, Any]]:
+        """:meth:`targets` as a list of dicts (one per row), for JSON."""
         target = float(self.data.attrs["target"] if target is None else target)
         if not 0 < target < 1:
             raise ValueError(f"target must be in (0, 1), got {target!r}")
@@ -79,7 +103,7 @@ class PowerResult:
             return [{"by": self.by, "by_value": as_number(b), **t}
                     for b in self.data["by_value"].to_numpy()
                     for t in PowerResult(self.data.sel(by_value=b).drop_vars("by_value")
-                                         .assign_attrs(by=None)).targets(target)]
+                                         .assign_attrs(by=None)).target_records(target)]
         out = []
         ds = self.data.sortby("value")
         values = ds["value"].to_numpy()
@@ -130,7 +154,7 @@ def write_power(result: PowerResult, out: str | os.PathLike[str], *,
                                             "params", "design", "posterior",
                                             "posterior_params") else v)
                  for k, v in result.data.attrs.items()}
-        summary = {"settings": _jsonable(attrs), "targets": result.targets(),
+        summary = {"settings": _jsonable(attrs), "targets": result.target_records(),
                    "power": _jsonable(result.frame().to_dict(orient="records"))}
         (stage / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         if figure:
@@ -154,8 +178,16 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _percent(p: float, lo: float, hi: float) -> str:
+    """``80.2 % (77.6, 82.6)``: a power and its 95 % interval, as simr prints them."""
+    if not np.isfinite(p):
+        return "n/a"
+    return f"{100 * p:.1f} % ({100 * lo:.1f}, {100 * hi:.1f})"
+
+
 def format_power(result: PowerResult) -> str:
-    """A short text table: power (95 % MC interval) per value and test, then the targets."""
+    """A short text table: power in % (95 % Monte Carlo interval) per value and test, then
+    the smallest value reaching the target per test."""
     df = result.frame()
     lines = []
     keys = ["kind"] if result.by is None else ["kind", "by_value"]
@@ -167,15 +199,14 @@ def format_power(result: PowerResult) -> str:
             list(dict.fromkeys(sub["test"]))]
         lo = sub.pivot(index="value", columns="test", values="ci_low")
         hi = sub.pivot(index="value", columns="test", values="ci_high")
-        width = max(22, *(len(c) + 2 for c in tab.columns))
+        width = max(24, *(len(c) + 2 for c in tab.columns))
         lines.append(f"{'':>10}" + "".join(f"{c:>{width}}" for c in tab.columns))
         for v in tab.index:
-            cells = "".join(
-                f"{f'{tab.loc[v, c]:.3f} [{lo.loc[v, c]:.2f}, {hi.loc[v, c]:.2f}]':>{width}}"
-                for c in tab.columns)
+            cells = "".join(f"{_percent(tab.loc[v, c], lo.loc[v, c], hi.loc[v, c]):>{width}}"
+                            for c in tab.columns)
             lines.append(f"{as_number(v):>10}" + cells)
     smallest = as_number(df["value"].min())
-    for t in result.targets():
+    for t in result.target_records():
         at = f" ({t['by']} = {t['by_value']})" if "by" in t else ""
         if t["reached"]:
             fewer = " or fewer" if t["value"] == smallest else ""

@@ -1,0 +1,32 @@
+"""A PowerResult prints as a compact table (power in % with its 95 % Monte Carlo interval, as
+simr prints "80.2 % (77.6, 82.6)"), and its targets are a DataFrame."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+import tomstats
+from tomstats.analysis.intervals import wilson_interval
+
+
+def test_power_result_prints_as_a_table_and_targets_are_a_frame():
+    res = tomstats.power(along={"questions_per_cell": [10, 40]},
+                         tests=["anova:tom_order", "anova:interaction"], replicates=40,
+                         seed=0, progress=False)
+    text = repr(res)
+    assert len(text.splitlines()) <= 8 and "xarray" not in text
+    assert text.startswith("PowerResult: 40 simulated studies per value, level 0.05, seed 0")
+    row = res.frame().query("test == 'anova:interaction' and value == 40").iloc[0]
+    lo, hi = wilson_interval(row.n_rejected, row.n_fits - row.n_failed)
+    assert f"{100 * row.power:.1f} % ({100 * lo:.1f}, {100 * hi:.1f})" in text
+    assert re.search(r"anova:tom_order reaches 80% power at questions_per_cell = 10 or fewer",
+                     text)
+    t = res.targets()
+    assert isinstance(t, pd.DataFrame)
+    assert list(t.columns) == ["kind", "test", "target", "reached", "value", "value_optimistic",
+                               "value_sure", "interpolated", "power_at_value"]
+    assert t.set_index("test").loc["anova:tom_order", "value"] == 10
+    assert t["target"].dtype == float and t["reached"].dtype == bool
+    assert t.to_dict(orient="records") == res.target_records()
