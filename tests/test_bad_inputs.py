@@ -76,6 +76,9 @@ def _table(correct: Callable[[int], int] = lambda i: i % 2, orders: tuple[int, .
 
 
 TABLE = _table()
+#: two records of the shipped log; the second holds the key "correct" twice
+_LOG_LINES = (REPO / "data" / "smollm2_storysim_log.jsonl").read_text("utf-8").splitlines()
+DUP_KEY_LOG = (_LOG_LINES[0] + "\n" + _LOG_LINES[1][:-1] + ', "correct": 1}\n')
 #: the table with a Latin-1 "é" in its first row (line 2, column 8)
 LATIN1_TABLE = TABLE.replace(",a,i0200", ",a,caf\udce9", 1).encode("utf-8", "surrogateescape")
 
@@ -283,6 +286,33 @@ CASES = [
     Case("power-seed-too-large", ["power", "{d}/s.toml", "--out", "{d}/o", "--seed",
                                   str(2**64)],
          ("too large",), {"s.toml": _sim()}),
+    Case("fit-too-few-draws", ["fit", "{d}/t.csv", "--tune", "0", "--draws", "1", "--out",
+                               "{d}/f.nc"],
+         ("--draws must be at least 4", "got 1"), {"t.csv": TABLE}),
+    Case("fit-too-many-draws", ["fit", "{d}/t.csv", "--draws", "10000000000", "--out",
+                                "{d}/f.nc"],
+         ("fit too large", "10,000,000,000 draws", "--allow-large"), {"t.csv": TABLE}),
+    Case("fit-too-many-chains", ["fit", "{d}/t.csv", "--chains", "100000000", "--out",
+                                 "{d}/f.nc"],
+         ("fit too large", "100,000,000 chains", "--allow-large"), {"t.csv": TABLE}),
+    Case("fit-seed-too-large", ["fit", "{d}/t.csv", "--seed", str(2**64), "--out", "{d}/f.nc"],
+         ("--seed", "2**63 - 1"), {"t.csv": TABLE}),
+    Case("fit-option-not-a-boolean", ["fit", "{d}/t.csv", "--option", "item_effects=maybe",
+                                      "--out", "{d}/f.nc"],
+         ("--option item_effects=maybe", "expected true or false"), {"t.csv": TABLE}),
+    # ---- ambiguous input: one reading is not certain, so none is taken -------------------
+    Case("summarize-duplicated-json-key", ["summarize", "{d}/l.jsonl"],
+         ("l.jsonl:2", "the key 'correct' appears twice"), {"l.jsonl": DUP_KEY_LOG}),
+    Case("anova-duplicated-csv-column", ["anova", "{d}/t.csv"],
+         ("t.csv", "column 'tom_order' appears twice in the header", "columns 4 and 5"),
+         {"t.csv": TABLE.replace("tom_order,context_words", "tom_order,tom_order", 1)}),
+    Case("summarize-zero-rows", ["summarize", "{d}/t.csv"], ("t.csv", "no rows"),
+         {"t.csv": TABLE.splitlines()[0] + "\n"}),
+    Case("anova-absurd-context", ["anova", "{d}/t.csv"],
+         ("t.csv", "context_words must be a finite number", "1e+308"),
+         {"t.csv": TABLE.replace(",1000\n", ",1e308\n", 1)}),
+    Case("fit-absurd-context", ["fit", "{d}/t.csv", "--out", "{d}/f.nc"],
+         ("t.csv", "context_words", "1e+30"), {"t.csv": TABLE.replace(",200\n", ",1e30\n", 1)}),
     Case("summarize-nested-json", ["summarize", "{d}/l.jsonl"], ("nested too deeply",),
          {"l.jsonl": "[" * 100_000 + "]" * 100_000 + "\n"}),
     Case("simulate-nested-toml", ["simulate", "{d}/s.toml", "--out", "{d}/o"],
@@ -445,7 +475,7 @@ def test_out_dir_failure_names_out_not_temp(tmp_path: Path, monkeypatch, capsys)
                "--no-figures"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.count("\n") == 0, err
-    assert f"cannot write '{tmp_path / 'o'}': No space left on device" in err
+    assert f"cannot write '{tmp_path / 'o'}': disk full (No space left on device)" in err
     assert ".tmp" not in err
     assert os.listdir(tmp_path) == []
 
@@ -463,3 +493,23 @@ def test_usage_errors_are_one_line_exit_2(argv: list[str], needle: str,
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2
     assert len(err) == 1 and needle in err[0] and err[0].endswith("--help)"), err
+
+
+def test_disk_full_while_writing_a_fit(tmp_path: Path, monkeypatch, capsys) -> None:
+    """ENOSPC half-way through the netCDF: exit 2, "disk full", nothing half-written."""
+    import errno
+
+    import arviz as az
+
+    def full(self, filename, *args, **kwargs):
+        Path(filename).write_bytes(b"\x89HDF half a file")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    (tmp_path / "t.csv").write_text(TABLE, encoding="utf-8")
+    monkeypatch.setattr(az.InferenceData, "to_netcdf", full)
+    rc = main(["fit", str(tmp_path / "t.csv"), "--out", str(tmp_path / "f.nc"), "--chains",
+               "1", "--draws", "20", "--tune", "20", "--no-progress"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert rc == 2 and len(err) == 1, err
+    assert f"cannot write '{tmp_path / 'f.nc'}': disk full" in err[0] and ".tmp" not in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]

@@ -156,6 +156,8 @@ class _WriteError(OSError):
 
 def _write_error(path: Path, exc: OSError) -> _WriteError:
     reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        reason = f"disk full ({reason}); nothing was written"
     return _WriteError(exc.errno, f"cannot write {str(path)!r}: {reason}")
 
 

@@ -20,10 +20,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tomstats._expr import Query, parse_query, query_mask
-from tomstats._validate import closest_hint, decode_text, read_text
+from tomstats._validate import closest_hint, decode_text
 
 __all__ = ["TABLE_FORMATS", "add_selection_arguments", "apply_mapping", "apply_query",
            "load_table", "parse_mapping", "read_evaluation", "require_column", "table_suffix"]
@@ -55,17 +56,15 @@ def _raw(p: Path) -> bytes:
 
 
 def _read_log(p: Path) -> pd.DataFrame:
-    """:func:`tomstats.evaluate.read_log` (errors kept) of a plain or gzip-compressed log."""
+    """:func:`tomstats.evaluate.read_log` (errors kept) of a plain or gzip-compressed log;
+    a plain log is read as a stream (:func:`tomstats.analysis.log_stream.read_log_stream`)."""
+    from tomstats.analysis.log_stream import read_log_stream
     from tomstats.evaluate.log import read_log
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the callers count and report error records
         if p.suffix.lower() != ".gz":
-            try:
-                return read_log(p, errors="keep")
-            except UnicodeDecodeError:
-                read_text(p)  # raises the error with file, line and column
-                raise
+            return read_log_stream(p)
         text = decode_text(_raw(p), p)
         with tempfile.TemporaryDirectory() as tmp:
             plain = Path(tmp) / p.name[: -len(".gz")]
@@ -110,19 +109,68 @@ def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFra
         return _read_log(p)
     if kind in ("csv", "tsv"):
         text = decode_text(_raw(p), p)
+        sep = "," if kind == "csv" else "\t"
+        _check_header(text, sep, p)
         try:
-            return pd.read_csv(io.StringIO(text), sep="," if kind == "csv" else "\t")
+            df = pd.read_csv(io.StringIO(text), sep=sep)
         except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             raise ValueError(f"{p}: cannot read as {kind}: "
                              f"{' '.join(str(exc).split())}") from None
+        if len(df) == 0:
+            raise ValueError(f"{p}: the table has a header but no rows (one row per question "
+                             "is expected)")
+        check_context_words(df, str(p))
+        return df
     if kind == "parquet":
         try:
-            return pd.read_parquet(p)
+            import pyarrow  # noqa: F401 - pandas' parquet engine
+        except ImportError:
+            raise ValueError(f"{p}: reading .parquet needs pyarrow, which tomstats does not "
+                             "install by default: pip install 'tomstats[parquet]' (or save "
+                             "the table as .csv)") from None
+        try:
+            df = pd.read_parquet(p)
         except (OSError, ValueError) as exc:
             raise ValueError(f"{p}: cannot read as parquet: {' '.join(str(exc).split())}"
                              ) from None
+        check_context_words(df, str(p))
+        return df
     raise ValueError(f"{p}: unknown format {suffix or '(no suffix)'!r}; expected an evaluation "
                      f"log or table: {', '.join(TABLE_FORMATS)}")
+
+
+def _check_header(text: str, sep: str, p: Path) -> None:
+    """Refuse a header that names one column twice (pandas would rename the second ``x.1``
+    and every command would use the first without a word)."""
+    import csv
+
+    first = next(csv.reader(io.StringIO(text.split("\n", 1)[0]), delimiter=sep), [])
+    seen: dict[str, int] = {}
+    for i, name in enumerate(first, 1):
+        if name in seen:
+            raise ValueError(f"{p}: column {name!r} appears twice in the header (columns "
+                             f"{seen[name]} and {i}); rename one of them")
+        seen[name] = i
+
+
+#: Longest context a question may report, in words: larger values are typos or overflows.
+MAX_CONTEXT_WORDS = 1e9
+
+
+def check_context_words(df: pd.DataFrame, where: str) -> None:
+    """Refuse a numeric ``context_words`` column holding a value that is not finite, negative
+    or above :data:`MAX_CONTEXT_WORDS` (``1e308`` words is a typo, and overflows later),
+    naming the row and the value."""
+    if "context_words" not in df.columns:
+        return
+    col = pd.to_numeric(df["context_words"], errors="coerce")
+    if not pd.api.types.is_numeric_dtype(df["context_words"]):
+        return  # not numbers: the commands say so with their own message
+    bad = col.notna() & ~col.between(0, MAX_CONTEXT_WORDS)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(f"{where}: context_words must be a finite number of words from 0 to "
+                         f"{MAX_CONTEXT_WORDS:.0e}, got {col.iloc[i]:g} in row {i + 1}")
 
 
 def apply_mapping(df: pd.DataFrame, columns: Mapping[str, str] | None,
@@ -141,6 +189,8 @@ def apply_mapping(df: pd.DataFrame, columns: Mapping[str, str] | None,
                              f"{closest_hint(src, map(str, df.columns))}")
         if std != src:
             out[std] = df[src]
+            if std == "context_words":
+                check_context_words(out, f"{where} {std}={src}")
     if "item" not in out.columns and "item_id" in out.columns:
         out["item"] = out["item_id"]
     return out

@@ -25,8 +25,10 @@ import json
 import sys
 from typing import Any
 
+from tomstats._args import seed_arg
 from tomstats._cli_options import add_progress_argument, progress_wanted
 from tomstats._expr import check_formula, parse_query
+from tomstats._guards import Footprint, check_footprint
 from tomstats.analysis.table import add_selection_arguments, apply_query, parse_mapping
 from tomstats.cli import EXIT_WARNINGS
 
@@ -34,17 +36,34 @@ __all__ = ["add_fit_arguments", "run_fit", "add_calibrate_arguments", "run_calib
            "parse_options"]
 
 
+#: Spec options that are plain booleans (``aggregate`` and ``noncentered`` take more and are
+#: checked by the spec).
+BOOL_OPTIONS = ("item_effects", "hierarchical", "center", "correlated")
+#: Words a boolean ``--option`` may be (case-insensitive).
+_BOOL_WORDS = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
+
+
 def parse_options(items: list[str] | None) -> dict[str, Any]:
-    """``["item_effects=false", "fixed={\\"alpha\\": 0}"]`` → spec options (JSON values)."""
+    """``["item_effects=false", "fixed={\\"alpha\\": 0}"]`` → spec options (JSON values).
+
+    A boolean option (:data:`BOOL_OPTIONS`) must be ``true``/``false``, ``yes``/``no`` or
+    ``1``/``0``: ``item_effects=maybe`` is refused (it used to count as true).
+    """
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
             raise ValueError(f"--option: expected KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
+        k = k.strip()
+        if k in BOOL_OPTIONS and v.strip().lower() in _BOOL_WORDS:
+            out[k] = _BOOL_WORDS[v.strip().lower()]
+            continue
         try:
-            out[k.strip()] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k.strip()] = v
+            out[k] = json.loads(v)
+        except (json.JSONDecodeError, RecursionError):
+            out[k] = v
+        if k in BOOL_OPTIONS:
+            raise ValueError(f"--option {k}={v}: expected true or false (also yes/no, 1/0)")
     return out
 
 
@@ -62,9 +81,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                         "likelihood as lme4's glmer; random intercepts only; no sampler "
                         "options)")
     p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--draws", type=int, default=1000,
+                   help=f"draws per chain after tuning (at least {MIN_DRAWS}; default 1000)")
     p.add_argument("--tune", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--cores", type=int, default=None,
                    help="CPU cores the chains may use at once (numpyro: one chain a thread, "
                         "default all usable CPUs; pymc: processes, default 1); never "
@@ -91,6 +111,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    help="output file, written atomically: netCDF for the samplers, .json for "
                         "--backend laplace; an existing file is refused unless --force")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.add_argument("--allow-large", action="store_true",
+                   help="run even when the size guard estimates more memory than is available "
+                        "or more than a day (chains × draws, and the pointwise "
+                        "log-likelihood kept for LOO)")
     p.add_argument("--allow-warnings", action="store_true",
                    help="exit 0 even when sampler diagnostics fail (or the Laplace fit does "
                         "not converge); the warning is still printed")
@@ -127,6 +151,8 @@ def _run_fit(args: argparse.Namespace) -> int:
     out = prepare_out_file(args.out, force=args.force, field="--out")
     if args.backend == "laplace":
         _check_laplace_args(args)
+    else:
+        _check_sampler_sizes(args)
     columns = parse_mapping(args.map)
     if args.successes:
         columns["successes"] = args.successes
@@ -142,6 +168,7 @@ def _run_fit(args: argparse.Namespace) -> int:
     df = apply_query(df, query)
     if args.backend == "laplace":
         return _run_laplace(args, df, columns, options, out)
+    _check_sampler_sizes(args, len(df))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DiagnosticsWarning)  # reported below instead
         idata = fit(df, args.model, args.backend, chains=args.chains, draws=args.draws,
@@ -262,6 +289,39 @@ def _redundant_correlations(idata: Any) -> set[str]:
 #: ``tomstats fit`` arguments that configure a sampler, with their defaults.
 _SAMPLER_ARGS = {"chains": 4, "draws": 1000, "tune": 1000, "seed": 0, "cores": None,
                  "target_accept": 0.9, "max_tree_depth": 10}
+
+
+#: Fewest draws per chain the diagnostics (split R-hat, ESS, E-BFMI) can be computed from.
+MIN_DRAWS = 4
+#: Rough seconds of one NUTS iteration per chain and data row (a 2**5-step tree), and floor.
+_SECONDS_PER_ROW_ITER, _SECONDS_PER_ITER = 2e-7, 1e-3
+
+
+def fit_footprint(chains: int, draws: int, tune: int, n_rows: int = 1,
+                  cores: int | None = None) -> Footprint:
+    """Memory and time of a sampler fit: the posterior and the pointwise log-likelihood.
+
+    Memory: :math:`8 \\cdot C \\cdot D \\cdot (N + 64)` bytes (the log-likelihood of each of
+    the :math:`N` rows kept for LOO, and the parameters); time: :math:`C (D + T)
+    \\max(10^{-3}, 2\\times10^{-7} N)` s over the cores.
+    """
+    c, d, t, n = (max(int(v), 0) for v in (chains, draws, tune, n_rows))
+    per_iter = max(_SECONDS_PER_ITER, _SECONDS_PER_ROW_ITER * n)
+    return Footprint("fit", 8.0 * c * d * (n + 64), c * (d + t) * per_iter / max(1, cores or 1),
+                     f"{c:,} chains × {d:,} draws (+ {t:,} tuning) × {n:,} rows")
+
+
+def _check_sampler_sizes(args: argparse.Namespace, n_rows: int = 1) -> None:
+    """``--chains``/``--draws``/``--tune`` in range and within the size guard (before work, and
+    again with the number of rows once the table is read)."""
+    for name, v, low in (("--chains", args.chains, 1), ("--draws", args.draws, MIN_DRAWS),
+                         ("--tune", args.tune, 0)):
+        if v < low:
+            raise ValueError(f"{name} must be at least {low}, got {v}"
+                             + (" (R-hat, ESS and E-BFMI need several draws per chain)"
+                                if name == "--draws" else ""))
+    check_footprint(fit_footprint(args.chains, args.draws, args.tune, n_rows, args.cores),
+                    allow_large=args.allow_large, flag="--allow-large")
 
 
 def _check_laplace_args(args: argparse.Namespace) -> None:

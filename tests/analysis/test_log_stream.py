@@ -1,0 +1,157 @@
+"""The analysis commands' streaming log reader gives the runner's reader's frame and refusals.
+
+:func:`tomstats.analysis.log_stream.read_log_stream` must equal
+:func:`tomstats.evaluate.log.read_log` (``errors="keep"``) on every log: the shipped SmolLM2
+log, a generated log with error records and retried keys, and a table of malformed logs
+(the same message, word for word). It refuses one thing more: a duplicated key in a record.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tomstats.analysis.log_stream import duplicated_key, read_log_stream
+from tomstats.evaluate.log import read_log
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "data" / "smollm2_storysim_log.jsonl"
+
+
+def _runner(p: Path) -> pd.DataFrame:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return read_log(p, errors="keep")
+
+
+def _same(p: Path) -> pd.DataFrame:
+    a, b = read_log_stream(p), _runner(p)
+    pd.testing.assert_frame_equal(a, b)
+    assert a.attrs == b.attrs
+    return a
+
+
+def _template() -> dict:
+    return json.loads(SHIPPED.read_text(encoding="utf-8").splitlines()[0])
+
+
+def _records(n_models: int = 3, n_items: int = 40) -> list[dict]:
+    """Answered records, error records, retried keys (an error, then an answer) and a key that
+    stays an error, over several models, contexts and orders, in a shuffled line order."""
+    t = _template()
+    out, retried = [], []
+    for m in range(n_models):
+        for i in range(n_items):
+            r = {**t, "model": f"llm-{m}", "config_hash": f"{m:064x}",
+                 "item_id": f"it-{i:03d}", "story_id": f"st-{i // 3}",
+                 "tom_order": i % 3, "context_words": (200, 1000, 5000)[i // 3 % 3],
+                 "n_words": 100 + i, "agents": ["A", "B"][: i % 3], "correct": (i + m) % 2,
+                 "sample": i % 2}
+            if i % 11 == 5:  # an error only
+                r = {**r, "status": "error", "correct": None, "error": "HTTP 500 \"oops\"",
+                     "error_category": "request_failed", "parsed_answer": None}
+            if i % 7 == 0:  # an error, then answered on a later line
+                out.append({**r, "status": "error", "correct": None, "error": "timeout",
+                            "error_category": "request_failed", "parsed_answer": None})
+                retried.append(r)
+            else:
+                out.append(r)
+    return out[::3] + out[1::3] + out[2::3] + retried[::-1]
+
+
+def _write(p: Path, recs: list, raw_lines: tuple[str, ...] = (), end: str = "\n") -> Path:
+    lines = [json.dumps(r) if not isinstance(r, str) else r for r in recs] + list(raw_lines)
+    p.write_text("\n".join(lines) + end, encoding="utf-8")
+    return p
+
+
+def test_shipped_log_is_read_the_same() -> None:
+    df = _same(SHIPPED)
+    assert len(df) == 300
+
+
+def test_generated_log_with_errors_is_read_the_same(tmp_path: Path) -> None:
+    df = _same(_write(tmp_path / "run.jsonl", _records()))
+    assert (df["status"] == "error").sum() > 0 and df["correct"].isna().sum() > 0
+    assert len(df) == 3 * 40
+
+
+# each case: a change of the generated records that both readers must refuse alike
+MALFORMED = {
+    "torn-last-line": lambda r: (r, ('{"format": "tomstats.evallog/1", "mod',), ""),
+    "not-json": lambda r: (r[:2] + ["{nope"] + r[2:], (), "\n"),
+    "not-an-object": lambda r: (r[:2] + ["[1, 2]"] + r[2:], (), "\n"),
+    "missing-field": lambda r: (r[:3] + [{k: v for k, v in r[3].items() if k != "setting"}]
+                                + r[4:], (), "\n"),
+    "bad-status": lambda r: (r[:1] + [{**r[1], "status": "maybe"}] + r[2:], (), "\n"),
+    "correct-2": lambda r: (r[:1] + [{**r[1], "status": "ok", "correct": 2}] + r[2:], (),
+                            "\n"),
+    "negative-context": lambda r: ([{**r[0], "context_words": -1}] + r[1:], (), "\n"),
+    "mixed-formats": lambda r: (r[:4] + [{**r[4], "format": "tomstats.evallog/0"}] + r[5:], (),
+                                "\n"),
+    "unsupported-format": lambda r: ([{**r[0], "format": "x/9"}] + r[1:], (), "\n"),
+    "answered-twice": lambda r: (r + [{**next(x for x in r if x["status"] == "ok")}], (), "\n"),
+    "two-config-hashes": lambda r: (r + [{**r[0], "item_id": "new", "config_hash": "f" * 64}],
+                                    (), "\n"),
+    "empty": lambda r: ([], ("", "  "), "\n"),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_logs_are_refused_alike(name: str, tmp_path: Path) -> None:
+    recs, raw, end = MALFORMED[name](_records(2, 12))
+    p = _write(tmp_path / "run.jsonl", recs, raw, end)
+    with pytest.raises(ValueError) as runner:
+        _runner(p)
+    with pytest.raises(ValueError) as stream:
+        read_log_stream(p)
+    assert str(stream.value) == str(runner.value)
+
+
+def test_not_utf8_is_refused_alike(tmp_path: Path) -> None:
+    p = _write(tmp_path / "run.jsonl", _records(1, 4))
+    p.write_bytes(p.read_bytes().replace(b"Bob", b"B\xffb", 1))
+    with pytest.raises(ValueError, match=r"line 1, column \d+: not valid UTF-8"):
+        read_log_stream(p)
+
+
+@pytest.mark.parametrize("dup", [
+    '"correct": 0',            # plain
+    '"correct" :0',            # blanks before the colon
+    '"\\u0063orrect": 0',      # an escaped spelling of the same key
+])
+def test_duplicated_key_is_refused_with_file_line_and_key(dup: str, tmp_path: Path) -> None:
+    recs = _records(1, 4)
+    line = json.dumps({**recs[2], "status": "ok", "correct": 1})
+    recs[2] = line[:-1] + ", " + dup + "}"
+    p = _write(tmp_path / "run.jsonl", recs)
+    with pytest.raises(ValueError, match=r"run\.jsonl:3: the key 'correct' appears twice"):
+        read_log_stream(p)
+
+
+@pytest.mark.parametrize("text,key", [
+    ('{"a": 1, "b": {"c": 2, "c": 3}}', "c"),
+    ('{"a": "x\\": 1", "a": 2}', "a"),
+    ('{"a": "x\\": 1", "b": 2}', None),
+    ('{"a": [{"b": 1}, {"b": 2}]}', None),
+    ('{"a": "\\"b\\": 1, \\"b\\": 2"}', None),
+])
+def test_duplicated_key_detector(text: str, key: str | None) -> None:
+    assert duplicated_key(text, json.loads(text)) == key
+
+
+def test_parquet_without_pyarrow_is_bad_input(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Parquet needs the optional extra; without it: one line, exit 2 (it was exit 3)."""
+    import sys
+
+    from tomstats.cli import main
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
+    (tmp_path / "t.parquet").write_bytes(b"PAR1 not really PAR1")
+    assert main(["summarize", str(tmp_path / "t.parquet")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "t.parquet: reading .parquet needs pyarrow" in err and "tomstats[parquet]" in err
