@@ -1,0 +1,215 @@
+"""Numbers in the docs that a command produces are checked against that command.
+
+Each test runs the command a page documents, with the page's settings and seed, and compares
+every number of the page's table (as printed: two decimals, "10 (or fewer)", "≈ 116") with
+the result, so a changed simulator, test or seed cannot leave a stale table behind. The
+cheap ones run by default; the long ones (minutes of GLMM fits) are marked ``slow``, and the
+default suite checks the same machinery through the cheaper tables of the same page.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import tomstats
+from tomstats.model import Params
+from tomstats.simulation.study import StudyConfig, load_study
+
+REPO = Path(__file__).resolve().parents[1]
+PLANNING = REPO / "docs" / "planning.md"
+POWER_TOML = REPO / "simulations" / "power.toml"
+
+
+def table_after(page: Path, anchor: str) -> list[list[str]]:
+    """The rows (header first, separator dropped) of the first Markdown table after the
+    first occurrence of ``anchor`` in ``page``, each a list of stripped cells."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index(anchor)
+    rows, seen = [], False
+    for line in text[start:].splitlines():
+        if line.startswith("|"):
+            seen = True
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(re.fullmatch(r":?-+:?", c) for c in cells):
+                rows.append(cells)
+        elif seen:
+            break
+    assert rows, f"no table after {anchor!r} in {page.name}"
+    return rows
+
+
+def two(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def agrees(shown: str, value: float) -> bool:
+    """Whether a number as the page prints it ("0.38", "38.9", "5.45") is ``value`` rounded
+    to the printed decimals (either way at an exact half, as binary floats fall)."""
+    decimals = len(shown.partition(".")[2])
+    return abs(float(shown) - value) <= 0.5 * 10.0 ** -decimals + 1e-9
+
+
+def smallest_text(target: dict, smallest: float) -> str:
+    """How the page writes a target: "10 (or fewer)", "150 (≈ 116)" or "—"."""
+    if not target["reached"]:
+        return "—"
+    v = target["value"]
+    if v == smallest:
+        return f"{v} (or fewer)"
+    return f"{v} (≈ {round(target['interpolated'])})"
+
+
+def _power_by(res, test: str) -> dict[float, float]:
+    df = res.frame()
+    df = df[(df["kind"] == "plug-in") & (df["test"] == test)]
+    return dict(zip(df["value"].astype(float), df["power"], strict=True))
+
+
+def test_planning_paper_design_table():
+    """docs/planning.md, "The paper's design at the default parameters": the command
+    `tomstats power simulations/power.toml` (its [power] table: 1,000 studies, seed 0)."""
+    cfg = load_study(POWER_TOML)
+    assert (cfg.power.replicates, cfg.power.seed) == (1000, 0)
+    res = tomstats.power(cfg, progress=False)
+    rows = table_after(PLANNING, "`tomstats power simulations/power.toml --out power/` (1,000")
+    head = rows[0][1]
+    shown = [float(v) for v in re.findall(r"\d+", head.split("at", 1)[1])]
+    targets = {t["test"]: t for t in res.target_records()}
+    smallest = min(res.frame()["value"])
+    for test_cell, powers, target_cell in rows[1:]:
+        test = test_cell.strip("`")
+        got = _power_by(res, test)
+        assert powers.split(" / ") == [two(got[v]) for v in shown], test
+        assert target_cell == smallest_text(targets[test], smallest), test
+
+
+def test_planning_glmm_table():
+    """docs/planning.md, "The GLMM pools the LLMs": 200 studies per value, seed 0 (about
+    50 s: 1,000 GLMM fits of 150-1,500 rows and five compilations)."""
+    res = tomstats.power(load_study(POWER_TOML), along={"questions_per_cell": [2, 4, 6, 10, 20]},
+                         tests=["glmm-wald:delta", "glmm-lrt:delta"], replicates=200,
+                         progress=False)
+    rows = table_after(PLANNING, "--test glmm-wald:delta --test glmm-lrt:delta --replicates "
+                                 "200 --out power-glmm/")
+    shown = [float(v) for v in rows[0][1:]]
+    for test_cell, *powers in rows[1:]:
+        got = _power_by(res, test_cell.strip("`"))
+        assert all(agrees(c, got[v]) for c, v in zip(powers, shown, strict=True)), (
+            test_cell, powers, [got[v] for v in shown])
+    # the sentence after the table: the smallest size each test reaches 80 % at
+    text = PLANNING.read_text(encoding="utf-8")
+    t = {d["test"]: d["value"] for d in res.target_records()}
+    sentence = re.search(r"[Tt]he Wald test reaches 80 % at (\d+) questions per cell and LLM "
+                         r"and the likelihood-ratio test at (\d+)", " ".join(text.split()))
+    assert sentence, "the sentence giving the GLMM sizes is missing"
+    assert (int(sentence.group(1)), int(sentence.group(2))) == (
+        t["glmm-wald:delta"], t["glmm-lrt:delta"])
+
+
+def _rm_null(sigma: float, n_llms: int, questions: list[int], **kw):
+    from tomstats.design import paper_design
+
+    return tomstats.power(StudyConfig(design=paper_design(),
+                                      params=Params(7e-5, 0.0, 0.0, sigma)),
+                          along={"questions_per_cell": questions}, n_llms=n_llms,
+                          tests=["rm-anova:tom_order", "rm-anova:interaction"],
+                          replicates=2000, seed=1, progress=False, **kw)
+
+
+def percents(cell: str) -> list[str]:
+    return re.findall(r"(\d+(?:\.\d+)?) %", cell)
+
+
+@pytest.mark.slow
+def test_planning_grid_table():
+    """docs/planning.md, "Two dimensions at once": --by n_llms=3,5,8 (minutes of GLMM fits;
+    the default suite checks --by against single runs, tests/planning/test_power.py, and the
+    GLMM test of the same command with five fixed LLMs above)."""
+    res = tomstats.power(load_study(POWER_TOML), along={"questions_per_cell": [2, 4, 6, 10, 20]},
+                         by={"n_llms": [3, 5, 8]}, tests=["glmm-wald:delta", "glmm-lrt:delta"],
+                         replicates=200, progress=False)
+    rows = table_after(PLANNING, "| `glmm-wald:delta` | 2 | 4 | 6 | 10 | 20 |")
+    shown = [float(v) for v in rows[0][1:6]]
+    df = res.frame()
+    targets = {t["by_value"]: t for t in res.target_records() if t["test"] == "glmm-wald:delta"}
+    for row in rows[1:]:
+        n_llms = int(row[0].split()[0])
+        sub = df[(df["by_value"] == n_llms) & (df["test"] == "glmm-wald:delta")]
+        got = dict(zip(sub["value"].astype(float), sub["power"], strict=True))
+        assert all(agrees(c, got[v]) for c, v in zip(row[1:6], shown, strict=True)), (
+            n_llms, row, got)
+        assert row[6] == smallest_text(targets[n_llms], min(shown)), n_llms
+        # answers per study at the interpolated size: LLMs × 15 cells × questions per cell
+        answers = float(row[7].strip("≈ ").replace(",", ""))
+        assert abs(answers - targets[n_llms]["interpolated"] * n_llms * 15) <= 10, row
+
+
+@pytest.mark.slow
+def test_planning_llms_table():
+    """docs/planning.md, "How many LLMs": --along n_llms=3,5,8,12,20 --questions-per-cell 20."""
+    tests = ["rm-anova:interaction", "rm-anova:tom_order", "glmm-wald:delta", "glmm-lrt:delta"]
+    res = tomstats.power(load_study(POWER_TOML), along={"n_llms": [3, 5, 8, 12, 20]},
+                         questions_per_cell=20, tests=tests, replicates=200, progress=False)
+    rows = table_after(PLANNING, "| LLMs | 3 | 5 | 8 | 12 | 20 |")
+    shown = [float(v) for v in rows[0][1:]]
+    for test_cell, *powers in rows[1:]:
+        got = _power_by(res, test_cell.strip("`"))
+        assert all(agrees(c, got[v]) for c, v in zip(powers, shown, strict=True)), (
+            test_cell, powers, got)
+
+
+@pytest.mark.slow
+def test_planning_rm_anova_null_table():
+    """docs/planning.md, "But the stories are a sample too": rejection rates with γ = δ = 0."""
+    rows = table_after(PLANNING, "The rejection rate of the order and interaction tests when "
+                                 "neither effect exists")
+    for row in rows[1:]:
+        n_llms = int(row[0])
+        for j, sigma in ((1, 0.0), (3, 0.6)):
+            res = _rm_null(sigma, n_llms, [20, 80])
+            for k, test in enumerate(("rm-anova:tom_order", "rm-anova:interaction")):
+                got = _power_by(res, test)
+                shown = percents(row[j + k])
+                assert len(shown) == 2, row
+                assert agrees(shown[0], 100 * got[20.0]) and agrees(shown[1], 100 * got[80.0]), (
+                    n_llms, sigma, test, shown, got)
+
+
+@pytest.mark.slow
+def test_planning_correction_table():
+    """docs/planning.md: GG / HF / none at σ = 0, 20 questions per cell."""
+    rows = table_after(PLANNING, "| LLMs | GG (default) | HF | none |")
+    for row in rows[1:]:
+        n_llms = int(row[0])
+        for cell, corr in zip(row[1:], ("GG", "HF", "none"), strict=True):
+            res = _rm_null(0.0, n_llms, [20], correction=corr)
+            got = [_power_by(res, t)[20.0] for t in ("rm-anova:tom_order",
+                                                   "rm-anova:interaction")]
+            shown = percents(cell)
+            assert len(shown) == 2 and all(agrees(a, 100 * b) for a, b in zip(
+                shown, got, strict=True)), (n_llms, corr, shown, got)
+
+
+@pytest.mark.slow
+def test_planning_glmm_type_one_error():
+    """docs/planning.md, "Type I error": the GLMM's rate on 2,000 null studies, seed 12
+    (minutes of GLMM fits; the default suite checks it on 400 fresh studies within 3 MC se,
+    tests/planning/test_power.py)."""
+    p = StudyConfig().params
+    res = tomstats.power(StudyConfig(), Params(p.alpha, p.gamma, 0.0, p.sigma),
+                         along={"questions_per_cell": [20]},
+                         tests=["glmm-wald:delta", "glmm-lrt:delta", "glm-wald:delta"],
+                         replicates=2000, seed=12, progress=False)
+    rows = table_after(PLANNING, "| test | setting (δ = 0 or γ = δ = 0) | studies |")
+    glmm = next(r for r in rows if r[0].startswith("`glmm-wald:delta`"))
+    glm = next(r for r in rows if r[0] == "`glm-wald:delta`")
+    wald, lrt = (_power_by(res, t)[20.0] for t in ("glmm-wald:delta", "glmm-lrt:delta"))
+    shown = percents(glmm[3])
+    assert len(shown) >= 2 and agrees(shown[0], 100 * wald) and agrees(shown[1], 100 * lrt)
+    assert agrees(percents(glm[3])[0], 100 * _power_by(res, "glm-wald:delta")[20.0])
+    # the text after the table repeats the Wald rate
+    text = " ".join(PLANNING.read_text(encoding="utf-8").split())
+    assert f"checks the {shown[0]} %" in text
