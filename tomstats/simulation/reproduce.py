@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from tomstats._cli_options import add_figures_argument, add_progress_argument, progress_wanted
 from tomstats._guards import Footprint, check_footprint
 from tomstats._io import (
     add_out_arguments,
@@ -272,12 +273,18 @@ def format_table1(t1: pd.DataFrame, paper_values: bool = True) -> str:
 def _common_arguments(p: argparse.ArgumentParser) -> None:
     add_out_arguments(p, folder=True, what="output folder", size_guard=True)
     p.add_argument("--replicates", type=int, default=None,
-                   help="Monte Carlo replicates (default 1000)")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+                   help="Monte Carlo replicates of the main design (default: 1000, or the "
+                        "simulation TOML's [simulation] replicates); with simulate --posterior "
+                        "the total over the draws, ceil(replicates / draws) per draw, unless "
+                        "--replicates-per-draw")
+    p.add_argument("--seed", type=int, default=None,
+                   help="random seed (default: the TOML's, 0)")
     p.add_argument("--path", default=None,
                    help="'exact' (binomial cell counts, default) or 'bernoulli' (per question)")
-    p.add_argument("--no-figures", action="store_true", help="skip fig1.png … fig5.png")
-    p.add_argument("--quiet", action="store_true", help="no progress bars or table")
+    add_figures_argument(p, "fig1.png … fig5.png")
+    add_progress_argument(p, "progress bars")
+    p.add_argument("--quiet", action="store_true",
+                   help="print no table (and no progress bars unless --progress)")
 
 
 def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
@@ -293,9 +300,22 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
                    help="structural GLMM fit (netCDF): run once per posterior draw")
     p.add_argument("--draws", type=int, default=200,
                    help="posterior draws to use with --posterior (thinned evenly; default 200)")
+    p.add_argument("--replicates-per-draw", type=int, default=None, metavar="N",
+                   help="with --posterior: simulated studies of the main design per draw "
+                        "(default: ceil(replicates / draws))")
+    p.add_argument("--grid-replicates-per-draw", type=int, default=None, metavar="N",
+                   help="with --posterior: simulated studies per γ × α grid point per draw "
+                        "(default: ceil(the TOML's sensitivity replicates / draws))")
     p.add_argument("--allow-warnings", action="store_true",
                    help="use a --posterior fit that failed its own checks (divergences, "
                         "R-hat, ESS; refused otherwise); the summary and report say so")
+
+
+def _progress(args: argparse.Namespace) -> bool | None:
+    """--progress/--no-progress as given; else off with --quiet, else on a terminal."""
+    if args.progress is not None:
+        return bool(args.progress)
+    return False if args.quiet else progress_wanted(args)
 
 
 def _validate_cli(args: argparse.Namespace) -> None:
@@ -305,6 +325,13 @@ def _validate_cli(args: argparse.Namespace) -> None:
         raise ValueError(f"--replicates must be >= 1, got {args.replicates}")
     if args.seed is not None and args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    for flag in ("replicates_per_draw", "grid_replicates_per_draw"):
+        v = getattr(args, flag, None)
+        name = "--" + flag.replace("_", "-")
+        if v is not None and v < 1:
+            raise ValueError(f"{name} must be >= 1, got {v}")
+        if v is not None and getattr(args, "posterior", None) is None:
+            raise ValueError(f"{name} needs --posterior (without it, use --replicates)")
     prepare_out_dir(args.out, force=args.force)
 
 
@@ -328,7 +355,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
     _validate_cli(args)
     config = study_from_dict({}, {"replicates": args.replicates, "seed": args.seed,
                                    "path": args.path})
-    result = run_study(config, progress=False if args.quiet else None,
+    result = run_study(config, progress=_progress(args),
                        allow_large=args.allow_large)
     return _finish(result, args)
 
@@ -339,13 +366,15 @@ def run_simulate(args: argparse.Namespace) -> int:
     config = load_study(args.config, replicates=args.replicates, seed=args.seed,
                         path=args.path)
     if args.posterior is None:
-        return _finish(run_study(config, progress=False if args.quiet else None,
+        return _finish(run_study(config, progress=_progress(args),
                                  allow_large=args.allow_large), args)
     from tomstats.simulation.posterior_sweep import run_posterior_study
 
     with replaced_dir(args.out) as tmp:
         out = run_posterior_study(config, args.posterior, draws=args.draws, out=tmp,
-                                  progress=False if args.quiet else None,
+                                  replicates=args.replicates_per_draw,
+                                  sensitivity_replicates=args.grid_replicates_per_draw,
+                                  progress=_progress(args),
                                   allow_large=args.allow_large,
                                   allow_warnings=args.allow_warnings)
     if not args.quiet:
