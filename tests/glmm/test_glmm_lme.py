@@ -41,8 +41,10 @@ REAL = {"storysim_triplets_slopes": "storysim_items.csv",
         "chartom_nested_binomial": "chartom_mcqa_accuracy.csv"}
 SIM = ["sim_nested_several_terms", "sim_uncorrelated_binomial", "sim_three_correlated",
        "sim_singular_slope"]
-#: cases whose fit takes long on two cores (13,189 rows x 1,308 items): the slow run
-SLOW = {"tombench_uncorrelated_binomial"}
+#: cases left to the slow run: their fit (13,189 rows x 1,308 items), or the compilation of
+#: one more design shape, takes long on two cores, and the default run covers their features
+#: (three correlated effects: the correlated cases; singular: chartom and sim_singular_slope)
+SLOW = {"tombench_uncorrelated_binomial", "sim_three_correlated"}
 #: per-case SE tolerance against lme4's vcov() (default 1e-3). On ToMBench lme4's vcov()
 #: comes from a finite-difference Hessian of a deviance that is itself inexact at the 1e-6
 #: level (as in tests of tomstats.glmm.laplace): the SE of prompt_langunknown moves by 2.7e-3
@@ -189,7 +191,8 @@ def test_predictions(name, reference, shared):
                                case["predict"]["link_fixed"], atol=1e-3)
 
 
-@pytest.mark.parametrize("name", ["storysim_triplets_slopes", "sim_singular_slope"])
+@pytest.mark.parametrize("name", [pytest.param("storysim_triplets_slopes",
+                                              marks=pytest.mark.slow), "sim_singular_slope"])
 def test_lrt_matches_lme4_anova(name, reference, shared):
     case = reference[name]
     full = _fit(case, shared)
@@ -243,6 +246,37 @@ def test_hessian_se_is_exact(reference):
                                  - dev(phi - e_i + e_j) + dev(phi - e_i - e_j)) / (4 * h * h)
     se = np.sqrt(np.diagonal(2.0 * np.linalg.inv(H))[m:])
     np.testing.assert_allclose(fit.se, se, rtol=1e-4)
+
+
+def test_vmapped_batch_equals_single_fits(reference):
+    """Replicates (a leading axis of y) are fitted under one vmapped program, each as if
+    alone: what a power simulation refits."""
+    import jax
+
+    from tomstats.glmm.lme_fit import lme_fit_arrays
+
+    fit = _fit(reference["sim_singular_slope"], None)
+    des = fit.design
+    rng = np.random.default_rng(11)
+    p = fit.predict(type="response")
+    ys = (rng.random((3, p.size)) < p).astype(float)
+    with jax.enable_x64(True):
+        batch = lme_fit_arrays(des.Xc, ys, des.trials, des.Zs, des.gs, des.shapes)
+        for i in range(3):
+            one = lme_fit_arrays(des.Xc, ys[i], des.trials, des.Zs, des.gs, des.shapes)
+            np.testing.assert_allclose(batch.beta[i], one.beta, rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(batch.theta[i], one.theta, rtol=1e-6, atol=1e-8)
+            assert float(batch.loglik[i]) == pytest.approx(float(one.loglik), abs=1e-8)
+
+
+def test_new_levels_predict_population_value(reference):
+    fit = _fit(reference["sim_uncorrelated_binomial"], None)
+    new = pd.DataFrame({"x": [0.3, 0.3], "cond": ["a", "a"], "g": [99, 0], "item": [99, 0],
+                        "k": [0, 0], "n": [1, 1]})
+    link = fit.predict(new, type="link")
+    fixed = fit.predict(new, random=False, type="link")
+    assert link[0] == pytest.approx(fixed[0])      # unseen levels: no random effect
+    assert link[1] != pytest.approx(fixed[1])      # seen levels: their conditional modes
 
 
 def test_fit_backend_laplace_dispatches_slopes(reference):

@@ -37,7 +37,7 @@ complement :math:`S - E^\top G^{-1} E` over the other terms' effects:
 :math:`\log\det A = \sum_a\log\det G_a + \log\det(S - E^\top G^{-1}E)`.
 
 Outer fit: :math:`(\theta, \beta)` jointly minimise :math:`D` (lme4's second stage,
-``nAGQ = 1``) by Newton's method with the exact Hessian (JAX forward-over-reverse through
+``nAGQ = 1``) by Newton's method with the exact Hessian (JAX reverse-over-reverse through
 two chord steps of the mode, which makes first and second derivatives exact at the
 converged mode), eigenvalues made positive where indefinite, with step halving. Why Newton
 and not lme4's BOBYQA: the deviance is smooth in :math:`\theta` over all of
@@ -391,8 +391,13 @@ class _Problem:
         return self.laplace(u, zt, beta)
 
     def grad_hess(self, phi: Array, u: Array) -> tuple[Array, Array]:
-        g, jvp = jax.linearize(lambda p: jax.grad(self.ddev)(p, u), phi)
-        H = jax.vmap(jvp)(jnp.eye(phi.shape[0], dtype=phi.dtype))
+        """Gradient and Hessian of :meth:`ddev`, reverse over reverse (on CPU the forward
+        derivative of the segment sums, vmapped over directions, ran far slower)."""
+        def g_aux(p: Array) -> tuple[Array, Array]:
+            g = jax.grad(self.ddev)(p, u)
+            return g, g
+
+        H, g = jax.jacrev(g_aux, has_aux=True)(phi)
         return g, 0.5 * (H + H.T)
 
     def glm_start(self, iters: int = 30) -> Array:
