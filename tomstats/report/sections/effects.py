@@ -5,7 +5,8 @@ For each key effect :math:`\theta` — of a structural fit :math:`\gamma` (ToM o
 fixed effect but the intercept — the section gives the posterior probabilities
 :math:`P(\theta > 0)` and :math:`P(\theta < 0)` (shares of the draws), the probability of
 direction :math:`pd = \max\{P(\theta > 0), P(\theta < 0)\}` (Makowski et al. 2019) with what
-that direction means for accuracy, and, when the user gives a region of practical equivalence
+that direction means for accuracy ("direction uncertain" below :data:`UNCERTAIN`), and,
+when the user gives a region of practical equivalence
 ``--rope NAME=LOW,HIGH`` (or ``NAME=H`` for :math:`[-H, H]`), the share of the posterior
 inside it and Kruschke's HDI+ROPE decision: the 94 % HDI entirely outside the ROPE — an
 effect of practical size; entirely inside — practically no effect; otherwise undecided.
@@ -29,6 +30,8 @@ from tomstats.report.sections._context import hdi
 __all__ = ["KeyEffect", "effects_section", "effects_table", "key_effects", "parse_rope"]
 
 TITLE = "Is there an effect?"
+#: Below this probability of direction a reading says "direction uncertain".
+UNCERTAIN = 0.9
 
 #: Structural parameters: (label, what a positive value does, what a negative value does).
 _STRUCTURAL = {
@@ -121,11 +124,12 @@ def effects_table(effects: list[KeyEffect],
         p_pos, p_neg = float(np.mean(x > 0)), float(np.mean(x < 0))
         lo, hi = hdi(x)  # the page's one interval: ArviZ's 94 % HDI
         pd_ = max(p_pos, p_neg)
+        stmt = e.positive if p_pos >= p_neg else e.negative
         row: dict[str, Any] = {
             "effect": e.label, "mean": float(np.mean(x)), "HDI low": lo, "HDI high": hi,
             "P(> 0)": p_pos, "P(< 0)": p_neg, "pd": pd_,
-            "reading": f"{e.positive if p_pos >= p_neg else e.negative} (probability "
-                       f"{pd_:.3f})",
+            "reading": (f"{stmt} (probability {pd_:.3f})" if pd_ >= UNCERTAIN
+                        else f"direction uncertain: {stmt} with probability {pd_:.3f} only"),
         }
         if rope:
             r = rope.get(e.name)
