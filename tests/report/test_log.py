@@ -98,8 +98,10 @@ def test_csv_log_with_several_models_and_map(tmp_path: Path) -> None:
     assert "(pooled)" in html and "<td>m2</td>" in html  # ANOVA per LLM and pooled
     assert "cannot be classified" in html  # no error_category column: said, not drawn
     assert len(re.findall(r"<img ", html)) == 1
-    assert ("--map correct=ok,model=llm,context_words=words,tom_order=order --model structural"
-            in html)
+    # two context lengths cannot identify equation (1)'s α and δ: a formula model, not
+    # --model structural (which needs at least 3 lengths in words and 2 ToM orders)
+    assert "--map correct=ok,model=llm,context_words=words,tom_order=order --model" in html
+    assert "--model structural" not in html
 
 
 def test_fit_command_for_logs_without_both_factors() -> None:

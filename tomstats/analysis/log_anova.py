@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 
 from tomstats._validate import show_value
-from tomstats.analysis.row_anova import EFFECT_SIZES, anova, check_levels
+from tomstats.analysis.row_anova import EFFECT_SIZES, anova
 from tomstats.analysis.summary import outcome
 from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
 
-__all__ = ["DEFAULT_BETWEEN", "EFFECT_SIZES", "POOLED", "format_anova", "log_anova"]
+__all__ = ["DEFAULT_BETWEEN", "EFFECT_SIZES", "POOLED", "anova_notes", "format_anova",
+           "log_anova"]
 
 #: Factors of the default analysis: the paper's two-way design.
 DEFAULT_BETWEEN: tuple[str, str] = ("context_words", "tom_order")
@@ -47,13 +48,18 @@ def _as_list(x: str | Sequence[str] | None) -> list[str]:
     return [x] if isinstance(x, str) else list(x)
 
 
-def _check_design(df: pd.DataFrame, between: list[str], within: list[str],
+def _check_levels(df: pd.DataFrame, between: list[str], within: list[str],
                   subject: str | None, where: str) -> None:
-    """One-level factors (:func:`~tomstats.analysis.row_anova.check_levels`) and empty cells
-    (and subjects missing a within cell), named, before any table is computed."""
+    """One-level factors and empty cells (and subjects missing a within cell), named."""
     factors = between + within
-    levels = {f: lv for f, (lv, _codes) in zip(factors, check_levels(df, factors, where),
-                                               strict=True)}
+    levels = {}
+    for f in factors:
+        lv = sorted(pd.unique(df[f]), key=lambda v: (str(type(v)), v))
+        if len(lv) < 2:
+            shown = show_value(lv[0]) if lv else "(none)"
+            raise ValueError(f"factor {f!r} has a single level {shown}{where}; an ANOVA "
+                             "factor needs at least 2")
+        levels[f] = lv
     present = set(map(tuple, df[factors].drop_duplicates().itertuples(index=False, name=None)))
     for combo in itertools.product(*(levels[f] for f in factors)):
         if combo not in present:
@@ -193,7 +199,7 @@ def log_anova(
             groups.append((value, sub.reset_index(drop=True), f" (in {by}={show_value(value)})"))
     groups.append((POOLED, df, ""))
     for _value, sub, where in groups:  # every check before any work
-        _check_design(sub, between_l, within_l, subject, where)
+        _check_levels(sub, between_l, within_l, subject, where)
     tables = []
     for value, sub, where in groups:
         try:
@@ -235,6 +241,29 @@ def format_anova(table: pd.DataFrame) -> str:
     if repeated and table["eps_gg"].notna().any():  # sphericity: only with within effects
         for c in ("eps_gg", "p_gg", "p_hf", "mauchly_p"):
             show[c] = [num(v, "{:.3g}") for v in table[c]]
-    return show.to_string(index=False)
+    return "\n".join([show.to_string(index=False), *anova_notes(table)])
 
 
+def anova_notes(table: pd.DataFrame) -> list[str]:
+    """One line per distinct ``note`` of an ANOVA table (why F, p or effect sizes are NaN or
+    infinite), naming the rows it concerns: their sources ("every row" when it is all of
+    them), grouped by the ``--by`` value when the table has several groups."""
+    if "note" not in table.columns:
+        return []
+    by = table.columns[0] if table.columns[0] != "source" else None
+    if by is not None and table[by].nunique() < 2:  # one group's table: its rows suffice
+        by = None
+    keys = table[by].astype(str) if by is not None else pd.Series([""] * len(table))
+    sizes = keys.value_counts()
+    found: dict[str, dict[str, list[str]]] = {}
+    for key, (_, r) in zip(keys, table.iterrows(), strict=True):
+        if isinstance(r["note"], str) and r["note"]:
+            found.setdefault(r["note"], {}).setdefault(key, []).append(str(r["source"]))
+    lines = []
+    for note, groups in found.items():
+        parts = [("every row" if len(srcs) == sizes[key] else ", ".join(srcs))
+                 if not key else f"{by}={key}: "
+                 + ("every row" if len(srcs) == sizes[key] else ", ".join(srcs))
+                 for key, srcs in groups.items()]
+        lines.append(f"note ({'; '.join(parts)}): {note}")
+    return lines

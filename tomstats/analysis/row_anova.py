@@ -22,8 +22,8 @@ import scipy.stats
 
 from tomstats._validate import check_type, closest_hint, show_value
 
-__all__ = ["COLUMNS", "EFFECT_SIZES", "RM_COLUMNS", "SS_TYPES", "anova", "check_levels",
-           "huynh_feldt", "orthonormal_contrasts"]
+__all__ = ["COLUMNS", "EFFECT_SIZES", "RM_COLUMNS", "SS_TYPES", "anova", "huynh_feldt",
+           "orthonormal_contrasts"]
 
 #: Columns shared by every ANOVA table of the package (rows and cell counts).
 COLUMNS: tuple[str, ...] = ("source", "SS", "DF", "MS", "F", "p", "eta2", "partial_eta2")
@@ -220,6 +220,45 @@ def _name(term: _Term, names: Sequence[str]) -> str:
 def _f_p(f: Any, d1: Any, d2: Any) -> Any:
     with np.errstate(invalid="ignore", divide="ignore"):
         return scipy.stats.f.sf(f, d1, d2)
+
+
+def _ss_tolerance(y: np.ndarray) -> float:
+    r"""Sums of squares at or below :math:`10^{-12}\sum_i y_i^2` are rounding error of the
+    orthogonal projections (pingouin prints them as :math:`\pm 10^{-15}`); they are set to
+    exactly 0, so that a term without variation has SS 0, not a tiny number over a zero error
+    that would print as F = ∞ and partial η² = 1."""
+    return 1e-12 * float(np.sum(np.asarray(y, dtype=float) ** 2))
+
+
+def _exact_zero(x: Any, tol: float) -> Any:
+    """``x`` with entries of magnitude ≤ ``tol`` set to exactly 0."""
+    a = np.asarray(x, dtype=float)
+    return np.where(np.abs(a) <= tol, 0.0, a)
+
+
+def _notes(ss: np.ndarray, sse: np.ndarray, ss_total: float, y: np.ndarray) -> list[str]:
+    """Why a row's F, p or effect sizes are undefined (or infinite); ``""`` when they are not.
+
+    A constant outcome leaves nothing to decompose (every SS is 0: F and every effect size are
+    0/0, NaN). An error SS of 0 (every cell, or every subject × within cell, constant) makes
+    the F ratio of a term with SS > 0 infinite (p = 0, as pingouin and R report it; R warns
+    that F tests on an essentially perfect fit are unreliable) and 0/0 (NaN) for a term with
+    SS 0.
+    """
+    if ss_total == 0:
+        return [f"no variation: the outcome is {float(y[0]):g} in every row, so F and the "
+                "effect sizes are undefined (0/0)"] * len(ss)
+    out = []
+    for a, e in zip(np.asarray(ss, dtype=float), np.asarray(sse, dtype=float), strict=True):
+        if e != 0:
+            out.append("")
+        elif a == 0:
+            out.append("SS 0 and no error variance (every cell constant): F and the partial "
+                       "effect sizes are undefined (0/0)")
+        else:
+            out.append("no error variance (every cell constant): F is infinite and the F test "
+                       "does not apply (a perfect fit)")
+    return out
 
 
 def _effect_sizes(
@@ -503,17 +542,13 @@ def _validate(
     return bfac, wfac, obs, y
 
 
-def check_levels(data: pd.DataFrame, factors: Sequence[str], where: str = ""
-                 ) -> list[tuple[list[Any], np.ndarray]]:
-    """Levels (categories in order, else sorted) and integer codes of each factor; a
-    ``ValueError`` names a factor with fewer than two levels (``where`` ends its subject)."""
+def _check_levels(data: pd.DataFrame, factors: list[str]) -> list[tuple[list[Any], np.ndarray]]:
     out = []
     for f in factors:
         levels, codes = _codes(data, f)
         if len(levels) < 2:
-            shown = show_value(levels[0]) if levels else "(none)"
-            raise ValueError(f"factor {f!r} has a single level {shown}{where}; an ANOVA "
-                             "factor needs at least 2")
+            raise ValueError(f"factor {f!r} has a single level {show_value(levels[0])}; "
+                             "need at least 2")
         out.append((levels, codes))
     return out
 
@@ -660,8 +695,11 @@ def anova(
         and for between designs a last ``Residual`` row. Columns ``source, SS, DF, MS, F, p,
         eta2, partial_eta2, omega2, partial_omega2, generalized_eta2, SS_error, DF_error``; with
         a ``subject`` also ``eps_gg, eps_hf, p_gg, p_hf, mauchly_W, mauchly_p``; with ``ci``
-        ``<effect size>_low, <effect size>_high`` for each effect size. ``attrs`` records the
-        design, ``ss_type``, the numbers of rows, cells and subjects, and the bootstrap settings.
+        ``<effect size>_low, <effect size>_high`` for each effect size. A last column ``note``
+        says why a row's F, p or effect sizes are NaN or infinite (a constant outcome; no
+        error variance), ``""`` otherwise; sums of squares at rounding level are exactly 0.
+        ``attrs`` records the design, ``ss_type``, the numbers of rows, cells and subjects, and
+        the bootstrap settings.
 
     Raises
     ------
@@ -686,8 +724,8 @@ def anova(
     bfac, wfac, obs, y = _validate(data, dv, between, within, subject, ss_type, binary, ci,
                                    n_boot, cluster, seed, observed)
     ss_type = int(ss_type)
-    bcodes = check_levels(data, bfac)
-    wcodes = check_levels(data, wfac)
+    bcodes = _check_levels(data, bfac)
+    wcodes = _check_levels(data, wfac)
     clus = None if cluster is None else pd.factorize(data[cluster])[0]
     if subject is None:
         return _anova_between(y, bfac, bcodes, ss_type, ci, int(n_boot), clus, int(seed), obs)
@@ -701,7 +739,7 @@ def _columns(rm: bool, ci: float | None) -> list[str]:
         cols += list(RM_COLUMNS)
     if ci is not None:
         cols += [f"{e}_{side}" for e in EFFECT_SIZES for side in ("low", "high")]
-    return cols
+    return [*cols, "note"]
 
 
 def _anova_between(
@@ -723,13 +761,14 @@ def _anova_between(
             f"({' × '.join(names)}); some cell needs more than one row")
     s = np.bincount(flat, weights=y, minlength=n_cells)
     dev = y - (s / n)[flat]
-    ss_res = float(np.sum(dev * dev))
+    tol = _ss_tolerance(y)
+    ss_res = float(_exact_zero(np.sum(dev * dev), tol))
     ybar = s.sum() / big_n
-    ss_total = float(np.sum((y - ybar) ** 2))
+    ss_total = float(_exact_zero(np.sum((y - ybar) ** 2), tol))
     terms = _factorial_terms(len(names))
     model = _Between.build(shape, terms, ss_type, n)
     z = (s - n * ybar) / np.sqrt(n)
-    ss = model.ss(z)
+    ss = _exact_zero(model.ss(z), tol)
     df = np.array([_term_df(shape, t) for t in terms], dtype=float)
     obs_flags = np.array([any(names[f] in observed for f in t) for t in terms], dtype=float)
     ms_res = ss_res / df_res
@@ -747,11 +786,14 @@ def _anova_between(
         "p": [*_f_p(f_stat, df, df_res), nan],
     }
     with np.errstate(invalid="ignore", divide="ignore"):
-        res_eta = ss_res / ss_total
+        res_eta = float(np.divide(ss_res, ss_total))  # 0/0 (constant outcome): NaN
     for k, v in sizes.items():
         out[k] = [*v, res_eta if k == "eta2" else nan]
     out["SS_error"] = [ss_res] * len(terms) + [nan]
     out["DF_error"] = [df_res] * len(terms) + [nan]
+    residual_note = ("" if ss_res else _notes(np.zeros(1), np.zeros(1), ss_total, y)[0]
+                     if ss_total == 0 else "every cell is constant: no residual variance")
+    out["note"] = [*_notes(ss, np.full(len(terms), ss_res), ss_total, y), residual_note]
     if ci is not None:
         rng = np.random.default_rng(seed)
         cl = np.arange(big_n) if clus is None else clus
@@ -857,7 +899,8 @@ def _anova_rm(
         elif d < p_w:
             stats = (np.nan,) * 4
         else:
-            stats = _sphericity(e, d, n_w)
+            with np.errstate(invalid="ignore", divide="ignore"):  # a zero error matrix
+                stats = _sphericity(e, d, n_w)
         for ti, t in enumerate(bterms):
             if t == () and w == ():
                 continue
@@ -869,10 +912,12 @@ def _anova_rm(
             sph.append(stats)
             obs_flags.append(any(bnames[f] in observed for f in t)
                              or any(wnames[f] in observed for f in w))
-    ss_a, df_a = np.array(ss, dtype=float), np.array(df, dtype=float)
-    sse_a, dfe_a = np.array(sse, dtype=float), np.array(dfe, dtype=float)
+    tol = _ss_tolerance(means)
+    ss_a, df_a = _exact_zero(ss, tol), np.array(df, dtype=float)
+    sse_a, dfe_a = _exact_zero(sse, tol), np.array(dfe, dtype=float)
+    ss_total_rm = float(_exact_zero(res["ss_total"], tol))
     obs_a = np.array(obs_flags, dtype=float)
-    error_sum = float(np.sum(res["sse"]))
+    error_sum = float(_exact_zero(np.sum(res["sse"]), _ss_tolerance(means)))
     with np.errstate(invalid="ignore", divide="ignore"):
         f_stat = (ss_a / df_a) / (sse_a / dfe_a)
     p = _f_p(f_stat, df_a, dfe_a)
@@ -882,12 +927,13 @@ def _anova_rm(
     hf_c = np.minimum(1.0, hf)
     p_hf = _f_p(f_stat, hf_c * df_a, hf_c * dfe_a)
     n_obs = float(n_subj * n_w)
-    sizes = _effect_sizes(ss_a, df_a, sse_a, dfe_a, np.asarray(res["ss_total"]), n_obs,
+    sizes = _effect_sizes(ss_a, df_a, sse_a, dfe_a, np.asarray(ss_total_rm), n_obs,
                           np.asarray(error_sum), obs_a)
     out: dict[str, Any] = {"source": rows, "SS": ss_a, "DF": df_a, "MS": ss_a / df_a,
                            "F": f_stat, "p": p, **sizes, "SS_error": sse_a, "DF_error": dfe_a,
                            "eps_gg": gg, "eps_hf": hf, "p_gg": p_gg, "p_hf": p_hf,
-                           "mauchly_W": sph_a[:, 2], "mauchly_p": sph_a[:, 3]}
+                           "mauchly_W": sph_a[:, 2], "mauchly_p": sph_a[:, 3],
+                           "note": _notes(ss_a, sse_a, ss_total_rm, means.ravel())}
     if ci is not None:
         rng = np.random.default_rng(seed)
         cl = np.arange(len(y)) if clus is None else clus

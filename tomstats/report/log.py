@@ -27,7 +27,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tomstats._version import __version__
-from tomstats.analysis.log_anova import log_anova
+from tomstats.analysis.log_anova import anova_notes, log_anova
 from tomstats.analysis.row_anova import EFFECT_SIZES
 from tomstats.analysis.summary import ERROR_COLUMNS, outcome, summarize
 from tomstats.analysis.table import TABLE_FORMATS, load_table, table_suffix
@@ -202,10 +202,11 @@ def fit_command(source: str, df: pd.DataFrame, columns: Mapping[str, str] | None
                 query: str | None = None) -> list[str]:
     """The ``tomstats fit`` command for this log, as an argument list (for :func:`shlex.join`).
 
-    The structural model (equation (1)) when both ToM order and context length vary (the
-    longest context at least 1.5 times the shortest), else a formula model with the terms
-    that vary, a random intercept per story (``story_id`` when the log has it) and per LLM
-    when there are several.
+    The structural model (equation (1)) only where the design can identify its parameters:
+    context length in words (not a column mapped from a count of characters or tokens) with at
+    least 3 distinct lengths, the longest at least 1.5 times the shortest, and at least 2 ToM
+    orders; else a formula model with the terms that vary, a random intercept per story
+    (``story_id`` when the log has it) and per LLM when there are several.
     """
     cmd = ["tomstats", "fit", str(source)]
     if query:
@@ -218,7 +219,10 @@ def fit_command(source: str, df: pd.DataFrame, columns: Mapping[str, str] | None
     orders = pd.unique(df["tom_order"]) if "tom_order" in df.columns else []
     ctx = pd.to_numeric(df.get("context_words", pd.Series(dtype=float)), errors="coerce")
     varies_c = ctx.notna().any() and ctx.min() > 0 and ctx.max() >= 1.5 * ctx.min()
-    if len(orders) > 1 and varies_c:
+    source_col = str(mapping.get("context_words", "context_words")).lower()
+    in_words = not any(u in source_col for u in ("char", "token", "byte", "letter"))
+    identified = in_words and varies_c and ctx.nunique() >= 3 and len(orders) >= 2
+    if identified:
         cmd += ["--model", "structural"]
     else:
         terms = [t for t, ok in (("tom_order", len(orders) > 1), ("log_context", varies_c))
@@ -274,9 +278,13 @@ def _anova_blocks(table: pd.DataFrame, group: str | None, with_ci: bool, level: 
         + (f"Intervals: {level:.0%} cluster bootstrap, {n_boot} resamples of "
            f"{table.attrs.get('cluster') or 'rows'} within cells, seed {seed}."
            if with_ci else "No bootstrap intervals (--n-boot 0)."))
-    return [Text(anova_text), Table(_anova_display(table, "model" if group else None),
-                                    caption="ANOVA table (tomstats.analysis.row_anova)",
-                                    float_format="{:.4g}")]
+    blocks: list[Any] = [Text(anova_text),
+                         Table(_anova_display(table, "model" if group else None),
+                               caption="ANOVA table (tomstats.analysis.row_anova)",
+                               float_format="{:.4g}")]
+    # why a row shows — (NaN) or an infinite F: a constant outcome, no error variance
+    blocks += [Text(n[0].upper() + n[1:], "note") for n in anova_notes(table)]
+    return blocks
 
 
 def log_document(
