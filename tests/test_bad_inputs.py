@@ -513,3 +513,23 @@ def test_disk_full_while_writing_a_fit(tmp_path: Path, monkeypatch, capsys) -> N
     assert rc == 2 and len(err) == 1, err
     assert f"cannot write '{tmp_path / 'f.nc'}': disk full" in err[0] and ".tmp" not in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
+@pytest.mark.parametrize("exc,needle", [
+    (MemoryError(), "out of memory"),
+    (RecursionError("maximum recursion depth exceeded"), "nested too deeply"),
+    (OverflowError("Python int too large to convert to C long"), "a number is too large"),
+])
+def test_resource_errors_are_bad_input(exc, needle, monkeypatch, capsys) -> None:
+    """Inputs too big or too deep for the machine: one line, exit 2 (they were exit 3)."""
+    import tomstats.analysis.cli as analysis_cli
+
+    def boom(args):
+        raise exc
+
+    monkeypatch.setattr(analysis_cli, "run_summarize", boom)
+    rc = main(["summarize", "log.jsonl"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("tomstats summarize: error: ") and needle in err[0]
+    assert "a bug in tomstats" not in err[0]
