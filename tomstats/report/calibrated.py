@@ -166,9 +166,15 @@ def _fitted_point(summary: Mapping[str, Any]) -> tuple[float, float] | None:
 
 
 def calibrated_blocks(decomposition: pd.DataFrame, dominance: pd.DataFrame,
-                      summary: Mapping[str, Any], intro: str) -> list[Any]:
+                      summary: Mapping[str, Any], intro: str,
+                      fitted: tuple[float, float] | None = None) -> list[Any]:
     """Report blocks of a calibrated sweep: intro, η² table and figure, per-LLM dominance,
-    the dominance map and the count of ToM-dominant cells."""
+    the dominance map and the count of ToM-dominant cells.
+
+    ``fitted`` is the (γ, α) marked on the map; by default the means over the sweep's draws
+    (``summary["params"]``). A fit report passes the means over all draws, the ones its
+    parameter table shows, so that a page states one posterior mean per parameter.
+    """
     blocks: list[Any] = [Text(intro, "note")]
     blocks.append(Table(eta2_table(decomposition),
                         caption="η² per LLM with 95 % posterior intervals (over draws of the "
@@ -184,7 +190,8 @@ def calibrated_blocks(decomposition: pd.DataFrame, dominance: pd.DataFrame,
                                              "exceeds one half", float_format="{:.3g}"))
     dom = dict(summary.get("dominance", {}))
     cap = dom.get("capability")
-    blocks.append(Image(figure_png(fig_dominance_posterior(dominance, _fitted_point(summary))),
+    point = _fitted_point(summary) if fitted is None else fitted
+    blocks.append(Image(figure_png(fig_dominance_posterior(dominance, point)),
                         "calibrated_dominance",
                         "γ × α dominance map under the posterior: colour and upper number = "
                         "posterior mean ToM share of systematic variance, P = posterior "
@@ -260,4 +267,7 @@ def fit_sweep_blocks(
              "keeps the report quick; for the full study run: tomstats simulate "
              f"simulations/paper.toml --posterior {name} --draws 200 --out DIR, then "
              "tomstats report --simulation DIR.")
-    return calibrated_blocks(decomp, dom, summary, intro)
+    post = idata.posterior  # the page's parameter table: means over every draw
+    fitted = ((float(post["gamma"].mean()), float(post["alpha"].mean()))
+              if "gamma" in post and "alpha" in post else None)
+    return calibrated_blocks(decomp, dom, summary, intro, fitted)
