@@ -23,6 +23,9 @@ __all__ = ["Factor", "Design", "paper_design", "load_design", "load_toml", "CONT
 
 #: Canonical factor names that equation (1) reads.
 CONTEXT = "context_length"
+#: Longest context length, in words, a design or a table may hold: above it is a typo (or an
+#: overflow waiting to happen), not an experiment.
+MAX_CONTEXT_WORDS = 1e9
 TOM = "tom_order"
 
 
@@ -51,6 +54,10 @@ class Factor:
         if self.name == CONTEXT and any(v <= 0 for v in levels):
             bad = [v for v in levels if v <= 0]
             raise ValueError(f"factor {CONTEXT!r}: context lengths must be > 0 words, got {bad}")
+        if self.name == CONTEXT and any(v > MAX_CONTEXT_WORDS for v in levels):
+            bad = [v for v in levels if v > MAX_CONTEXT_WORDS]
+            raise ValueError(f"factor {CONTEXT!r}: context lengths must be at most "
+                             f"{MAX_CONTEXT_WORDS:.0e} words, got {bad}")
         if self.name == TOM and any(v < 0 for v in levels):
             bad = [v for v in levels if v < 0]
             raise ValueError(f"factor {TOM!r}: ToM orders must be >= 0, got {bad}")

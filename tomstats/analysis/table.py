@@ -25,6 +25,7 @@ import pandas as pd
 
 from tomstats._expr import Query, parse_query, query_mask
 from tomstats._validate import closest_hint, decode_text
+from tomstats.design import MAX_CONTEXT_WORDS
 
 __all__ = ["TABLE_FORMATS", "add_selection_arguments", "apply_mapping", "apply_query",
            "load_table", "parse_mapping", "read_evaluation", "require_column", "table_suffix"]
@@ -151,10 +152,6 @@ def _check_header(text: str, sep: str, p: Path) -> None:
             raise ValueError(f"{p}: column {name!r} appears twice in the header (columns "
                              f"{seen[name]} and {i}); rename one of them")
         seen[name] = i
-
-
-#: Longest context a question may report, in words: larger values are typos or overflows.
-MAX_CONTEXT_WORDS = 1e9
 
 
 def check_context_words(df: pd.DataFrame, where: str) -> None:
