@@ -409,7 +409,7 @@ def _announce_compilation(run: Any, chunk: int, tests: Sequence[PlannedTest],
         return
     _COMPILED.add((id(run), chunk))
     seconds = max(_COMPILE_SECONDS.get(t.analysis, 5) for t in tests)
-    bar.write(f"compiling the study program, about {seconds} s, once per shape")
+    bar.write(f"compiling the study program, about {seconds} s, once per shape", file=bar.fp)
 
 
 def _simulate_all(spec: PowerSpec, tests: tuple[PlannedTest, ...], design: Design,
