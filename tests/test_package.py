@@ -26,10 +26,9 @@ SHIPPED_LOG = REPO / "data" / "smollm2_storysim_log.jsonl"
 #: The stack, bottom first: a module may import modules of its own floor or of floors below.
 #: A package name stands for all of its modules.
 STACK: tuple[tuple[str, ...], ...] = (
-    # small private helpers, the version and the command table (which names its commands'
-    # modules as strings only)
-    ("tomstats._version", "tomstats._io", "tomstats._validate", "tomstats._guards",
-     "tomstats._compile_cache", "tomstats._expr", "tomstats._cli_options", "tomstats.cli"),
+    # small private helpers (every ``tomstats._name`` module: _version, _io, _validate, ...)
+    # and the command table (which names its commands' modules as strings only)
+    ("tomstats._*", "tomstats.cli"),
     ("tomstats.model", "tomstats.design"),  # equation (1) and designs, shared by every stage
     ("tomstats.stories",),
     ("tomstats.evaluate",),
@@ -78,6 +77,9 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def _floor(module: str) -> int:
+    if module.count(".") == 1 and module.split(".")[1].startswith("_") \
+            and module != "tomstats.__main__":
+        return 0  # "tomstats._*": a private helper at the top of the package
     best = (-1, -1)  # (length of the matching entry, floor)
     for i, floor in enumerate(STACK):
         for entry in floor:

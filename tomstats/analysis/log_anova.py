@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tomstats._validate import show_value
-from tomstats.analysis.row_anova import EFFECT_SIZES, anova
+from tomstats.analysis.row_anova import EFFECT_SIZES, anova, check_levels
 from tomstats.analysis.summary import outcome
 from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
 
@@ -48,18 +48,13 @@ def _as_list(x: str | Sequence[str] | None) -> list[str]:
     return [x] if isinstance(x, str) else list(x)
 
 
-def _check_levels(df: pd.DataFrame, between: list[str], within: list[str],
+def _check_design(df: pd.DataFrame, between: list[str], within: list[str],
                   subject: str | None, where: str) -> None:
-    """One-level factors and empty cells (and subjects missing a within cell), named."""
+    """One-level factors (:func:`~tomstats.analysis.row_anova.check_levels`) and empty cells
+    (and subjects missing a within cell), named, before any table is computed."""
     factors = between + within
-    levels = {}
-    for f in factors:
-        lv = sorted(pd.unique(df[f]), key=lambda v: (str(type(v)), v))
-        if len(lv) < 2:
-            shown = show_value(lv[0]) if lv else "(none)"
-            raise ValueError(f"factor {f!r} has a single level {shown}{where}; an ANOVA "
-                             "factor needs at least 2")
-        levels[f] = lv
+    levels = {f: lv for f, (lv, _codes) in zip(factors, check_levels(df, factors, where),
+                                               strict=True)}
     present = set(map(tuple, df[factors].drop_duplicates().itertuples(index=False, name=None)))
     for combo in itertools.product(*(levels[f] for f in factors)):
         if combo not in present:
@@ -199,7 +194,7 @@ def log_anova(
             groups.append((value, sub.reset_index(drop=True), f" (in {by}={show_value(value)})"))
     groups.append((POOLED, df, ""))
     for _value, sub, where in groups:  # every check before any work
-        _check_levels(sub, between_l, within_l, subject, where)
+        _check_design(sub, between_l, within_l, subject, where)
     tables = []
     for value, sub, where in groups:
         try:

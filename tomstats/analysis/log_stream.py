@@ -16,6 +16,7 @@ line and key.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 from pathlib import Path
@@ -28,6 +29,10 @@ from tomstats._validate import read_text
 
 __all__ = ["duplicated_key", "read_log_stream"]
 
+#: Columns with few distinct strings (one object each is kept, not one per record).
+_SHARED = ("model", "question_type", "agents", "target", "setting", "generator",
+           "belief_status", "same_as", "answer", "parsed_answer", "error_category", "status",
+           "error", "config_hash")
 #: The end of a key in raw JSON: a closing quote, blanks, a colon.
 _KEY_END = re.compile(rb'"\s*:')
 
@@ -63,8 +68,15 @@ def duplicated_key(line: bytes | str, parsed: Any) -> str | None:
     objects exactly when no key repeats; otherwise the line is parsed again, pairs kept.
     """
     raw = line.encode("utf-8") if isinstance(line, str) else line
-    if b'\\"' not in raw and len(_KEY_END.findall(raw)) == _n_keys(parsed):
-        return None
+    if b'\\"' not in raw:
+        # no quote inside a string: every '"' delimits one, so '":' ends a key (a key
+        # written with blanks before its colon takes the counting path below)
+        n = len(parsed) if raw.count(b"{") == 1 and isinstance(parsed, dict) else _n_keys(parsed)
+        if b'" ' not in raw and b'"\t' not in raw and b'"\r' not in raw:
+            if raw.count(b'":') == n:
+                return None
+        elif len(_KEY_END.findall(raw)) == n:
+            return None
     try:
         json.loads(raw, object_pairs_hook=_first_duplicate)
     except _Duplicate as dup:
@@ -111,7 +123,12 @@ def read_log_stream(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist")
     names = list(COLUMNS)
     cols: dict[str, list[Any]] = {c: [] for c in names}
-    shared: dict[Any, Any] = {}  # one object per distinct string
+    appends = [cols[c].append for c in names]
+    getter = operator.itemgetter(*names)
+    i_agents, i_belief, i_same = (names.index(c) for c in ("agents", "belief_status", "same_as"))
+    shared_cols = [names.index(c) for c in _SHARED if c in names]
+    shared: dict[Any, Any] = {}  # one object per distinct string of the repetitive columns
+    absent: list[str] = []
     row_of: dict[tuple[Any, Any, Any], int] = {}
     line_of: list[int] = []
     hash_of: list[str] = []
@@ -148,22 +165,32 @@ def read_log_stream(path: str | os.PathLike[str]) -> pd.DataFrame:
                 raise ValueError(f"{p}:{lineno}: duplicated key (model={key[0]!r}, "
                                  f"item_id={key[1]!r}, sample={key[2]}): already answered on "
                                  f"line {line_of[i]}")
-            values = {**{c: rec.get(c) for c in names}, "belief_status": belief_status(rec),
-                      "same_as": rec.get("same_as") or ""}
-            values["agents"] = (">".join(values["agents"]) if isinstance(values["agents"], list)
-                                else str(values["agents"] or ""))
+            for c in absent:  # optional fields this log's records lack
+                if c not in rec:
+                    rec[c] = None
+            try:
+                row = list(getter(rec))
+            except KeyError:
+                absent = [c for c in names if c not in rec]
+                row = [rec.get(c) for c in names]
+            agents = row[i_agents]
+            row[i_agents] = ">".join(agents) if isinstance(agents, list) else str(agents or "")
+            row[i_belief] = belief_status(rec)
+            row[i_same] = row[i_same] or ""
+            for j in shared_cols:
+                v = row[j]
+                if type(v) is str:
+                    row[j] = shared.setdefault(v, v)
             if i is None:
                 row_of[key] = len(line_of)
                 line_of.append(lineno)
                 hash_of.append(rec["config_hash"])
-                for c in names:
-                    v = values[c]
-                    cols[c].append(shared.setdefault(v, v) if isinstance(v, str) else v)
+                for app, v in zip(appends, row, strict=True):
+                    app(v)
             else:  # a later record of the key (after errors) replaces it
                 line_of[i], hash_of[i] = lineno, rec["config_hash"]
-                for c in names:
-                    v = values[c]
-                    cols[c][i] = shared.setdefault(v, v) if isinstance(v, str) else v
+                for c, v in zip(names, row, strict=True):
+                    cols[c][i] = v
     if not line_of:
         raise ValueError(f"evaluation log {str(p)!r} holds no records")
     hashes: dict[str, tuple[str, int]] = {}

@@ -22,8 +22,8 @@ import scipy.stats
 
 from tomstats._validate import check_type, closest_hint, show_value
 
-__all__ = ["COLUMNS", "EFFECT_SIZES", "RM_COLUMNS", "SS_TYPES", "anova", "huynh_feldt",
-           "orthonormal_contrasts"]
+__all__ = ["COLUMNS", "EFFECT_SIZES", "RM_COLUMNS", "SS_TYPES", "anova", "check_levels",
+           "huynh_feldt", "orthonormal_contrasts"]
 
 #: Columns shared by every ANOVA table of the package (rows and cell counts).
 COLUMNS: tuple[str, ...] = ("source", "SS", "DF", "MS", "F", "p", "eta2", "partial_eta2")
@@ -542,13 +542,17 @@ def _validate(
     return bfac, wfac, obs, y
 
 
-def _check_levels(data: pd.DataFrame, factors: list[str]) -> list[tuple[list[Any], np.ndarray]]:
+def check_levels(data: pd.DataFrame, factors: Sequence[str], where: str = ""
+                 ) -> list[tuple[list[Any], np.ndarray]]:
+    """Levels (categories in order, else sorted) and integer codes of each factor; a
+    ``ValueError`` names a factor with fewer than two levels (``where`` ends its subject)."""
     out = []
     for f in factors:
         levels, codes = _codes(data, f)
         if len(levels) < 2:
-            raise ValueError(f"factor {f!r} has a single level {show_value(levels[0])}; "
-                             "need at least 2")
+            shown = show_value(levels[0]) if levels else "(none)"
+            raise ValueError(f"factor {f!r} has a single level {shown}{where}; an ANOVA "
+                             "factor needs at least 2")
         out.append((levels, codes))
     return out
 
@@ -724,8 +728,8 @@ def anova(
     bfac, wfac, obs, y = _validate(data, dv, between, within, subject, ss_type, binary, ci,
                                    n_boot, cluster, seed, observed)
     ss_type = int(ss_type)
-    bcodes = _check_levels(data, bfac)
-    wcodes = _check_levels(data, wfac)
+    bcodes = check_levels(data, bfac)
+    wcodes = check_levels(data, wfac)
     clus = None if cluster is None else pd.factorize(data[cluster])[0]
     if subject is None:
         return _anova_between(y, bfac, bcodes, ss_type, ci, int(n_boot), clus, int(seed), obs)

@@ -24,6 +24,8 @@ import numpy as np
 import xarray as xr
 
 from tomstats._io import atomic_write_text, ensure_writable_file
+from tomstats._validate import check_type
+from tomstats.design import paper_design
 from tomstats.glmm.fitting import fit_spec, structural_param_draws
 from tomstats.glmm.spec import StructuralSpec
 from tomstats.model import Params
@@ -137,8 +139,6 @@ def write_params(idata: Any, path: str | os.PathLike[str], *, prob: float = 0.95
     whole summary under ``[meta.calibration]``; ``.json``: the summary). Any other suffix
     without ``fmt`` raises ``ValueError`` before any work.
     """
-    from tomstats._validate import check_type
-
     check_type(path, (str, os.PathLike), "path")
     if fmt is None:
         fmt = params_format(path)
@@ -174,8 +174,6 @@ def _simulation_toml(summary: dict[str, Any]) -> str:
     writer as quoted strings or keys, never into a comment, so no name can add a table.
     """
     import tomli_w
-
-    from tomstats.design import paper_design
 
     design = paper_design()
     doc = {

@@ -40,8 +40,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from tomstats._io import atomic_path, atomic_write_text, prepare_out_file
+from tomstats._validate import check_type
 from tomstats.cli import EXIT_WARNINGS
-from tomstats.glmm._hints import InputError, hint, option_hint
+from tomstats.glmm._hints import InputError, cli_syntax, hint, option_hint
+from tomstats.glmm.fitting import load_fit
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -93,8 +96,6 @@ def compare(fits: Mapping[str, Any], *, scale: str = "log", ic: str = "loo") -> 
         differ (another data set, a query, or another aggregation of the rows).
     """
     import arviz as az
-
-    from tomstats._validate import check_type
 
     check_type(fits, Mapping, "fits", "a mapping {name: InferenceData}")
     if len(fits) < 2:
@@ -192,16 +193,11 @@ def run_compare(args: argparse.Namespace) -> int:
     Returns 0, or 1 when a fit's LOO is unreliable (a high Pareto k) and
     ``--allow-warnings`` was not given.
     """
-    from tomstats.glmm._hints import cli_syntax
-
     with cli_syntax():
         return _run_compare(args)
 
 
 def _run_compare(args: argparse.Namespace) -> int:
-    from tomstats._io import prepare_out_file
-    from tomstats.glmm.fitting import load_fit
-
     if len(args.fits) < 2:
         raise ValueError(f"a LOO comparison needs at least two fits, got {len(args.fits)}")
     names = fit_names(args.fits)
@@ -228,8 +224,6 @@ def _run_compare(args: argparse.Namespace) -> int:
           "relative to the best fit)")
     print(format_table(table))
     if out is not None:
-        from tomstats._io import atomic_write_text
-
         atomic_write_text(out, table.to_csv(index_label="fit", lineterminator="\n"))
         print(f"wrote {out}")
     if plot is not None:
@@ -278,8 +272,6 @@ def fig_compare(table: pd.DataFrame) -> Figure:
 
 def _write_plot(table: pd.DataFrame, path: Path) -> None:
     """:func:`fig_compare` written atomically to ``path``."""
-    from tomstats._io import atomic_path
-
     fig = fig_compare(table)
     with atomic_path(path) as tmp:
         fig.savefig(os.fspath(tmp), format=path.suffix.lower()[1:])

@@ -38,7 +38,7 @@ from tomstats._expr import FORMULA_CONTEXT, check_terms
 from tomstats._validate import check_keys, check_type, closest_hint
 from tomstats.analysis.table import read_evaluation
 from tomstats.glmm._hints import InputError, column_hint, hint, option_hint
-from tomstats.glmm.spec import FormulaSpec, StructuralSpec
+from tomstats.glmm.spec import FormulaSpec, StructuralSpec, half_normal, lkj, normal, parse_formula
 
 __all__ = [
     "STANDARD_COLUMNS",
@@ -619,8 +619,6 @@ def build_formula(
     formula: str, options: Mapping[str, Any], df: pd.DataFrame, family: str | None
 ) -> tuple[FormulaSpec, ModelData]:
     """Validate ``df`` for an lme4-style ``formula`` and build its spec and design."""
-    from tomstats.glmm.spec import parse_formula
-
     opts = dict(options)
     response, trials, fixed, random = parse_formula(formula)
     trials = trials or opts.pop("trials", None)
@@ -683,8 +681,6 @@ def build_formula(
 
 def _formula_priors(spec: FormulaSpec, X: np.ndarray, names: list[str],
                     intercept: int | None) -> tuple:
-    from tomstats.glmm.spec import half_normal, lkj, normal
-
     given = dict(spec.priors)
     known = {"Intercept", "beta", *names}
     for t in spec.random:

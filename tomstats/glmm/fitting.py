@@ -42,6 +42,7 @@ import pandas as pd
 import xarray as xr
 
 from tomstats._io import atomic_path, ensure_writable_file
+from tomstats._validate import check_type
 from tomstats.glmm.data import (
     ModelData,
     build_design,
@@ -261,8 +262,6 @@ def fit(
         :mod:`tomstats.glmm._hints`). If ``data.attrs`` holds ``errored_questions`` (from
         :func:`~tomstats.glmm.data.read_table`), it is recorded in the fit's provenance.
     """
-    from tomstats._validate import check_type
-
     check_type(data, pd.DataFrame, "data",
                "a pandas DataFrame (read a log file with tomstats.glmm.read_table(path))")
     check_type(model, str, "model", "'structural' or an lme4-style formula string")
@@ -274,6 +273,7 @@ def fit(
     if backend == "laplace":
         import inspect
 
+        # the maximum-likelihood backends, imported when asked for
         from tomstats.glmm.laplace_backend import fit_laplace
         from tomstats.glmm.lme import fit_lme, needs_lme
 
@@ -314,6 +314,7 @@ def fit(
               progress=progress, max_tree_depth=max_tree_depth, log_likelihood=log_likelihood,
               posterior_predictive=posterior_predictive, chain_method=chain_method)
     if backend == "numpyro":
+        # one sampler's stack (NumPyro or PyMC), imported when it is used
         from tomstats.glmm import numpyro_backend
 
         res = numpyro_backend.sample(spec, md, dense_mass=dense_mass, cores=cores, **kw)
@@ -369,8 +370,6 @@ def check_fit_type(idata: Any, name: str = "idata") -> None:
     """``TypeError`` naming ``name`` unless ``idata`` is an ArviZ InferenceData."""
     import arviz as az
 
-    from tomstats._validate import check_type
-
     check_type(idata, az.InferenceData, name,
                "an arviz.InferenceData from tomstats.glmm.fit or load_fit (load a saved fit "
                "with tomstats.glmm.load_fit(path))")
@@ -408,8 +407,6 @@ def _netcdf_engine() -> str:
 
 def save_fit(idata: Any, path: str | os.PathLike[str]) -> Path:
     """Write a fit to netCDF atomically (temporary file, then rename); return the path."""
-    from tomstats._validate import check_type
-
     check_fit_type(idata)
     check_type(path, (str, os.PathLike), "path")
     p = ensure_writable_file(path, field="path")
@@ -432,8 +429,6 @@ def load_fit(path: str | os.PathLike[str]) -> Any:
         missing posterior, unknown format version).
     """
     import arviz as az
-
-    from tomstats._validate import check_type
 
     check_type(path, (str, os.PathLike), "path")
     p = Path(path)
@@ -533,8 +528,6 @@ def predict(
     if new_levels not in ("sample", "zero"):
         raise ValueError(f"new_levels must be 'sample' or 'zero', got {new_levels!r}")
     if new_data is not None:
-        from tomstats._validate import check_type
-
         check_type(new_data, pd.DataFrame, "new_data", "a pandas DataFrame (or None)")
     spec = fit_spec(idata)
     train = training_data(idata)

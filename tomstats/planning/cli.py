@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from tomstats._io import add_out_arguments, prepare_out_dir, replaced_dir
 from tomstats.planning.analyses import TESTS
 from tomstats.planning.result import format_power, write_power
 from tomstats.planning.run import power
 from tomstats.simulation.files import TABLE1
-from tomstats.simulation.study import ALONG, load_study
+from tomstats.simulation.study import load_study, spec_options
 
 __all__ = ["add_power_arguments", "run_power"]
 
@@ -31,27 +32,21 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="simulation TOML (e.g. simulations/power.toml); its [power] "
                                   "table gives the defaults of the options below")
     add_out_arguments(p, folder=True, what="output folder", size_guard=True)
-    p.add_argument("--along", default=None, metavar="NAME=V1,V2,...",
-                   help=f"dimension and values to vary, NAME one of {', '.join(ALONG)}")
-    p.add_argument("--by", default=None, metavar="NAME=V1,V2,...",
-                   help="a second dimension: the curve along --along is repeated at each "
-                        "value, e.g. --along questions_per_cell=10,20,50 --by n_llms=3,5,8")
-    p.add_argument("--test", action="append", default=None, metavar="TEST",
-                   help=f"test to run (repeatable): {', '.join(TESTS)}")
-    p.add_argument("--replicates", type=int, default=None, help="simulated studies per value")
-    p.add_argument("--alpha", type=float, default=None, help="significance level")
-    p.add_argument("--target", type=float, default=None, help="target power (default 0.8)")
-    p.add_argument("--seed", type=int, default=None)
+    for name, option in spec_options():  # the [power] fields, declared once in PowerSpec
+        if not option.cli:
+            continue
+        flag = option.flag or "--" + name.replace("_", "-")
+        kw: dict[str, Any] = {"dest": name, "default": None}
+        kw.update({k: v for k, v in (("type", option.type), ("metavar", option.metavar),
+                                      ("choices", option.choices)) if v is not None})
+        if option.repeat:
+            kw["action"] = "append"
+        if option.help is not None:
+            kw["help"] = option.help.format(tests=", ".join(TESTS))
+        p.add_argument(flag, **kw)
     p.add_argument("--questions-per-cell", type=int, default=None, metavar="N",
                    help="questions per cell and LLM when --along varies something else "
                         "(default: the TOML's questions_per_cell)")
-    p.add_argument("--items-per-cell", type=int, default=None,
-                   help="stories per cell (default: one per question)")
-    p.add_argument("--n-llms", type=int, default=None,
-                   help="LLMs with capabilities drawn from N(mean, capability_sd)")
-    p.add_argument("--path", default=None, help="'exact' (default) or 'bernoulli'")
-    p.add_argument("--correction", default=None, choices=("GG", "HF", "none"),
-                   help="sphericity correction of the rm-anova tests (default GG, as afex)")
     p.add_argument("--posterior", default=None,
                    help="structural GLMM fit (netCDF): report assurance beside plug-in power")
     p.add_argument("--draws", type=int, default=200, help="posterior draws used (default 200)")
@@ -78,13 +73,12 @@ def run_power(args: argparse.Namespace) -> int:
         load_sound_fit(args.posterior, allow_warnings=args.allow_warnings)
     prepare_out_dir(args.out, force=args.force)
     cfg = load_study(args.config)
-    result = power(cfg, along=_parse_along(args.along) if args.along else None,
-                   by=_parse_along(args.by, "--by") if args.by else None,
-                   tests=args.test, alpha=args.alpha, replicates=args.replicates,
-                   seed=args.seed, target=args.target, items_per_cell=args.items_per_cell,
-                   n_llms=args.n_llms, questions_per_cell=args.questions_per_cell,
-                   path=args.path, correction=args.correction, posterior=args.posterior,
-                   draws=args.draws, allow_failures=args.allow_failures,
+    spec = {name: getattr(args, name) for name, option in spec_options() if option.cli}
+    for key in ("along", "by"):  # NAME=V1,V2,... -> {NAME: [V1, V2, ...]}
+        spec[key] = _parse_along(spec[key], f"--{key}") if spec[key] else None
+    result = power(cfg, **spec, questions_per_cell=args.questions_per_cell,
+                   posterior=args.posterior, draws=args.draws,
+                   allow_failures=args.allow_failures,
                    progress=False if args.quiet else None, allow_large=args.allow_large)
     with replaced_dir(args.out) as tmp:
         files = write_power(result, tmp, figure=not args.no_figure)

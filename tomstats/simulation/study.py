@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,8 @@ from tomstats.model import Params
 from tomstats.simulation.paper import PAPER_PARAMS
 from tomstats.simulation.sensitivity_grid import PAPER_ALPHA, PAPER_GAMMA, grid_values
 
-__all__ = ["ALONG", "PowerSpec", "StudyConfig", "load_study", "study_from_dict"]
+__all__ = ["ALONG", "PowerSpec", "SpecOption", "StudyConfig", "load_study", "spec_options",
+           "study_from_dict"]
 
 PATHS = ("exact", "bernoulli")
 #: Sphericity corrections of the repeated-measures ANOVA tests of a power analysis.
@@ -39,6 +40,34 @@ def _positive_int(name: str, v: Any, low: int = 1) -> int:
     if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
     return int(v)
+
+
+@dataclass(frozen=True)
+class SpecOption:
+    """How one field of :class:`PowerSpec` is given: as a key of the ``[power]`` table
+    (``table``) and as a ``tomstats power`` option (``cli``; ``help`` ``None`` lists it
+    without a help text). ``{tests}`` in ``help`` is filled in by the command line."""
+
+    table: bool = True
+    cli: bool = True
+    help: str | None = None
+    flag: str | None = None
+    type: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    repeat: bool = False
+
+
+def _option(default: Any, **how: Any) -> Any:
+    """A :class:`PowerSpec` field with its :class:`SpecOption` (the one declaration)."""
+    table = how.pop("table", True)
+    return field(default=default, metadata={"option": SpecOption(
+        table=table, cli=how.pop("cli", table), **how)})
+
+
+def spec_options() -> list[tuple[str, SpecOption]]:
+    """``(field name, SpecOption)`` of every :class:`PowerSpec` field, in declaration order."""
+    return [(f.name, f.metadata["option"]) for f in fields(PowerSpec)]
 
 
 @dataclass(frozen=True)
@@ -88,21 +117,32 @@ class PowerSpec:
         afex), Huynh–Feldt (:math:`\\min(1, \\tilde\\varepsilon)`), or none.
     """
 
-    along: str = "questions_per_cell"
-    values: tuple[float, ...] = (20, 50, 100, 200, 500)
-    tests: tuple[str, ...] = ("anova:tom_order", "anova:context_length", "anova:interaction",
-                              "glm-lrt:delta")
-    alpha: float = 0.05
-    replicates: int = 1000
-    target: float = 0.8
-    seed: int = 0
-    items_per_cell: int | None = None
-    n_llms: int | None = None
-    capability_sd: float | None = None
-    path: str = "exact"
-    by: str | None = None
-    by_values: tuple[float, ...] = ()
-    correction: str = "GG"
+    along: str = _option(
+        "questions_per_cell", metavar="NAME=V1,V2,...",
+        help=f"dimension and values to vary, NAME one of {', '.join(ALONG)}")
+    values: tuple[float, ...] = _option((20, 50, 100, 200, 500), table=False)
+    tests: tuple[str, ...] = _option(
+        ("anova:tom_order", "anova:context_length", "anova:interaction", "glm-lrt:delta"),
+        flag="--test", metavar="TEST", repeat=True,
+        help="test to run (repeatable): {tests}")
+    alpha: float = _option(0.05, type=float, help="significance level")
+    replicates: int = _option(1000, type=int, help="simulated studies per value")
+    target: float = _option(0.8, type=float, help="target power (default 0.8)")
+    seed: int = _option(0, type=int, help=None)
+    items_per_cell: int | None = _option(
+        None, type=int, help="stories per cell (default: one per question)")
+    n_llms: int | None = _option(
+        None, type=int, help="LLMs with capabilities drawn from N(mean, capability_sd)")
+    capability_sd: float | None = _option(None, cli=False)
+    path: str = _option("exact", help="'exact' (default) or 'bernoulli'")
+    by: str | None = _option(
+        None, metavar="NAME=V1,V2,...",
+        help="a second dimension: the curve along --along is repeated at each value, e.g. "
+             "--along questions_per_cell=10,20,50 --by n_llms=3,5,8")
+    by_values: tuple[float, ...] = _option((), table=False)
+    correction: str = _option(
+        "GG", choices=CORRECTIONS,
+        help="sphericity correction of the rm-anova tests (default GG, as afex)")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", _dimension_values("along", self.along, self.values))
@@ -150,23 +190,29 @@ class PowerSpec:
         return PowerSpec(**kw)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description."""
-        ints = self.along in ALONG[:3]
-        return {
-            "along": {self.along: [int(v) if ints else v for v in self.values]},
-            "tests": list(self.tests), "alpha": self.alpha, "replicates": int(self.replicates),
-            "target": self.target, "seed": int(self.seed),
-            "items_per_cell": self.items_per_cell, "n_llms": self.n_llms,
-            "capability_sd": self.capability_sd, "path": self.path,
-            "correction": self.correction,
-        } | ({} if self.by is None else {"by": {self.by: [
-            int(v) if self.by in ALONG[:3] else v for v in self.by_values]}})
+        """JSON-ready description: the ``[power]`` table's keys, in declaration order
+        (``along`` and ``by`` as ``{name: values}``; ``by`` only when set)."""
+        def dimension(name: str, values: tuple[float, ...]) -> dict[str, list[Any]]:
+            return {name: [int(v) if name in ALONG[:3] else v for v in values]}
+
+        out: dict[str, Any] = {}
+        for name, option in spec_options():
+            value = getattr(self, name)
+            if not option.table or name == "by":
+                continue
+            if name == "along":
+                value = dimension(self.along, self.values)
+            elif isinstance(value, tuple):
+                value = list(value)
+            elif name in ("replicates", "seed"):
+                value = int(value)
+            out[name] = value
+        return out | ({} if self.by is None else {"by": dimension(self.by, self.by_values)})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PowerSpec:
         """Build from the ``[power]`` table (``along = {questions_per_cell = [...]}``)."""
-        known = ("along", "tests", "alpha", "replicates", "target", "seed", "items_per_cell",
-                 "n_llms", "capability_sd", "path", "by", "correction")
+        known = [name for name, option in spec_options() if option.table]
         check_keys(d, known, "[power]")
         kw = {k: v for k, v in d.items() if k not in ("along", "by")}
         for key, values_key in (("along", "values"), ("by", "by_values")):
