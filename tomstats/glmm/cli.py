@@ -356,10 +356,16 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
     print(f"wrote {path}")
     if not res.converged:
         level = "warning" if args.allow_warnings else "error"
-        print(f"tomstats fit: {level}: the Laplace fit did not converge after "
-              f"{res.iterations} iteration(s); {path} records converged=false and its "
-              f"estimates are unreliable (try --option max_iter=..., rescaled predictors or "
-              f"simpler random effects)"
+        separated = getattr(res, "separation", ())
+        what = (f"the data are separated by {', '.join(separated)} (fitted probabilities "
+                f"numerically 0 or 1): their estimates are infinite; {path} records "
+                f"converged=false and the separating terms (drop or merge the separating "
+                f"level, or fit with a sampler backend, whose priors keep estimates finite)"
+                if separated else
+                f"the Laplace fit did not converge after {res.iterations} iteration(s); "
+                f"{path} records converged=false and its estimates are unreliable (try "
+                f"--option max_iter=..., rescaled predictors or simpler random effects)")
+        print(f"tomstats fit: {level}: {what}"
               + (" (exit 0: --allow-warnings)" if args.allow_warnings else ""),
               file=sys.stderr)
         return 0 if args.allow_warnings else EXIT_WARNINGS
