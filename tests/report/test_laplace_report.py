@@ -57,3 +57,29 @@ def test_cli_reports_laplace_json(tmp_path: Path, fmt: str) -> None:
     page = (out if fmt == "html" else out / "report.md").read_text()
     assert "maximum likelihood" in page and "Fixed effects" in page and "AIC" in page
     assert "-2" in page and "0.7" in page
+
+
+def test_cli_reports_lme_fit_with_slopes(tmp_path: Path) -> None:
+    """An lme4-style fit with a random slope (JSON format "tomstats-lme-fit")."""
+    from _report_data import formula_log
+
+    from tomstats.glmm.lme_result import LmeFit
+
+    csv, fit = tmp_path / "f.csv", tmp_path / "lme.json"
+    formula_log(0)[0].to_csv(csv, index=False)
+    run = [sys.executable, "-m", "tomstats"]
+    proc = subprocess.run([*run, "fit", str(csv), "--model", "correct ~ fb + (1 + fb | model)",
+                           "--backend", "laplace", "--out", str(fit)], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode in (0, 4), proc.stderr
+    assert is_laplace_fit(fit)
+    out = tmp_path / "r.html"
+    proc = subprocess.run([*run, "report", str(fit), "--out", str(out)], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    res = LmeFit.from_json(fit)
+    fe = fixed_effects_table(res).set_index("term")
+    np.testing.assert_allclose(fe["z"], res.beta / res.se)
+    assert "Variance components" in page and "fb lowers the log-odds" in page
+    assert "(Intercept) raises" not in page

@@ -29,14 +29,21 @@ from tomstats.report._document import (
     write_document,
 )
 
-__all__ = ["is_laplace_fit", "laplace_document", "write_laplace_report"]
+__all__ = ["FORMATS", "is_laplace_fit", "laplace_document", "load_laplace_fit",
+           "write_laplace_report"]
 
 #: Coverage of the Wald intervals of the report.
 LEVEL = 0.95
 
 
+#: JSON formats of maximum-likelihood fits: random intercepts (LaplaceFit) and lme4's general
+#: random-effects terms (LmeFit).
+FORMATS = ("tomstats-laplace-fit", "tomstats-lme-fit")
+
+
 def is_laplace_fit(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a Laplace fit's JSON (a ``.json`` file with its format key)."""
+    """Whether ``path`` is a maximum-likelihood fit's JSON (``.json`` with one of
+    :data:`FORMATS`)."""
     p = Path(path)
     if p.suffix.lower() != ".json" or not p.is_file():
         return False
@@ -45,11 +52,42 @@ def is_laplace_fit(path: str | os.PathLike[str]) -> bool:
             head = fh.read(4096).decode("utf-8", errors="replace")
     except OSError:
         return False
-    return '"tomstats-laplace-fit"' in head
+    return any(f'"{f}"' in head for f in FORMATS)
+
+
+def load_laplace_fit(path: str | os.PathLike[str]) -> Any:
+    """A :class:`~tomstats.glmm.laplace_backend.LaplaceFit` or
+    :class:`~tomstats.glmm.lme_result.LmeFit`, by the file's format."""
+    from tomstats.glmm.laplace_backend import LaplaceFit
+    from tomstats.glmm.lme_result import LmeFit
+
+    head = Path(path).read_text(encoding="utf-8", errors="replace")[:4096]
+    return (LmeFit if '"tomstats-lme-fit"' in head else LaplaceFit).from_json(path)
+
+
+def _wald(fit: Any, level: float) -> pd.DataFrame:
+    """The fit's own Wald table (``summary`` of a LaplaceFit, ``fixed_effects`` of an LmeFit)."""
+    return fit.summary(level) if hasattr(fit, "summary") else fit.fixed_effects(level)
+
+
+def _random_table(fit: Any) -> pd.DataFrame | None:
+    if hasattr(fit, "varcorr"):
+        vc = fit.varcorr()
+        return None if vc.empty else vc.rename(columns={"sdcor": "SD or correlation",
+                                                        "vcov": "variance or covariance"})
+    if not fit.groups:
+        return None
+    return fit.variance_components().rename(columns={"n_levels": "levels"})
+
+
+def _singular(fit: Any) -> list[str]:
+    if hasattr(fit, "singular_terms"):
+        return [t.label for t in fit.singular_terms()]
+    return [g for g, v in zip(fit.groups, fit.sd, strict=True) if v < 1e-4]
 
 
 def _verdict(fit: Any) -> Verdict:
-    sd_zero = [g for g, v in zip(fit.groups, fit.sd, strict=True) if v < 1e-4]
+    sd_zero = _singular(fit)
     return Verdict("Convergence", (
         Check("optimiser converged", bool(fit.converged), f"{fit.iterations} iteration(s)",
               "tolerance met, finite values",
@@ -66,7 +104,7 @@ def fixed_effects_table(fit: Any, level: float = LEVEL) -> pd.DataFrame:
     :math:`e^{\\hat\\beta}` (from :meth:`LaplaceFit.summary`)."""
     import numpy as np
 
-    s = fit.summary(level)
+    s = _wald(fit, level)
     pct = f"{100 * level:g} %"
     return pd.DataFrame({
         "term": list(s.index), "estimate": s["estimate"].to_numpy(),
@@ -77,10 +115,10 @@ def fixed_effects_table(fit: Any, level: float = LEVEL) -> pd.DataFrame:
 
 
 def _effect_sentences(fit: Any, level: float = LEVEL) -> str:
-    s = fit.summary(level)
+    s = _wald(fit, level)
     parts = []
     for term, r in s.iterrows():
-        if term == "Intercept":
+        if term in ("Intercept", "(Intercept)"):
             continue
         sign = "lowers" if r["estimate"] < 0 else "raises"
         clear = r["ci_lower"] > 0 or r["ci_upper"] < 0
@@ -109,11 +147,11 @@ def laplace_document(fit: Any, name: str = "fit") -> Document:
             Text(_effect_sentences(fit), "p"),
         )),
     ]
-    if fit.groups:
-        vc = fit.variance_components().rename(columns={"n_levels": "levels"})
+    vc = _random_table(fit)
+    if vc is not None:
         sections.append(Section("Random effects", (
-            Table(vc, caption="Random-intercept SDs (lme4's VarCorr()) and the number of "
-                              "levels of each grouping factor"),)))
+            Table(vc, caption="Variance components (lme4's VarCorr()): the SD of each random "
+                              "effect (and the correlations of correlated terms)"),)))
     prov = {"formula": fit.formula, "family": fit.family, "backend": "laplace",
             "aggregated": fit.aggregated, "data_hash": fit.data_hash,
             "created_at": fit.created_at, "versions": dict(fit.versions)}
@@ -133,8 +171,6 @@ def laplace_document(fit: Any, name: str = "fit") -> Document:
 def write_laplace_report(fit: str | os.PathLike[str], out: str | os.PathLike[str],
                          fmt: str = "html") -> Path:
     """Write the report of a Laplace fit's JSON as HTML (one file) or Markdown."""
-    from tomstats.glmm.laplace_backend import LaplaceFit
-
     check_output(out, fmt)
-    res = LaplaceFit.from_json(fit)
+    res = load_laplace_fit(fit)
     return write_document(laplace_document(res, Path(fit).name), out, fmt)
