@@ -2,9 +2,9 @@
 package face and the light commands start without JAX (nor the face without SciPy or pandas).
 
 The import graph is read from the source with :mod:`ast` (every ``import`` and ``from ...
-import``, at the top of a file or inside a function), so a lazy import counts as much as an
-eager one. The start-up checks run each command in a fresh interpreter and read
-``sys.modules`` at exit.
+import``, at the top of a file or inside a function, but not those under ``if TYPE_CHECKING:``,
+which never run), so a lazy import counts as much as an eager one. The start-up checks run each
+command in a fresh interpreter and read ``sys.modules`` at exit.
 """
 
 from __future__ import annotations
@@ -57,8 +57,14 @@ def _modules() -> dict[str, Path]:
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     """The tomstats modules ``name`` imports (``from pkg import module`` names the module)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                   for stmt in block.body for n in ast.walk(stmt)}  # never run: not an edge
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.split(".")[0] == "tomstats")
         elif isinstance(node, ast.ImportFrom):
