@@ -179,7 +179,7 @@ def apply_mapping(df: pd.DataFrame, columns: Mapping[str, str] | None,
     ``error_category`` …) is filled from the named column. An unknown column raises
     ``ValueError`` with the closest existing name.
     """
-    out = df.copy()
+    out = df.copy(deep=False)  # new columns only: the data are shared, never changed
     for std, src in (columns or {}).items():
         if src not in df.columns:
             raise ValueError(f"{where} {std}={src}: no column {src!r} in the data"
