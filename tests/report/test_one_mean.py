@@ -7,7 +7,7 @@ import pytest
 from _fits import failed_fit
 
 from tomstats.glmm import load_fit
-from tomstats.report import calibrated
+from tomstats.report import posterior_sweep
 from tomstats.report.sections import FitContext
 from tomstats.report.sections.parameters import parameter_table
 
@@ -15,14 +15,14 @@ from tomstats.report.sections.parameters import parameter_table
 def test_map_marks_the_table_means(monkeypatch: pytest.MonkeyPatch) -> None:
     idata = load_fit(failed_fit())
     seen = {}
-    real = calibrated.fig_dominance_posterior
+    real = posterior_sweep.fig_dominance_posterior
 
     def spy(dominance, fitted=None):
         seen["fitted"] = fitted
         return real(dominance, fitted)
 
-    monkeypatch.setattr(calibrated, "fig_dominance_posterior", spy)
-    calibrated.fit_sweep_blocks(idata, draws=3, replicates=2, sensitivity_replicates=2)
+    monkeypatch.setattr(posterior_sweep, "fig_dominance_posterior", spy)
+    posterior_sweep.fit_sweep_blocks(idata, draws=3, replicates=2, sensitivity_replicates=2)
     table = parameter_table(FitContext(idata)).set_index("name in fit")["mean"]
     assert seen["fitted"] == pytest.approx((table["gamma"], table["alpha"]), rel=1e-12)
     thinned = idata.posterior["gamma"].to_numpy().ravel()[[0, 29, 59]].mean()

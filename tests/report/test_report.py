@@ -332,7 +332,7 @@ def structural_fit():
 
 @pytest.fixture(scope="module")
 def sweep(structural_fit):
-    from tomstats.report.calibrated import calibrated_sweep
+    from tomstats.report.posterior_sweep import calibrated_sweep
 
     # the report's default budget per draw, fewer draws
     return calibrated_sweep(structural_fit, draws=20)
@@ -344,7 +344,7 @@ def _section(doc, title: str):
 
 def test_structural_fit_report_has_calibrated_section(structural_fit, sweep, tmp_path):
     from tomstats.report._document import Image, Table, render_html
-    from tomstats.report.calibrated import eta2_table
+    from tomstats.report.posterior_sweep import eta2_table
 
     doc = R.fit_document(structural_fit, "small.nc", sweep_draws=20)
     titles = [s.title for s in doc.sections]
@@ -404,7 +404,7 @@ def test_sweep_dominance_map_numbers(sweep) -> None:
 def test_formula_fit_skips_sweep_with_reason(structural_fit) -> None:
     import arviz as az
 
-    from tomstats.report.calibrated import fit_sweep_blocks
+    from tomstats.report.posterior_sweep import fit_sweep_blocks
 
     post = structural_fit.posterior.copy()
     post.attrs = {**post.attrs, "model_kind": "formula",

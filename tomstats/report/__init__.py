@@ -4,7 +4,7 @@
   provenance, summary table, trace/rank/energy plots, prior vs posterior, binary posterior
   predictive checks, PSIS-LOO with Pareto k and, for structural fits, the calibrated η²
   decomposition and 7 × 7 dominance map with posterior intervals
-  (:mod:`tomstats.report.calibrated`);
+  (:mod:`tomstats.report.posterior_sweep`);
 - :func:`write_simulation_report` — a ``tomstats reproduce``/``simulate`` folder: Table 1
   beside the paper's, the five figures, parameters and seed; or a calibrated sweep's folder
   (``simulate --posterior``): η² per LLM and the dominance map with posterior intervals.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tomstats.report.calibrated import SWEEP_DRAWS
+from tomstats.report.posterior_sweep import SWEEP_DRAWS
 
 __all__ = ["add_report_arguments", "run_report"]
 

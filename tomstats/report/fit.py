@@ -18,7 +18,7 @@ from pathlib import Path
 import arviz as az
 
 from tomstats.report._document import Document, check_output, write_document
-from tomstats.report.calibrated import SWEEP_DRAWS
+from tomstats.report.posterior_sweep import SWEEP_DRAWS
 from tomstats.report.sections import SECTIONS, FitContext
 from tomstats.report.sections._cells import cell_accuracy_table, fig_cell_accuracy
 from tomstats.report.sections._context import MAX_ELEMENTS
@@ -103,7 +103,7 @@ def fit_document(idata: az.InferenceData, name: str = "fit", *,
         Shown in the subtitle (usually the file name).
     sweep_draws : int
         Posterior draws of the calibrated sweep drawn for a structural fit
-        (:func:`tomstats.report.calibrated.fit_sweep_blocks`); 0 leaves it out.
+        (:func:`tomstats.report.posterior_sweep.fit_sweep_blocks`); 0 leaves it out.
     rope : mapping, optional
         ``{effect: (low, high)}`` regions of practical equivalence for the "Is there an
         effect?" section (:func:`tomstats.report.sections.effects.effects_section`), which
@@ -139,7 +139,7 @@ def write_fit_report(
         Output format.
     sweep_draws : int
         Posterior draws of the calibrated sweep for a structural fit (default
-        :data:`~tomstats.report.calibrated.SWEEP_DRAWS`); 0 leaves it out.
+        :data:`~tomstats.report.posterior_sweep.SWEEP_DRAWS`); 0 leaves it out.
     rope : mapping, optional
         Regions of practical equivalence per key effect (see :func:`fit_document`).
 

@@ -12,7 +12,7 @@ A ``tomstats power`` folder (``power.csv``) gets a power report
 A calibrated sweep's folder (``tomstats simulate CONFIG --posterior FIT.nc --out DIR``) gets
 its own report instead: the fit it came from, the Monte Carlo budget, η² per LLM with
 posterior intervals and the γ × α dominance map with posterior probabilities
-(:func:`tomstats.report.calibrated.calibrated_blocks`).
+(:func:`tomstats.report.posterior_sweep.calibrated_blocks`).
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def posterior_sweep_document(sweep_dir: str | os.PathLike[str]) -> Document:
         :func:`tomstats.simulation.files.read_posterior_dir`).
     """
     from tomstats.glmm.verdict import failed_checks_note
-    from tomstats.report.calibrated import calibrated_blocks
+    from tomstats.report.posterior_sweep import calibrated_blocks
 
     decomp, dom, summary = read_posterior_dir(sweep_dir)
     fit = summary.get("fit") if isinstance(summary.get("fit"), Mapping) else {}

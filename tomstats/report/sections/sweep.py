@@ -1,10 +1,10 @@
 """Section: for structural fits, the calibrated η² decomposition and 7 × 7 ToM-dominance map
-with posterior intervals (:mod:`tomstats.report.calibrated`); formula fits get a note."""
+with posterior intervals (:mod:`tomstats.report.posterior_sweep`); formula fits get a note."""
 
 from __future__ import annotations
 
 from tomstats.report._document import Section
-from tomstats.report.calibrated import fit_sweep_blocks
+from tomstats.report.posterior_sweep import fit_sweep_blocks
 from tomstats.report.sections._context import FitContext
 
 __all__ = ["TITLE", "section"]

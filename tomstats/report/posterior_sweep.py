@@ -1,4 +1,4 @@
-r"""The calibrated sweep in a report: η² per LLM and the γ × α dominance map, with intervals.
+r"""The posterior (calibrated) sweep in a report: η² per LLM and the γ × α dominance map.
 
 A structural fit's posterior (equation (1) as a GLMM) is turned into draws of the
 simulator's parameters and the paper's study is run once per draw
