@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
+from tomstats._cli_options import add_progress_argument, deprecated_alias, progress_wanted
 from tomstats._io import add_out_arguments, prepare_out_dir, replaced_dir
 from tomstats.planning.analyses import TESTS
 from tomstats.planning.result import format_power, write_power
@@ -19,12 +21,16 @@ __all__ = ["add_power_arguments", "run_power"]
 def _parse_along(text: str, flag: str = "--along") -> dict[str, list[float]]:
     if "=" not in text:
         raise ValueError(f"{flag}: expected NAME=V1,V2,..., got {text!r}")
-    name, vals = text.split("=", 1)
+    name, vals = (t.strip() for t in text.split("=", 1))
     try:
         values = [float(v) for v in vals.split(",") if v.strip()]
     except ValueError as exc:
         raise ValueError(f"{flag} {name}: values must be numbers, got {vals!r}") from exc
-    return {name.strip(): values}
+    if name == "alpha":
+        print(f"tomstats power: {flag} alpha=... is deprecated; use {flag} alpha_context=... "
+              "(the context decay α; the significance level is --level)", file=sys.stderr)
+    # alpha_context: equation (1)'s context decay α (the significance level is --level)
+    return {"alpha" if name == "alpha_context" else name: values}
 
 
 def add_power_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,19 +50,30 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
         if option.help is not None:
             kw["help"] = option.help.format(tests=", ".join(TESTS))
         p.add_argument(flag, **kw)
+    deprecated_alias(p, "--alpha", "--level", dest="alpha", type=float, metavar="A")
     p.add_argument("--questions-per-cell", type=int, default=None, metavar="N",
                    help="questions per cell and LLM when --along varies something else "
                         "(default: the TOML's questions_per_cell)")
     p.add_argument("--posterior", default=None,
-                   help="structural GLMM fit (netCDF): report assurance beside plug-in power")
+                   help="structural GLMM fit (netCDF): report assurance beside plug-in power "
+                        "(default: none, plug-in power at the TOML's parameters)")
     p.add_argument("--draws", type=int, default=200, help="posterior draws used (default 200)")
     p.add_argument("--allow-warnings", action="store_true",
                    help="use a --posterior fit that failed its own checks (divergences, "
                         "R-hat, ESS; refused otherwise)")
     p.add_argument("--allow-failures", action="store_true",
                    help="report power among valid fits even when more than 1 %% fail")
-    p.add_argument("--no-figure", action="store_true", help="skip power.png")
-    p.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    p.add_argument("--no-figures", "--no-figure", action="store_true", help="skip power.png")
+    add_progress_argument(p)
+    p.add_argument("--quiet", action="store_true",
+                   help="print no table (and no progress bar unless --progress)")
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """--progress/--no-progress as given; else off with --quiet, else on a terminal."""
+    if args.progress is not None:
+        return bool(args.progress)
+    return False if args.quiet else progress_wanted(args)
 
 
 def run_power(args: argparse.Namespace) -> int:
@@ -79,9 +96,9 @@ def run_power(args: argparse.Namespace) -> int:
     result = power(cfg, **spec, questions_per_cell=args.questions_per_cell,
                    posterior=args.posterior, draws=args.draws,
                    allow_failures=args.allow_failures,
-                   progress=False if args.quiet else None, allow_large=args.allow_large)
+                   progress=_progress(args), allow_large=args.allow_large)
     with replaced_dir(args.out) as tmp:
-        files = write_power(result, tmp, figure=not args.no_figure)
+        files = write_power(result, tmp, figure=not args.no_figures)
     if not args.quiet:
         print(format_power(result))
         print(f"wrote {len(files)} files to {args.out} "

@@ -119,26 +119,37 @@ class PowerSpec:
 
     along: str = _option(
         "questions_per_cell", metavar="NAME=V1,V2,...",
-        help=f"dimension and values to vary, NAME one of {', '.join(ALONG)}")
+        help="dimension and values to vary, NAME one of "
+             + ", ".join("alpha_context" if a == "alpha" else a for a in ALONG)
+             + " (alpha_context: equation (1)'s context decay α) (default: the TOML's [power] "
+               "along)")
     values: tuple[float, ...] = _option((20, 50, 100, 200, 500), table=False)
     tests: tuple[str, ...] = _option(
         ("anova:tom_order", "anova:context_length", "anova:interaction", "glm-lrt:delta"),
         flag="--test", metavar="TEST", repeat=True,
-        help="test to run (repeatable): {tests}")
-    alpha: float = _option(0.05, type=float, help="significance level")
-    replicates: int = _option(1000, type=int, help="simulated studies per value")
+        help="test to run (repeatable): {tests} (default: the TOML's [power] tests)")
+    alpha: float = _option(0.05, type=float, flag="--level", metavar="A",
+                           help="significance level of the tests (default: the TOML's [power] "
+                                "alpha, 0.05)")
+    replicates: int = _option(
+        1000, type=int,
+        help="simulated studies per value (default: the TOML's [power] replicates, 1000); "
+             "with --posterior, study r uses posterior draw r mod --draws, so each draw "
+             "serves about replicates/draws studies")
     target: float = _option(0.8, type=float, help="target power (default 0.8)")
-    seed: int = _option(0, type=int, help=None)
+    seed: int = _option(0, type=int, help="random seed (default: the TOML's [power] seed, 0)")
     items_per_cell: int | None = _option(
         None, type=int, help="stories per cell (default: one per question)")
     n_llms: int | None = _option(
-        None, type=int, help="LLMs with capabilities drawn from N(mean, capability_sd)")
+        None, type=int,
+        help="LLMs with capabilities drawn from N(mean, capability_sd) per study (default: "
+             "one LLM per capability level of the design, fixed)")
     capability_sd: float | None = _option(None, cli=False)
     path: str = _option("exact", help="'exact' (default) or 'bernoulli'")
     by: str | None = _option(
         None, metavar="NAME=V1,V2,...",
         help="a second dimension: the curve along --along is repeated at each value, e.g. "
-             "--along questions_per_cell=10,20,50 --by n_llms=3,5,8")
+             "--along questions_per_cell=10,20,50 --by n_llms=3,5,8 (default: none)")
     by_values: tuple[float, ...] = _option((), table=False)
     correction: str = _option(
         "GG", choices=CORRECTIONS,
