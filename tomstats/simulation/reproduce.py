@@ -32,6 +32,7 @@ from tomstats._io import (
 )
 from tomstats._validate import check_type
 from tomstats._version import __version__
+from tomstats.simulation.files import CELLS, DECOMPOSITION, SENSITIVITY, SUMMARY, TABLE1
 from tomstats.simulation.paper import PAPER_BANDS, PAPER_TABLE1
 from tomstats.simulation.sensitivity_grid import sensitivity, sensitivity_table
 from tomstats.simulation.simulator import PATHS, SOURCES, simulate, simulation_footprint
@@ -232,11 +233,11 @@ def write_study(result: StudyResult, out: str | os.PathLike[str],
     out = ensure_writable_dir(out)
     with staged_files(out) as staged:
         stage = staged.stage
-        result.table1.to_csv(stage / "table1.csv", index=False)
-        result.decomposition.to_csv(stage / "decomposition.csv", index=False)
-        result.cells.to_csv(stage / "cells.csv", index=False)
-        result.sensitivity.to_csv(stage / "sensitivity.csv", index=False)
-        (stage / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
+        result.table1.to_csv(stage / TABLE1, index=False)
+        result.decomposition.to_csv(stage / DECOMPOSITION, index=False)
+        result.cells.to_csv(stage / CELLS, index=False)
+        result.sensitivity.to_csv(stage / SENSITIVITY, index=False)
+        (stage / SUMMARY).write_text(json.dumps(result.summary, indent=2) + "\n")
         if figures:
             from tomstats.simulation.figures import write_paper_figures
 
