@@ -407,14 +407,16 @@ def run_posterior_study(
         Bad ``draws`` or ``out``, an unreadable or foreign netCDF, a formula-model fit, or a
         fit that failed its own checks (unless ``allow_warnings``).
     """
-    from tomstats.glmm.verdict import load_sound_fit
+    from tomstats.glmm import load_fit
+    from tomstats.glmm.verdict import require_sound_fit
 
     if not isinstance(config, StudyConfig):
         raise ValueError(f"config must be a StudyConfig, got {type(config).__name__}")
     draws = _check_draws(draws)
     out_dir = ensure_writable_dir(out)
-    idata, _failed = load_sound_fit(fit_path, allow_warnings=allow_warnings)
-    pdraws = posterior_draws(idata, draws, name=str(fit_path))
+    idata = load_fit(fit_path)
+    pdraws = posterior_draws(idata, draws, name=str(fit_path))  # a formula fit: refused first
+    require_sound_fit(idata, allow_warnings=allow_warnings, name=str(fit_path))
     decomp, dom, summary = posterior_study(config, pdraws, replicates=replicates,
                                            sensitivity_replicates=sensitivity_replicates,
                                            progress=progress, allow_large=allow_large)
