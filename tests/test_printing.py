@@ -52,3 +52,15 @@ def test_laplace_fit_prints_its_summary_not_its_arrays():
     assert text == str(res)
     assert text.startswith("Generalized linear mixed model fit by maximum likelihood")
     assert "array(" not in text and len(text.splitlines()) < 40
+
+
+def test_fit_is_typed():
+    from tomstats.glmm import fit
+
+    ann = fit.__annotations__
+    assert "InferenceData" in ann["return"] and "LaplaceFit" in ann["return"]
+    import inspect
+
+    unannotated = [n for n, p in inspect.signature(fit).parameters.items()
+                   if p.annotation is inspect.Parameter.empty]
+    assert not unannotated

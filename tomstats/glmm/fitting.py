@@ -35,7 +35,7 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -53,6 +53,12 @@ from tomstats.glmm.data import (
 from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
 from tomstats.glmm.provenance import data_hash, package_versions, used_columns
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec, spec_from_json
+
+if TYPE_CHECKING:  # annotations only: the backends' stacks load when a fit runs
+    from arviz import InferenceData
+
+    from tomstats.glmm.laplace_backend import LaplaceFit
+    from tomstats.glmm.lme_result import LmeFit
 
 __all__ = ["BACKENDS", "SAMPLER_BACKENDS", "FORMAT_VERSION", "fit", "save_fit", "load_fit",
            "predict", "fit_spec", "training_data", "structural_param_draws"]
@@ -168,7 +174,7 @@ def fit(
     posterior_predictive: bool = True,
     dense_mass: bool | str = "auto",
     **spec_options: Any,
-) -> Any:
+) -> InferenceData | LaplaceFit | LmeFit:
     """Fit a Bayesian GLMM (or, with ``backend="laplace"``, a maximum-likelihood GLMM) to
     per-question (or binomial) outcomes.
 
@@ -245,7 +251,8 @@ def fit(
         diagnostic fails (:func:`~tomstats.glmm.diagnostics.check_diagnostics`).
         ``backend="laplace"``: a :class:`~tomstats.glmm.laplace_backend.LaplaceFit`
         (a :class:`~tomstats.glmm.laplace_backend.LaplaceConvergenceWarning`, a
-        ``DiagnosticsWarning``, when it did not converge).
+        ``DiagnosticsWarning``, when it did not converge); with random slopes, ``||`` terms
+        or ``cbind()``, a :class:`~tomstats.glmm.lme_result.LmeFit`.
 
     Raises
     ------
