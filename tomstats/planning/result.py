@@ -15,7 +15,14 @@ import xarray as xr
 
 from tomstats._io import ensure_writable_dir, staged_files
 
-__all__ = ["PowerFailureError", "PowerResult", "as_number", "format_power", "write_power"]
+__all__ = ["POWER_DATA", "POWER_FIGURE", "POWER_SUMMARY", "POWER_TABLE", "PowerFailureError",
+           "PowerResult", "as_number", "format_power", "write_power"]
+
+#: The files of a power folder (:func:`write_power`), named once.
+POWER_TABLE = "power.csv"
+POWER_DATA = "power.nc"
+POWER_SUMMARY = "summary.json"
+POWER_FIGURE = "power.png"
 
 
 class PowerFailureError(ValueError):
@@ -148,21 +155,21 @@ def write_power(result: PowerResult, out: str | os.PathLike[str], *,
     out = ensure_writable_dir(out)
     with staged_files(out) as staged:
         stage = staged.stage
-        result.frame().to_csv(stage / "power.csv", index=False)
-        result.data.to_netcdf(stage / "power.nc", engine="h5netcdf")
+        result.frame().to_csv(stage / POWER_TABLE, index=False)
+        result.data.to_netcdf(stage / POWER_DATA, engine="h5netcdf")
         attrs = {k: (json.loads(v) if k in ("tests", "items_per_cell", "n_llms", "by_values",
                                             "params", "design", "posterior",
                                             "posterior_params") else v)
                  for k, v in result.data.attrs.items()}
         summary = {"settings": _jsonable(attrs), "targets": result.target_records(),
                    "power": _jsonable(result.frame().to_dict(orient="records"))}
-        (stage / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (stage / POWER_SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
         if figure:
             from tomstats.planning.figure import fig_power
             from tomstats.simulation.figures import save_figure
 
             save_figure(fig_power(result.frame(), float(result.data.attrs["target"])),
-                        stage / "power.png")
+                        stage / POWER_FIGURE)
     return staged.written
 
 

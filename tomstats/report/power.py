@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats.planning.result import POWER_DATA, POWER_SUMMARY, POWER_TABLE
 from tomstats.report._document import Document, Image, Section, Table, Text, figure_png
 
 __all__ = ["assumptions_blocks", "power_dir", "power_document", "power_section",
@@ -35,13 +36,13 @@ _SYMBOL = {"alpha": "α (context decay)", "gamma": "γ (ToM order)",
 def power_dir(sim_dir: str | os.PathLike[str]) -> Path | None:
     """The folder of a ``tomstats power`` run: ``sim_dir`` itself or its ``power/``."""
     for d in (Path(sim_dir), Path(sim_dir) / "power"):
-        if (d / "power.csv").is_file():
+        if (d / POWER_TABLE).is_file():
             return d
     return None
 
 
 def _summary(d: Path) -> dict[str, Any]:
-    f = d / "summary.json"
+    f = d / POWER_SUMMARY
     return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
 
 
@@ -168,7 +169,7 @@ def rm_anova_warning(settings: Mapping[str, Any]) -> Text | None:
 
 def _per_llm_table(d: Path) -> Table | None:
     """Power per LLM (per-LLM tests, fixed LLMs) when the LLMs' capabilities differ."""
-    nc = d / "power.nc"
+    nc = d / POWER_DATA
     if not nc.is_file():
         return None
     import xarray as xr
@@ -195,7 +196,7 @@ def power_section(power_dir_: str | os.PathLike[str], *, assumptions: bool = Tru
     from tomstats.planning.figure import fig_power
 
     d = Path(power_dir_)
-    df = pd.read_csv(d / "power.csv")
+    df = pd.read_csv(d / POWER_TABLE)
     summary = _summary(d)
     settings = summary.get("settings", {})
     target = float(settings.get("target", 0.8))

@@ -39,7 +39,12 @@ from tomstats.report._document import (
 from tomstats.report.power import power_dir as find_power_dir
 from tomstats.report.power import power_document, power_section
 from tomstats.simulation.figures import FACTOR_LABELS, paper_figures
-from tomstats.simulation.files import POSTERIOR_FILES, read_posterior_dir, read_simulation_dir
+from tomstats.simulation.files import (
+    POSTERIOR_FILES,
+    TABLE1,
+    read_posterior_dir,
+    read_simulation_dir,
+)
 from tomstats.simulation.paper import PAPER_BANDS, PAPER_TABLE1
 from tomstats.simulation.reproduce import is_paper_study
 
@@ -234,7 +239,7 @@ def simulation_document(sim_dir: str | os.PathLike[str]) -> Document:
     if _is_posterior_dir(sim_dir):
         return posterior_sweep_document(sim_dir)
     power_dir = find_power_dir(sim_dir)
-    if power_dir == Path(sim_dir) and not (Path(sim_dir) / "table1.csv").is_file():
+    if power_dir == Path(sim_dir) and not (Path(sim_dir) / TABLE1).is_file():
         return power_document(sim_dir)
     data = read_simulation_dir(sim_dir)
     summary: Mapping[str, Any] = data["summary"]
