@@ -276,14 +276,17 @@ def test_calibrate_json_toml_and_suffixes(smollm2_run, tmp_path, capsys):
     fit = smollm2_run[3]
     capsys.readouterr()
     js = tmp_path / "p.json"
-    assert main(["calibrate", str(fit), "--out", str(js)]) == 0
+    # the short test fit fails its R-hat/ESS checks: refused unless --allow-warnings
+    assert main(["calibrate", str(fit), "--out", str(js)]) == 2 and not js.exists()
+    assert "failed its own checks" in capsys.readouterr().err
+    assert main(["calibrate", str(fit), "--allow-warnings", "--out", str(js)]) == 0
     doc = json.loads(js.read_text())  # valid JSON (int64 attributes no longer crash it)
     assert doc["source"]["n_rows"] == 240 and doc["interval"] == 0.95
     summary = glmm.posterior_summary(glmm.load_fit(fit))
     assert doc["params"]["gamma"]["mean"] == pytest.approx(summary["params"]["gamma"]["mean"])
     # TOML: a simulation file the study loader reads back, at the posterior means
     tm = tmp_path / "p.toml"
-    assert main(["calibrate", str(fit), "--out", str(tm)]) == 0
+    assert main(["calibrate", str(fit), "--allow-warnings", "--out", str(tm)]) == 0
     study = load_study(tm)
     for k in ("alpha", "gamma", "delta", "sigma"):
         assert getattr(study.params, k) == pytest.approx(summary["params"][k]["mean"])
@@ -291,16 +294,18 @@ def test_calibrate_json_toml_and_suffixes(smollm2_run, tmp_path, capsys):
     capsys.readouterr()
     # unknown suffix: refused before work, naming --out and the suffix; nothing written
     for name in ("p.csv", "p"):
-        rc = main(["calibrate", str(fit), "--out", str(tmp_path / name)])
+        rc = main(["calibrate", str(fit), "--allow-warnings", "--out", str(tmp_path / name)])
         _, err = _stderr_lines(capsys)
         assert rc == 2 and len(err) == 1 and "--out" in err[0]
         assert ("'.csv'" if name == "p.csv" else "'(none)'") in err[0]
         assert not (tmp_path / name).exists()
     # an existing file needs --force
     before = js.read_text()
-    assert main(["calibrate", str(fit), "--out", str(js), "--prob", "0.5"]) == 2
+    assert main(["calibrate", str(fit), "--allow-warnings", "--out", str(js), "--prob",
+                 "0.5"]) == 2
     assert "pass --force" in _stderr_lines(capsys)[1][0] and js.read_text() == before
-    assert main(["calibrate", str(fit), "--out", str(js), "--prob", "0.5", "--force"]) == 0
+    assert main(["calibrate", str(fit), "--allow-warnings", "--out", str(js), "--prob", "0.5",
+                 "--force"]) == 0
     assert json.loads(js.read_text())["interval"] == 0.5
     # the Python API refuses an unknown suffix too (it was silently JSON)
     with pytest.raises(ValueError, match="unknown suffix '.csv'"):
