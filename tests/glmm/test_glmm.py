@@ -385,8 +385,10 @@ def test_posterior_params(structural_fit):
     np.testing.assert_allclose(params.sigma,
                                structural_fit.posterior["sigma_item"].to_numpy().ravel())
     summ = glmm.posterior_summary(structural_fit)
-    assert summ["params"]["gamma"]["lower"] < summ["params"]["gamma"]["upper"]
-    assert set(summ["capability"]) == {"A", "B", "C"}
+    assert summ.loc["gamma", "lower"] < summ.loc["gamma", "upper"]
+    assert set(summ.loc[summ["kind"] == "capability", "llm"]) == {"A", "B", "C"}
+    assert summ.loc["gamma", "mean"] == pytest.approx(float(params.gamma.mean()))
+    assert summ.attrs["interval"] == 0.95
 
 
 @pytest.fixture(scope="module")

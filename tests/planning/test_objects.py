@@ -30,3 +30,25 @@ def test_power_result_prints_as_a_table_and_targets_are_a_frame():
     assert t.set_index("test").loc["anova:tom_order", "value"] == 10
     assert t["target"].dtype == float and t["reached"].dtype == bool
     assert t.to_dict(orient="records") == res.target_records()
+
+
+def test_posterior_summary_is_a_frame(structural_fit):
+    """tomstats.glmm.posterior_summary: one row per parameter and per LLM's capability."""
+    import numpy as np
+
+    from tomstats.glmm import load_fit, posterior_params, posterior_summary
+    from tomstats.glmm.calibrate import posterior_summary_dict
+
+    idata = load_fit(structural_fit)
+    s = posterior_summary(idata, 0.9)
+    assert isinstance(s, pd.DataFrame)
+    assert list(s.index) == ["alpha", "gamma", "delta", "sigma", "capability[weak]",
+                             "capability[strong]"]
+    assert list(s.columns) == ["kind", "llm", "mean", "sd", "median", "lower", "upper"]
+    params, _cap = posterior_params(idata)
+    g = np.asarray(params.gamma)
+    assert s.loc["gamma", "mean"] == np.mean(g)
+    assert s.loc["gamma", "lower"] == np.quantile(g, 0.05)
+    assert s.attrs["interval"] == 0.9 and s.attrs["source"]["data_hash"] == "ab" * 32
+    d = posterior_summary_dict(idata, 0.9)
+    assert d["capability"]["weak"]["upper"] == s.loc["capability[weak]", "upper"]

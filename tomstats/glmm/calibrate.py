@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from tomstats._io import atomic_write_text, ensure_writable_file
@@ -31,7 +32,7 @@ from tomstats.glmm.spec import StructuralSpec
 from tomstats.model import Params
 
 __all__ = ["PARAMS_FORMATS", "params_format", "posterior_params", "posterior_summary",
-           "write_params"]
+           "posterior_summary_dict", "write_params"]
 
 #: Formats of :func:`write_params`, by file suffix.
 PARAMS_FORMATS = {".toml": "toml", ".json": "json"}
@@ -91,10 +92,32 @@ def _summ(v: np.ndarray, prob: float) -> dict[str, float]:
             "upper": float(np.quantile(v, 1 - a))}
 
 
-def posterior_summary(idata: Any, prob: float = 0.95) -> dict[str, Any]:
+def posterior_summary(idata: Any, prob: float = 0.95) -> pd.DataFrame:
     """Means, sds, medians and central ``prob`` intervals of the simulator parameters.
 
-    Returns ``{"params": {alpha|gamma|delta|sigma: {...}}, "capability": {llm: {...}},
+    Returns
+    -------
+    pandas.DataFrame
+        One row per parameter (``alpha``, ``gamma``, ``delta``, ``sigma``) and per LLM's
+        capability (``capability[NAME]``), indexed by those names: ``kind`` (``"parameter"``
+        or ``"capability"``), ``llm`` (the LLM's name; empty for the parameters), ``mean``,
+        ``sd``, ``median``, ``lower``, ``upper`` (the equal-tailed interval holding
+        ``prob`` of the draws). ``attrs["interval"]`` is ``prob``, ``attrs["source"]`` the
+        fit's provenance; :func:`posterior_summary_dict` gives the same as nested dicts.
+    """
+    d = posterior_summary_dict(idata, prob)
+    rows = [{"name": k, "kind": "parameter", "llm": "", **v} for k, v in d["params"].items()]
+    rows += [{"name": f"capability[{k}]", "kind": "capability", "llm": k, **v}
+             for k, v in d["capability"].items()]
+    df = pd.DataFrame(rows).set_index("name")
+    df.index.name = None
+    df.attrs.update(interval=d["interval"], source=d["source"])
+    return df
+
+
+def posterior_summary_dict(idata: Any, prob: float = 0.95) -> dict[str, Any]:
+    """:func:`posterior_summary` as nested dicts, for JSON and TOML:
+    ``{"params": {alpha|gamma|delta|sigma: {...}}, "capability": {llm: {...}},
     "interval": prob, "source": {provenance of the fit}}``.
     """
     if isinstance(prob, bool) or not isinstance(prob, (int, float)) or not 0 < prob < 1:
@@ -132,7 +155,7 @@ def _toml_data(v: Any) -> Any:
 
 def write_params(idata: Any, path: str | os.PathLike[str], *, prob: float = 0.95,
                  fmt: str | None = None) -> Path:
-    """Write :func:`posterior_summary` as TOML or JSON, atomically.
+    """Write :func:`posterior_summary_dict` as TOML or JSON, atomically.
 
     The format comes from ``fmt`` or else the suffix of ``path`` (``.toml``: a simulation
     file that ``tomstats simulate`` and :func:`tomstats.simulation.study.load_study` read, with the
@@ -145,7 +168,7 @@ def write_params(idata: Any, path: str | os.PathLike[str], *, prob: float = 0.95
     elif fmt not in ("toml", "json"):
         raise ValueError(f"fmt must be 'toml' or 'json', got {fmt!r}")
     p = ensure_writable_file(path, field="path")
-    summary = posterior_summary(idata, prob)
+    summary = posterior_summary_dict(idata, prob)
     text = (_simulation_toml(summary) if fmt == "toml"
             else json.dumps(summary, indent=2, sort_keys=True, default=_plain,
                             allow_nan=False) + "\n")
@@ -168,7 +191,7 @@ def _simulation_toml(summary: dict[str, Any]) -> str:
 
     ``[parameters]`` holds the posterior means of α, γ, δ, σ; ``[design]`` the paper's
     5 × 3 design with one capability level per fitted LLM (its posterior mean); the whole
-    :func:`posterior_summary` (sds, medians, intervals, provenance) and the LLM names in the
+    :func:`posterior_summary_dict` (sds, medians, intervals, provenance) and the LLM names in the
     order of ``capability`` sit under ``[meta.calibration]``, which the simulation loader
     ignores. Everything that comes from the data (LLM names, provenance) is written by a TOML
     writer as quoted strings or keys, never into a comment, so no name can add a table.

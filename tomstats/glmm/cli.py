@@ -410,10 +410,8 @@ def _run_calibrate(args: argparse.Namespace) -> int:
               file=sys.stderr)
     s = posterior_summary(idata, args.prob)
     path = write_params(idata, out, prob=args.prob)
-    for k, v in s["params"].items():
-        print(f"{k:>6} = {v['mean']:.4g}  [{v['lower']:.4g}, {v['upper']:.4g}]")
-    for k, v in s["capability"].items():
-        print(f"capability[{k}] = {v['mean']:.4g}  [{v['lower']:.4g}, {v['upper']:.4g}]")
+    for name, r in s.iterrows():
+        print(f"{name:>6} = {r['mean']:.4g}  [{r['lower']:.4g}, {r['upper']:.4g}]")
     print(f"({args.prob:.0%} central intervals)")
     print(f"wrote {path}")
     return 0
