@@ -64,6 +64,17 @@ def test_power_posterior_refuses(bad: Path, tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "failed its own checks (rhat" in proc.stderr and "--allow-warnings" in proc.stderr
     assert not out.exists()
+    proc = _run("power", str(ROOT / "simulations" / "power.toml"), "--posterior", str(bad),
+                "--allow-warnings", "--along", "questions_per_cell=10,20", "--test",
+                "anova:tom_order", "--replicates", "20", "--draws", "5", "--out", str(out),
+                "--no-figure", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    html = tmp_path / "power.html"
+    assert _run("report", "--simulation", str(out), "--out", str(html)).returncode == 0
+    text = html.read_text()
+    warn = text.index('class="warning">The fit')
+    assert "failed its own checks (rhat" in text[warn:warn + 200]
+    assert warn < text.index("Assumptions")  # at the top
 
 
 def test_calibrate_refuses_then_allows(bad: Path, tmp_path: Path) -> None:

@@ -246,6 +246,13 @@ def power_document(power_dir_: str | os.PathLike[str]) -> Document:
                 f"{settings.get('seed', '?')} · {settings.get('replicates', '?')} studies per "
                 f"value{fit} · folder {d.name}")
     sections = []
+    failed = list((src or {}).get("failed_checks") or [])
+    if failed:  # an assurance run on a fit that failed its checks (--allow-warnings): first
+        from tomstats.glmm.verdict import failed_checks_note
+
+        name = Path(str(src.get("file", "the fit"))).name
+        sections.append(Section("", (Text(failed_checks_note(failed, f"The fit {name}"),
+                                          "warning"),)))
     if settings:
         sections.append(Section("Assumptions", assumptions_blocks(settings)))
     sections.append(power_section(d, assumptions=False))
