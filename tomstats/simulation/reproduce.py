@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from tomstats._args import MAX_SEED
 from tomstats._cli_options import add_figures_argument, add_progress_argument, progress_wanted
 from tomstats._guards import Footprint, check_footprint
 from tomstats._io import (
@@ -326,6 +327,8 @@ def _validate_cli(args: argparse.Namespace) -> None:
         raise ValueError(f"--replicates must be >= 1, got {args.replicates}")
     if args.seed is not None and args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    if args.seed is not None and args.seed > MAX_SEED:
+        raise ValueError(f"--seed must be at most 2**63 - 1 = {MAX_SEED}, got {args.seed}")
     for flag in ("replicates_per_draw", "grid_replicates_per_draw"):
         v = getattr(args, flag, None)
         name = "--" + flag.replace("_", "-")

@@ -36,6 +36,7 @@ import xarray as xr
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
+from tomstats._args import MAX_SEED
 from tomstats._guards import Footprint, check_footprint
 from tomstats._validate import check_type
 from tomstats._version import __version__
@@ -76,8 +77,9 @@ def make_key(seed: int | jax.Array) -> jax.Array:
     """
     if isinstance(seed, jax.Array) and jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
         return seed
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0
+            or seed > MAX_SEED):
+        raise ValueError(f"seed must be an integer from 0 to 2**63 - 1, got {seed!r}")
     return jax.random.key(int(seed))
 
 
