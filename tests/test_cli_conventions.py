@@ -92,3 +92,16 @@ def test_redirected_output_has_no_progress_lines(tmp_path):
     assert loud.returncode == 0, loud.stderr
     assert "compiling the study program, about" in loud.stderr
     assert "once per shape" in loud.stderr
+
+
+def test_reproduce_announces_its_compilation(tmp_path):
+    cmd = [sys.executable, "-m", "tomstats", "reproduce", "--replicates", "2", "--no-figures",
+           "--quiet"]
+    quiet = subprocess.run([*cmd, "--out", str(tmp_path / "a")], capture_output=True,
+                           text=True, timeout=600, cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "compiling" not in quiet.stderr and "rep/s" not in quiet.stderr
+    loud = subprocess.run([*cmd, "--out", str(tmp_path / "b"), "--progress"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert loud.returncode == 0, loud.stderr
+    assert "compiling the simulation programs, about" in loud.stderr

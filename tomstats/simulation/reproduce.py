@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -320,6 +321,13 @@ def _progress(args: argparse.Namespace) -> bool | None:
     return False if args.quiet else progress_wanted(args)
 
 
+def _announce_compilation(args: argparse.Namespace) -> None:
+    """One line on stderr before the simulation programs compile (the bars stand still)."""
+    if _progress(args):
+        print("compiling the simulation programs, about 5 s (more on a busy machine), once "
+              "per shape and process", file=sys.stderr, flush=True)
+
+
 def _validate_cli(args: argparse.Namespace) -> None:
     if args.path is not None and args.path not in PATHS:
         raise ValueError(f"--path must be one of {PATHS}, got {args.path!r}")
@@ -359,6 +367,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
     _validate_cli(args)
     config = study_from_dict({}, {"replicates": args.replicates, "seed": args.seed,
                                    "path": args.path})
+    _announce_compilation(args)
     result = run_study(config, progress=_progress(args),
                        allow_large=args.allow_large)
     return _finish(result, args)
@@ -370,6 +379,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     config = load_study(args.config, replicates=args.replicates, seed=args.seed,
                         path=args.path)
     if args.posterior is None:
+        _announce_compilation(args)
         return _finish(run_study(config, progress=_progress(args),
                                  allow_large=args.allow_large), args)
     from tomstats.simulation.posterior_sweep import run_posterior_study
