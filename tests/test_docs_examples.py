@@ -58,3 +58,19 @@ def test_smollm2_model_file_agrees_with_the_data_readme():
     for count in re.findall(r"(\d[\d,.]*\s*k?)\s*tokens", comments):
         assert count.replace(" ", "") in readme.replace(" ", ""), (
             f"models/smollm2-local.toml says {count} tokens; data/README.md does not")
+
+
+def test_the_shipped_logs_anova_output_is_the_commands():
+    """docs/analysing-logs.md prints `tomstats anova data/smollm2_storysim_log.jsonl --ci
+    0.95`: the page shows what the command prints now, byte for byte."""
+    import subprocess
+    import sys
+
+    page = (REPO / "docs" / "analysing-logs.md").read_text(encoding="utf-8")
+    cmd = "$ tomstats anova data/smollm2_storysim_log.jsonl --ci 0.95\n"
+    shown = page.split(cmd, 1)[1].split("```", 1)[0]
+    res = subprocess.run([sys.executable, "-m", "tomstats", "anova",
+                          "data/smollm2_storysim_log.jsonl", "--ci", "0.95"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == shown

@@ -64,3 +64,34 @@ def test_fit_is_typed():
     unannotated = [n for n, p in inspect.signature(fit).parameters.items()
                    if p.annotation is inspect.Parameter.empty]
     assert not unannotated
+
+
+def test_the_anova_printout_has_ss_and_ms_columns():
+    """`tomstats anova` prints SS, DF, MS, F, p in that order, as pingouin and statsmodels do;
+    the sums of squares are statsmodels' type II ones on the same rows."""
+    import pandas as pd
+    import pytest
+
+    smf = pytest.importorskip("statsmodels.formula.api")
+    sm = pytest.importorskip("statsmodels.api")
+    from pathlib import Path
+
+    from tomstats.analysis.log_anova import format_anova, log_anova
+    from tomstats.evaluate import read_log
+
+    log = read_log(Path(__file__).resolve().parents[1] / "data" / "smollm2_storysim_log.jsonl")
+    table = log_anova(log)
+    text = format_anova(table)
+    header = text.splitlines()[0].split()
+    assert header[:6] == ["source", "SS", "DF", "MS", "F", "p"]
+    ref = sm.stats.anova_lm(smf.ols("correct ~ C(context_words) * C(tom_order)",
+                                    data=log).fit(), typ=2)
+    for row in text.splitlines()[1:5]:
+        cells = row.split()
+        source, ss, df, ms = cells[0], float(cells[1]), float(cells[2]), float(cells[3])
+        key = {"context_words": "C(context_words)", "tom_order": "C(tom_order)",
+               "context_words:tom_order": "C(context_words):C(tom_order)"}.get(source, source)
+        assert ss == pytest.approx(ref.loc[key, "sum_sq"], rel=1e-3), source
+        assert ms == pytest.approx(ref.loc[key, "sum_sq"] / ref.loc[key, "df"], rel=1e-3)
+        assert df == ref.loc[key, "df"]
+    assert isinstance(table, pd.DataFrame) and {"SS", "MS"} <= set(table.columns)

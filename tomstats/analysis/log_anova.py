@@ -213,13 +213,14 @@ def log_anova(
 
 
 def format_anova(table: pd.DataFrame) -> str:
-    """The ANOVA table as text: sources, DF, F, p and each effect size (with its interval)."""
+    """The ANOVA table as text: sources, SS, DF, MS, F, p (as pingouin and statsmodels print
+    them) and each effect size (with its interval)."""
     def num(v: Any, fmt: str) -> str:
         return "—" if v is None or (isinstance(v, float) and np.isnan(v)) else fmt.format(v)
 
     show = pd.DataFrame({"source": table["source"]})
     repeated = "eps_gg" in table.columns  # error DF differs by effect only with within factors
-    for c in ("DF", "DF_error", "F"):
+    for c in ("SS", "DF", "MS", "DF_error", "F"):
         if c in table.columns and (c != "DF_error" or repeated):
             show[c] = [num(v, "{:.4g}") for v in table[c]]
     if "p" in table.columns:
