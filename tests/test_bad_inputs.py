@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from test_evaluate_support import make_items
-from test_stories_cli import BOARD as STORYBOARD
+from evaluate._support import make_items
+from stories.test_cli import BOARD as STORYBOARD
 
 from tomstats.cli import COMMANDS, main
 from tomstats.stories.items import ITEM_FORMAT
@@ -189,7 +189,7 @@ CASES = [
          ("--out", "/dev/full", "not a regular file")),
     Case("stories-out-missing-folder", ["stories", "--out", "{d}/no/such/items.jsonl"],
          ("--out", "does not exist")),
-    # ---- evaluate (more in test_evaluate_reliability.py) ------------------------------------
+    # ---- evaluate (more in evaluate/test_reliability.py) -----------------------------------
     Case("evaluate-cache-dir-is-file", ["evaluate", "--items", "{d}/i.jsonl", "--model",
                                         "{d}/o.toml", "--out", "{d}/run.jsonl",
                                         "--cache-dir", "{d}/i.jsonl"],

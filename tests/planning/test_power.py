@@ -210,7 +210,7 @@ def test_failures_are_counted_not_rejected_and_stop_the_run():
 
 
 def test_assurance_from_a_structural_posterior(tmp_path):
-    from test_posterior_sweep import _idata
+    from simulation.test_posterior_sweep import _idata
 
     f = tmp_path / "fit.nc"
     _idata(sd=0.3, gamma_sd=0.5, draws=50).to_netcdf(str(f))
@@ -228,7 +228,7 @@ def test_assurance_from_a_structural_posterior(tmp_path):
 def test_float32_posterior_is_simulated_and_fitted_in_float64(tmp_path):
     """Draws stored as float32 (as samplers write them) must not lower the fits' precision:
     a float32 logistic fit at 1,000 questions per cell fails to converge now and then."""
-    from test_posterior_sweep import _idata
+    from simulation.test_posterior_sweep import _idata
 
     idata = _idata(sd=0.1, gamma_sd=0.1, draws=20)
     idata.posterior = idata.posterior.astype("float32")
@@ -264,7 +264,7 @@ def test_bad_design_and_posterior(tmp_path):
         tomstats.power(one_order, tests=["anova:tom_order"])
     with pytest.raises(TypeError, match="study must be"):
         tomstats.power(42)
-    from test_posterior_sweep import _idata
+    from simulation.test_posterior_sweep import _idata
 
     f = tmp_path / "formula.nc"
     _idata(formula=True).to_netcdf(str(f))
@@ -337,7 +337,7 @@ def test_by_repeats_the_curve_and_each_curve_equals_its_own_run():
 
 
 def test_by_with_a_posterior_fixes_that_parameter(tmp_path):
-    from test_posterior_sweep import _idata
+    from simulation.test_posterior_sweep import _idata
 
     f = tmp_path / "fit.nc"
     _idata().to_netcdf(str(f))

@@ -23,7 +23,7 @@ view from scratch for every question. This module computes the same thing faster
 
 The view rule is the reference's, step for step (same perception test, sightings listed
 before the arrival in the same entity order, same initial knowledge), so the answers are
-equal by construction; ``tests/test_stories_fast.py`` checks equality with the reference on
+equal by construction; ``tests/stories/test_fast.py`` checks equality with the reference on
 thousands of random stories for every chain up to order 4, and the merged pass against the
 reference and against the view-by-view passes.
 """

@@ -1,6 +1,7 @@
 """Shared helpers of the evaluation-runner tests (hand-built items, a fake OpenAI server).
 
-Holds no tests itself; the ``test_evaluate_*`` modules import from it.
+Holds no tests itself; the tests of ``tests/evaluate/`` and ``tests/test_bad_inputs.py`` import
+from it.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_evaluate_support import (
+
+from evaluate._support import (
     Scripted,
     fake_answer,
     fake_server,
@@ -32,7 +33,6 @@ from test_evaluate_support import (
     serving,
     write_model_file,
 )
-
 from tomstats.cli import main
 from tomstats.evaluate import evaluate, read_log
 from tomstats.evaluate.backends import redact

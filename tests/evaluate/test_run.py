@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_evaluate_support import log_lines, make_items, strip_volatile
 
+from evaluate._support import log_lines, make_items, strip_volatile
 from tomstats.cli import main
 from tomstats.evaluate import LOG_FORMAT, evaluate, heuristic_answer, load_model_config, read_log
 from tomstats.evaluate.log import REQUIRED_FIELDS
 from tomstats.stories.items import write_items
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _model(name: str) -> Path:

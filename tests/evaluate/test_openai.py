@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_evaluate_support import (
+
+from evaluate._support import (
     FakeServer,
     fake_answer,
     fake_server,
@@ -22,7 +23,6 @@ from test_evaluate_support import (
     strip_volatile,
     write_model_file,
 )
-
 from tomstats.cli import main
 from tomstats.evaluate import build_request, evaluate, load_model_config, read_log
 from tomstats.stories import build_design_items

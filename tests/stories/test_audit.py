@@ -191,7 +191,7 @@ def test_rule_baselines_in_the_runner(old_items, tmp_path) -> None:
         "t_second_last"]
     with pytest.raises(ValueError, match="unknown heuristic strategy"):
         heuristic_answer("rule:nonsense", it)
-    toml = Path(__file__).resolve().parents[1] / "models" / "heuristic-rule-t-second-last.toml"
+    toml = Path(__file__).resolve().parents[2] / "models" / "heuristic-rule-t-second-last.toml"
     old = [x for x in items if x.setting == "rooms" and x.tom_order in (1, 2)][:12]
     new = [x for x in build_design_items(8, seed=3, contexts=(500,)) if x.tom_order >= 1]
     for its, name in ((old, "old"), (new, "new")):

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_evaluate_support import (
+
+from evaluate._support import (
     CANDIDATES,
     Scripted,
     answer,
@@ -35,7 +36,6 @@ from test_evaluate_support import (
     scripted,
     write_model_file,
 )
-
 from tomstats.cli import main
 from tomstats.evaluate import evaluate
 from tomstats.evaluate.redact import REDACTED, redact, safe_url

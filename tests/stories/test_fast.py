@@ -6,8 +6,8 @@ import random
 from itertools import product
 
 import pytest
-from test_stories_beliefs import random_events, random_world, sally_anne
 
+from stories.test_beliefs import random_events, random_world, sally_anne
 from tomstats.stories.beliefs import _final, _nested, _where, belief
 from tomstats.stories.fast import (
     CodedStory,

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_evaluate_support import (
+
+from evaluate._support import (
     free_port,
     kill_and_resume,
     log_lines,
     make_items,
     write_model_file,
 )
-
 from tomstats.evaluate import evaluate, load_model_config, read_log, resolve_model_path
 from tomstats.stories.items import write_items
 

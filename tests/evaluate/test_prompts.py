@@ -14,14 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_evaluate_support import (
+
+from evaluate._support import (
     FakeServer,
     fake_server,
     make_items,
     openai_config,
     write_model_file,
 )
-
 from tomstats.cli import main
 from tomstats.evaluate import build_request, evaluate, load_model_config
 from tomstats.evaluate.context import Counter, check_context, estimate_tokens

@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from test_evaluate_support import make_items
 
+from evaluate._support import make_items
 from tomstats.evaluate import (
     PROMPTS,
     ModelConfig,
@@ -17,7 +17,7 @@ from tomstats.evaluate import (
     score_response,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _write(tmp_path: Path, text: str) -> Path:
