@@ -7,7 +7,7 @@ every question type: reality (order 0), first order, second order and the WM-Hum
 question. Two paths are timed in the same run:
 
 - **fast**: :func:`generate_story` (integer-coded fill, events built only on demand) and
-  :mod:`tomstats.stories.fast` (one pass over the story's moves answers orders 0, 1 and 2);
+  :mod:`tomstats.stories.coded_tracker` (one pass over the story's moves answers orders 0, 1 and 2);
 - **reference**: :func:`generate_story_reference` (one ``Event`` object per step) and the
   readable tracker :func:`tomstats.stories.beliefs.belief` / ``wm_answer``.
 
@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 
 from tomstats.stories import SETTINGS, belief, second_order_storyboard
-from tomstats.stories.fast import beliefs_along, encode_story, wm_answer_fast
+from tomstats.stories.coded_tracker import beliefs_along, encode_story, wm_answer_fast
 from tomstats.stories.questions import wm_answer
 from tomstats.stories.storyboard import Story, generate_story, generate_story_reference
 

@@ -38,7 +38,7 @@ from evaluate._support import (
 )
 from tomstats.cli import main
 from tomstats.evaluate import evaluate
-from tomstats.evaluate.redact import REDACTED, redact, safe_url
+from tomstats.evaluate.redaction import REDACTED, redact, safe_url
 from tomstats.stories.items import Item, write_items
 
 

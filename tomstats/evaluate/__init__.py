@@ -30,7 +30,7 @@ from tomstats.evaluate.context import check_context, estimate_tokens
 from tomstats.evaluate.extract import Scored, extract_answer_text, score_response
 from tomstats.evaluate.log import LOG_FORMAT, LogLocked, RepairResult, read_log, repair_log
 from tomstats.evaluate.prompts import PROMPTS, Request, build_request, frame_for
-from tomstats.evaluate.redact import redact, safe_url
+from tomstats.evaluate.redaction import redact, safe_url
 from tomstats.evaluate.run import RunSummary, evaluate, evaluate_async
 
 __all__ = [

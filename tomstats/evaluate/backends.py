@@ -38,7 +38,7 @@ import httpx
 from tomstats.evaluate.cache import Completion
 from tomstats.evaluate.config import ModelConfig, resolve_model_path
 from tomstats.evaluate.prompts import Request
-from tomstats.evaluate.redact import REDACTED, Redactor, redact, safe_url, scrub
+from tomstats.evaluate.redaction import REDACTED, Redactor, redact, safe_url, scrub
 from tomstats.stories.items import Item
 
 __all__ = ["REDACTED", "Call", "RequestFailed", "backoff_delay", "capped_retry_after",
@@ -401,7 +401,7 @@ async def _post_with_retries(client: httpx.AsyncClient, config: ModelConfig,
 
 
 def redactor_for(config: ModelConfig) -> Redactor:
-    """The :class:`~tomstats.evaluate.redact.Redactor` of a configuration's secrets (its API
+    """The :class:`~tomstats.evaluate.redaction.Redactor` of a configuration's secrets (its API
     key and its endpoint's credentials; empty for backends without an endpoint)."""
     if config.backend != "openai":
         return Redactor()

@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 
 from tomstats._io import json_dumps, sha256_text
 from tomstats._validate import check_keys, read_text
-from tomstats.evaluate.redact import safe_url
+from tomstats.evaluate.redaction import safe_url
 
 __all__ = [
     "BACKENDS",

@@ -36,7 +36,7 @@ from tomstats.evaluate.log import (
     load_records,
 )
 from tomstats.evaluate.prompts import Request, build_request
-from tomstats.evaluate.redact import Redactor
+from tomstats.evaluate.redaction import Redactor
 from tomstats.stories.items import Item
 
 __all__ = ["RunSummary", "check_items", "check_run_size", "error_category", "evaluate",

@@ -42,7 +42,7 @@ from tomstats.stories.storyboard import (
     validate_storyboard,
 )
 from tomstats.stories.taxonomy import ERROR_CATEGORIES, classify_answer, normalize_location
-from tomstats.stories.weave import weave
+from tomstats.stories.weaving import weave
 from tomstats.stories.world import Event, World, enter, move_object, replay
 
 __all__ = [

@@ -10,7 +10,7 @@ scenarios cycle (:data:`~tomstats.stories.plot.CYCLE`: half true beliefs at orde
 order-2 answers that differ from every simpler question's in 3 stories of 8) and the
 scenario's places rotate through the locations, so each location is each answer equally
 often. Gold answers always come from the belief tracker — its integer-coded form
-:mod:`tomstats.stories.fast`, which gives the answers of the readable
+:mod:`tomstats.stories.coded_tracker`, which gives the answers of the readable
 :func:`tomstats.stories.beliefs.belief` and :func:`tomstats.stories.questions.wm_answer`
 (tested) — and are cross-checked against the scenario's expected answers.
 
@@ -28,7 +28,7 @@ import random
 import sys
 from collections.abc import Iterable, Sequence
 
-from tomstats.stories.fast import (
+from tomstats.stories.coded_tracker import (
     beliefs_along,
     encode,
     wm_answer_fast,
@@ -47,7 +47,7 @@ from tomstats.stories.storyboard import (
     exclusive_random,
     move,
 )
-from tomstats.stories.weave import check_host, host_sentences, weave
+from tomstats.stories.weaving import check_host, host_sentences, weave
 from tomstats.stories.world import World
 
 __all__ = ["DEFAULT_CONTEXTS", "DEFAULT_ORDERS", "QUESTION_TYPES", "build_design_items",
@@ -172,7 +172,7 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs, and 
         1: true beliefs at both orders only (``tt``).
     host_text : str, optional
         A natural text to weave the stories into (BABILong-style,
-        :mod:`tomstats.stories.weave`): every story is told at the smallest context length,
+        :mod:`tomstats.stories.weaving`): every story is told at the smallest context length,
         without object handling, and spread through consecutive host sentences up to each
         context length. Refused (``ValueError`` naming the word) when it names a character
         or a place of the stories, or an object of the ``wm_object`` telling.

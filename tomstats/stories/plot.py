@@ -36,7 +36,7 @@ location is equally likely to be each answer. Between the scripted steps, and al
 the story, sentences that do not move anyone (actions, object handling, dialogue,
 descriptions, remarks about other places; :mod:`tomstats.stories.narrative`) carry the
 length; after ``T``'s final move, ``T`` is named only in sentences that do not place it.
-The gold answers are never taken from the scenario: :mod:`tomstats.stories.fast` computes
+The gold answers are never taken from the scenario: :mod:`tomstats.stories.coded_tracker` computes
 them, and the scenario's expected answers are a cross-check.
 """
 

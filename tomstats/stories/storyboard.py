@@ -234,7 +234,7 @@ class Story:
     codes : (actors, locations, sources) or None
         The events as integer codes (indices into ``world.agents`` and
         ``world.locations``), as :func:`generate_story` produces them; the fast ground
-        truth (:func:`tomstats.stories.fast.encode_story`) reads these directly.
+        truth (:func:`tomstats.stories.coded_tracker.encode_story`) reads these directly.
     """
 
     __slots__ = ("_codes", "_events", "_seed", "_storyboard", "_world")

@@ -1,4 +1,5 @@
-"""Fast ground truth: the belief tracker of :mod:`tomstats.stories.beliefs` on integer codes.
+"""The coded belief tracker: ground truth of :mod:`tomstats.stories.beliefs` on integer codes,
+in one pass over a story.
 
 :func:`tomstats.stories.beliefs.belief` is the *reference*: written to be checked line by
 line against the definitions (views of views of the update list), it rebuilds the nested
@@ -23,9 +24,9 @@ view from scratch for every question. This module computes the same thing faster
 
 The view rule is the reference's, step for step (same perception test, sightings listed
 before the arrival in the same entity order, same initial knowledge), so the answers are
-equal by construction; ``tests/stories/test_fast.py`` checks equality with the reference on
-thousands of random stories for every chain up to order 4, and the merged pass against the
-reference and against the view-by-view passes.
+equal by construction; ``tests/stories/test_coded_tracker.py`` checks equality with the
+reference on thousands of random stories for every chain up to order 4, and the merged pass
+against the reference and against the view-by-view passes.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 from tomstats.stories import build_design_items
 from tomstats.stories.audit import sentences
-from tomstats.stories.weave import check_host, weave
+from tomstats.stories.weaving import check_host, weave
 
 HOST = " ".join(f"Line {i} of the almanac says the river rose {i % 7} inches near the mill."
                 for i in range(400))

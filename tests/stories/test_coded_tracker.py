@@ -9,7 +9,7 @@ import pytest
 
 from stories.test_beliefs import random_events, random_world, sally_anne
 from tomstats.stories.beliefs import _final, _nested, _where, belief
-from tomstats.stories.fast import (
+from tomstats.stories.coded_tracker import (
     CodedStory,
     all_beliefs,
     beliefs_along,
