@@ -101,8 +101,14 @@ MALFORMED = {
 }
 
 
+@pytest.mark.parametrize("block", [None, 4000])  # 4000 bytes: faults in a later block
 @pytest.mark.parametrize("name", list(MALFORMED))
-def test_malformed_logs_are_refused_alike(name: str, tmp_path: Path) -> None:
+def test_malformed_logs_are_refused_alike(name: str, block: int | None, tmp_path: Path,
+                                          monkeypatch) -> None:
+    import tomstats.analysis.log_stream as log_stream
+
+    if block is not None:
+        monkeypatch.setattr(log_stream, "_BLOCK_BYTES", block)
     recs, raw, end = MALFORMED[name](_records(2, 12))
     p = _write(tmp_path / "run.jsonl", recs, raw, end)
     with pytest.raises(ValueError) as runner:
@@ -155,3 +161,72 @@ def test_parquet_without_pyarrow_is_bad_input(tmp_path: Path, monkeypatch, capsy
     assert main(["summarize", str(tmp_path / "t.parquet")]) == 2
     err = capsys.readouterr().err.strip()
     assert "t.parquet: reading .parquet needs pyarrow" in err and "tomstats[parquet]" in err
+
+
+# --------------------------------------------------------------------------- blocks, columns
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks of a few records, so that retried keys and faults fall across blocks."""
+    import tomstats.analysis.log_stream as log_stream
+
+    monkeypatch.setattr(log_stream, "_BLOCK_BYTES", 4000)
+
+
+def test_blocks_read_the_same(tmp_path: Path, small_blocks) -> None:
+    recs = _records()
+    recs[7] = {**recs[7], "response": 'he said "go, \\\\ " and left {x}', "extra": {"a": [1]}}
+    p = _write(tmp_path / "run.jsonl", recs, ("", "   "), "\n")
+    _same(p)
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: {**r, "correct": True},            # a bool is not 0/1 to the runner
+    lambda r: {**r, "correct": 1.0},             # a float 1.0 is
+    lambda r: {**r, "sample": 1.5},
+    lambda r: {**r, "model": ""},
+    lambda r: {**r, "config_hash": ["x"]},       # not a string: one hash all the same
+    lambda r: {**r, "status": ["ok"]},
+])
+def test_odd_values_in_a_late_block_alike(change, tmp_path: Path, small_blocks) -> None:
+    recs = _records(2, 12)
+    i = next(i for i, r in enumerate(recs) if i > 15 and r["status"] == "ok")
+    recs[i] = change(recs[i])
+    p = _write(tmp_path / "run.jsonl", recs)
+    try:
+        want = _runner(p)
+    except (ValueError, TypeError) as exc:
+        with pytest.raises(type(exc)) as stream:
+            read_log_stream(p)
+        assert str(stream.value) == str(exc)
+    else:
+        got = read_log_stream(p)
+        pd.testing.assert_frame_equal(got, want)
+        assert got.attrs == want.attrs
+
+
+def test_repeated_key_in_a_later_block_names_its_line(tmp_path: Path, small_blocks) -> None:
+    recs = _records(1, 30)
+    line = json.dumps({**recs[-3], "status": "ok", "correct": 1})
+    recs[-3] = line[:-1] + ', "correct":0}'
+    p = _write(tmp_path / "run.jsonl", recs)
+    with pytest.raises(ValueError, match=rf"run\.jsonl:{len(recs) - 2}: the key 'correct'"):
+        read_log_stream(p)
+
+
+@pytest.mark.parametrize("columns", [["correct", "model"], ["agents", "belief_status",
+                                                            "same_as", "critical_position"],
+                                     ["timestamp"]])
+def test_only_some_columns(columns: list[str], tmp_path: Path, small_blocks) -> None:
+    p = _write(tmp_path / "run.jsonl", _records())
+    got, want = read_log_stream(p, columns), _runner(p)
+    order = [c for c in want.columns if c in columns]
+    pd.testing.assert_frame_equal(got, want[order])
+    assert got.attrs == want.attrs
+
+
+def test_unknown_column_is_refused(tmp_path: Path) -> None:
+    p = _write(tmp_path / "run.jsonl", _records(1, 3))
+    with pytest.raises(ValueError, match="'nope'"):
+        read_log_stream(p, ["correct", "nope"])

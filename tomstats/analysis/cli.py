@@ -57,8 +57,11 @@ def run_summarize(args: argparse.Namespace) -> int:
     """Run ``tomstats summarize``: read, map, count per cell, print, write ``--out``."""
     out = prepare_out_file(args.out, force=args.force) if args.out else None
     columns = parse_mapping(args.map)
-    df = load_table(args.log, columns, args.query)
-    table = summarize(df, by=_by_arg(args.by), level=args.level)
+    by = _by_arg(args.by)
+    df = load_table(args.log, columns, args.query,
+                    needed=["correct", "context_words", "tom_order", *(by or [])],
+                    optional=["status", "error_category", *(["model"] if by is None else [])])
+    table = summarize(df, by=by, level=args.level)
     print(format_summary(table))
     reasons = table.attrs.get("errors_by_reason", {})
     n_err = int(table["n_errors"].sum())
@@ -116,7 +119,15 @@ def run_anova(args: argparse.Namespace) -> int:
     if args.ci is not None:  # before the data are read: the smallest design's cells
         check_bootstrap_size(args.n_boot, allow_large=args.allow_large)
     out = prepare_out_file(args.out, force=args.force) if args.out else None
-    df = load_table(args.log, parse_mapping(args.map), args.query)
+    within = args.within or []
+    subject = args.subject or ("model" if within else None)
+    cluster = [args.cluster] if args.ci is not None and args.cluster else []
+    df = load_table(args.log, parse_mapping(args.map), args.query,
+                    needed=[args.dv, *(args.between or ([] if within else DEFAULT_BETWEEN)),
+                            *within, *([subject] if subject else []),
+                            *([args.by] if args.by else []), *cluster],
+                    optional=["status", *(["story_id", "item_id", "item"]
+                                          if args.ci is not None and not cluster else [])])
     n_all = len(df)
     if args.ci is not None:  # and with the design's cells, before the bootstrap
         factors = [c for c in [*(args.between or DEFAULT_BETWEEN), *(args.within or [])]

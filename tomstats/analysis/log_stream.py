@@ -15,10 +15,14 @@ line and key.
 
 from __future__ import annotations
 
+import gc
 import json
 import operator
 import os
 import re
+from array import array
+from collections.abc import Collection
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +39,8 @@ _SHARED = ("model", "question_type", "agents", "target", "setting", "generator",
            "error", "config_hash")
 #: The end of a key in raw JSON: a closing quote, blanks, a colon.
 _KEY_END = re.compile(rb'"\s*:')
+#: A closing quote followed by a blank (one search instead of a count per blank).
+_QUOTE_BLANK = re.compile(rb'"\s')
 
 
 def _n_keys(v: Any) -> int:
@@ -60,23 +66,31 @@ class _Duplicate(Exception):
         self.key = key
 
 
+def _key_count(raw: bytes) -> int:
+    """Keys written in the valid JSON text ``raw`` (each occurrence; one line or many).
+
+    Escaped backslashes (``\\\\``) and then escaped quotes (``\\"``) are removed first
+    (left to right, as JSON reads them), so that every quote left delimits a string; a string
+    followed by blanks and a colon is a key, and nothing else is.
+    """
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    if _QUOTE_BLANK.search(raw):
+        return len(_KEY_END.findall(raw))
+    return raw.count(b'":')
+
+
 def duplicated_key(line: bytes | str, parsed: Any) -> str | None:
     """The first key that appears twice in one object of the JSON text ``line``, or ``None``.
 
-    ``parsed`` is ``line`` already parsed. Fast path: without an escaped quote (``\\"``) in
-    the line every ``"…":`` in it ends a key, so their number equals the keys of the parsed
-    objects exactly when no key repeats; otherwise the line is parsed again, pairs kept.
+    ``parsed`` is ``line`` already parsed. Fast path: the keys written in the line
+    (:func:`_key_count`) number the keys of the parsed objects exactly when no key repeats
+    (a repeated key is kept once); otherwise the line is parsed again, pairs kept, to name it.
     """
     raw = line.encode("utf-8") if isinstance(line, str) else line
-    if b'\\"' not in raw:
-        # no quote inside a string: every '"' delimits one, so '":' ends a key (a key
-        # written with blanks before its colon takes the counting path below)
-        n = len(parsed) if raw.count(b"{") == 1 and isinstance(parsed, dict) else _n_keys(parsed)
-        if b'" ' not in raw and b'"\t' not in raw and b'"\r' not in raw:
-            if raw.count(b'":') == n:
-                return None
-        elif len(_KEY_END.findall(raw)) == n:
-            return None
+    n = len(parsed) if raw.count(b"{") == 1 and isinstance(parsed, dict) else _n_keys(parsed)
+    if _key_count(raw) == n:
+        return None
     try:
         json.loads(raw, object_pairs_hook=_first_duplicate)
     except _Duplicate as dup:
@@ -104,110 +118,261 @@ def _loads(raw: bytes, p: Path, lineno: int, torn: bool) -> Any:
         raise ValueError(f"{p}:{lineno}: not a JSON record{note}: {exc.msg}") from exc
 
 
-def read_log_stream(path: str | os.PathLike[str]) -> pd.DataFrame:
+#: Bytes of log read per block (about 10,000 records of the runner's size).
+_BLOCK_BYTES = 1 << 24
+#: The columns the frame is sorted by (the runner's order).
+_SORT = ("model", "context_words", "tom_order", "item_id", "sample")
+#: Integer columns of the frame and the nullable ones.
+_INT64 = ("sample", "tom_order", "context_words", "n_words", "n_characters", "prompt_id")
+_NULLABLE = ("correct", "mislead_distance")
+#: The outcome pairs an answered or an error record may hold, with their types.
+_OUTCOMES = frozenset({("ok", int, 0), ("ok", int, 1), ("error", type(None), None)})
+
+
+class _Fallback(Exception):
+    """A block the vectorised checks do not pass: it is read again record by record."""
+
+
+class _Reader:
+    """The frame's columns collected block by block, and what the checks need across blocks."""
+
+    def __init__(self, p: Path, columns: list[str]) -> None:
+        from tomstats.evaluate.log import REQUIRED_FIELDS
+
+        self.p = p
+        self.out = columns
+        # kept for the checks and the sort even when the frame does not show them
+        self.names = list(dict.fromkeys([*columns, *_SORT, "status", "config_hash"]))
+        self.cols: dict[str, list[Any]] = {c: [] for c in self.names}
+        self.required = frozenset(REQUIRED_FIELDS)
+        self.shared: dict[str, str] = {}  # one object per distinct string of _SHARED columns
+        self.row_of: dict[tuple[Any, Any, Any], int] = {}
+        self.line_of = array("q")
+        self.first_format: tuple[int, Any] | None = None
+
+    # ------------------------------------------------------------------ the fast path
+    def block(self, lines: list[bytes], first: int) -> None:
+        """Read one block of lines (``first`` is the first one's number)."""
+        numbered = [(i, raw) for i, raw in enumerate(lines, first) if not raw.isspace()]
+        if not numbered:
+            return
+        try:
+            linenos, raws = zip(*numbered, strict=True)
+            recs, got = self._checked(raws)
+        except _Fallback:
+            for lineno, raw in numbered:
+                self.one(raw, lineno)
+            return
+        self._commit(recs, linenos, got)
+
+    def _checked(self, raws: tuple[bytes, ...]) -> tuple[list[dict[str, Any]],
+                                                      dict[str, list[Any]]]:
+        """The block's records and the checked columns when every check passes at once; else
+        :class:`_Fallback` (the record-by-record path then raises the runner's message for the
+        first record at fault)."""
+        from tomstats.evaluate.log import LOG_FORMAT
+
+        try:
+            recs = list(map(orjson.loads, raws))
+            if set(map(type, recs)) != {dict}:
+                raise _Fallback
+            # no key repeats in any record: the keys written number the keys parsed (each
+            # written key is counted, a repeated one is parsed once; see duplicated_key)
+            blob = b"".join(raws)
+            flat = blob.count(b"{") == len(recs)  # one object per line, none nested
+            if _key_count(blob) != sum(map(len if flat else _n_keys, recs)):
+                raise _Fallback
+            if not all(map(operator.ge, map(dict.keys, recs), repeat(self.required))):
+                raise _Fallback  # a field missing
+            fmt = self.first_format[1] if self.first_format else LOG_FORMAT
+            if set(map(operator.itemgetter("format"), recs)) != {fmt}:
+                raise _Fallback
+            got = {c: list(map(operator.itemgetter(c), recs)) for c in
+                   ("status", "correct", "sample", "tom_order", "context_words", "model",
+                    "item_id")}
+            if not set(zip(got["status"], map(type, got["correct"]), got["correct"],
+                           strict=True)) <= _OUTCOMES:
+                raise _Fallback
+            for c in ("sample", "tom_order", "context_words"):
+                if set(map(type, got[c])) != {int} or min(got[c]) < 0:
+                    raise _Fallback
+            for c in ("model", "item_id"):
+                if set(map(type, got[c])) != {str} or not all(got[c]):
+                    raise _Fallback
+        except (orjson.JSONDecodeError, TypeError):  # TypeError: an unhashable value
+            raise _Fallback from None
+        if self.first_format is None:
+            self.first_format = (-1, fmt)  # the line is set when the block is added
+        return recs, got
+
+    # ------------------------------------------------------------------ the exact path
+    def one(self, raw: bytes, lineno: int) -> None:
+        """One line, checked as :func:`tomstats.evaluate.log.checked_records` checks it."""
+        from tomstats.evaluate.log import LOG_FORMAT, check_record
+
+        p = self.p
+        rec = _loads(raw, p, lineno, not raw.endswith(b"\n"))
+        if rec is None:
+            return
+        if not isinstance(rec, dict):
+            raise ValueError(f"{p}:{lineno}: a record must be a JSON object, "
+                             f"got {type(rec).__name__}")
+        dup = duplicated_key(raw, rec)
+        if dup is not None:
+            raise ValueError(f"{p}:{lineno}: the key {dup!r} appears twice in one record; "
+                             "a record with a repeated key is ambiguous (which value "
+                             "counts?)")
+        fmt = rec.get("format")
+        if self.first_format is None:
+            self.first_format = (lineno, fmt)
+            if fmt != LOG_FORMAT:
+                raise ValueError(f"{p}:{lineno}: log format {fmt!r} is not supported "
+                                 f"(expected {LOG_FORMAT!r})")
+        elif fmt != self.first_format[1]:
+            raise ValueError(f"{p}:{lineno}: mixed log format versions: {fmt!r} here, "
+                             f"{self.first_format[1]!r} on line {self.first_format[0]}")
+        check_record(p, lineno, rec)
+        self._commit([rec], (lineno,))
+
+    # ------------------------------------------------------------------ both
+    def _commit(self, recs: list[dict[str, Any]], linenos: tuple[int, ...],
+                got: dict[str, list[Any]] | None = None) -> None:
+        """Add checked records (``got``: columns already taken from them): new keys as rows,
+        a later record of a key in its row."""
+        from tomstats.evaluate.log import belief_status
+
+        if self.first_format is not None and self.first_format[0] == -1:
+            self.first_format = (linenos[0], self.first_format[1])
+        new: dict[str, list[Any]] = {}
+        for c in self.names:
+            if c == "agents":
+                col = [">".join(a) if isinstance(a, list) else str(a or "")
+                       for a in map(operator.itemgetter(c), recs)]
+            elif c == "belief_status":
+                col = list(map(belief_status, recs))
+            elif c == "same_as":
+                col = [r.get(c) or "" for r in recs]
+            elif got is not None and c in got:
+                col = got[c]
+            elif c in self.required:
+                col = list(map(operator.itemgetter(c), recs))
+            else:
+                col = [r.get(c) for r in recs]
+            if c in _SHARED:
+                sh = self.shared
+                col = [sh.setdefault(v, v) if type(v) is str else v for v in col]
+            new[c] = col
+        keys = list(zip(new["model"], new["item_id"], new["sample"], strict=True))
+        n0 = len(self.line_of)
+        if len(set(keys)) == len(keys) and self.row_of.keys().isdisjoint(keys):
+            self.row_of.update(zip(keys, range(n0, n0 + len(keys)), strict=True))
+            self.line_of.extend(linenos)
+            for c, col in new.items():
+                self.cols[c].extend(col)
+            return
+        status = self.cols["status"]
+        for j, key in enumerate(keys):  # retried keys (an error, then a later record)
+            i = self.row_of.get(key)
+            if i is not None and status[i] == "ok":
+                raise ValueError(f"{self.p}:{linenos[j]}: duplicated key (model={key[0]!r}, "
+                                 f"item_id={key[1]!r}, sample={key[2]}): already answered on "
+                                 f"line {self.line_of[i]}")
+            if i is None:
+                self.row_of[key] = len(self.line_of)
+                self.line_of.append(linenos[j])
+                for c, col in new.items():
+                    self.cols[c].append(col[j])
+            else:
+                self.line_of[i] = linenos[j]
+                for c, col in new.items():
+                    self.cols[c][i] = col[j]
+
+    def check_hashes(self) -> dict[str, str]:
+        """Each model's one configuration hash (two for one model: the runner's message)."""
+        models, hashes = self.cols["model"], self.cols["config_hash"]
+        try:
+            pairs = dict.fromkeys(zip(models, hashes, strict=True))
+        except TypeError:  # a hash that is not a string: the loop below says so
+            pairs = {}
+        if pairs and len({m for m, _ in pairs}) == len(pairs):
+            return dict(sorted(pairs))
+        first: dict[str, tuple[str, int]] = {}
+        for model, h, lineno in zip(models, hashes, self.line_of, strict=True):
+            seen = first.setdefault(model, (h, lineno))
+            if seen[0] != h:
+                raise ValueError(f"{self.p}:{lineno}: model {model!r} logged under two "
+                                 f"configuration hashes ({seen[0][:12]}… on line {seen[1]}, "
+                                 f"{h[:12]}…)")
+        return {m: h for m, (h, _) in sorted(first.items())}
+
+
+def read_log_stream(path: str | os.PathLike[str],
+                    columns: Collection[str] | None = None) -> pd.DataFrame:
     """:func:`tomstats.evaluate.log.read_log` with ``errors="keep"``, read as a stream.
 
     The same frame (columns, dtypes, order, ``attrs``) and the same refusals (a malformed
     record, mixed formats, two answers for one key, two configuration hashes for a model, an
     empty log), plus one more: a record with a duplicated key.
 
+    The log is read in blocks of about :data:`_BLOCK_BYTES`: each block's lines are parsed
+    (orjson) and checked at once, column by column; a block that fails any check is read
+    again line by line with the runner's own checks, which name the first record at fault.
+
+    Parameters
+    ----------
+    path : path-like
+        The runner's JSON Lines log.
+    columns : collection of str, optional
+        Only these of :data:`tomstats.evaluate.log.COLUMNS` (in that order); all by default.
+        Every record is checked all the same; memory grows with the columns kept.
+
     Raises
     ------
     ValueError
-        ``path:line: ...`` naming the record at fault.
+        ``path:line: ...`` naming the record at fault, or a column that is not one of
+        the frame's.
     """
-    from tomstats.evaluate.log import COLUMNS, LOG_FORMAT, _check_record, belief_status
+    from tomstats.evaluate.log import COLUMNS, LOG_FORMAT
 
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist")
-    names = list(COLUMNS)
-    cols: dict[str, list[Any]] = {c: [] for c in names}
-    appends = [cols[c].append for c in names]
-    getter = operator.itemgetter(*names)
-    i_agents, i_belief, i_same = (names.index(c) for c in ("agents", "belief_status", "same_as"))
-    shared_cols = [names.index(c) for c in _SHARED if c in names]
-    shared: dict[Any, Any] = {}  # one object per distinct string of the repetitive columns
-    absent: list[str] = []
-    row_of: dict[tuple[Any, Any, Any], int] = {}
-    line_of: list[int] = []
-    hash_of: list[str] = []
-    first_format: tuple[int, Any] | None = None
-    with open(p, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            torn = not raw.endswith(b"\n")
-            rec = _loads(raw, p, lineno, torn)
-            if rec is None:
-                continue
-            if not isinstance(rec, dict):
-                raise ValueError(f"{p}:{lineno}: a record must be a JSON object, "
-                                 f"got {type(rec).__name__}")
-            dup = duplicated_key(raw, rec)
-            if dup is not None:
-                raise ValueError(f"{p}:{lineno}: the key {dup!r} appears twice in one record; "
-                                 "a record with a repeated key is ambiguous (which value "
-                                 "counts?)")
-            fmt = rec.get("format")
-            if first_format is None:
-                first_format = (lineno, fmt)
-                if fmt != LOG_FORMAT:
-                    raise ValueError(f"{p}:{lineno}: log format {fmt!r} is not supported "
-                                     f"(expected {LOG_FORMAT!r})")
-            elif fmt != first_format[1]:
-                raise ValueError(f"{p}:{lineno}: mixed log format versions: {fmt!r} here, "
-                                 f"{first_format[1]!r} on line {first_format[0]}")
-            _check_record(p, lineno, rec)
-            key = (rec["model"], rec["item_id"], rec["sample"])
-            i = row_of.get(key)
-            if i is not None and cols["status"][i] == "ok":
-                raise ValueError(f"{p}:{lineno}: duplicated key (model={key[0]!r}, "
-                                 f"item_id={key[1]!r}, sample={key[2]}): already answered on "
-                                 f"line {line_of[i]}")
-            for c in absent:  # optional fields this log's records lack
-                if c not in rec:
-                    rec[c] = None
-            try:
-                row = list(getter(rec))
-            except KeyError:
-                absent = [c for c in names if c not in rec]
-                row = [rec.get(c) for c in names]
-            agents = row[i_agents]
-            row[i_agents] = ">".join(agents) if isinstance(agents, list) else str(agents or "")
-            row[i_belief] = belief_status(rec)
-            row[i_same] = row[i_same] or ""
-            for j in shared_cols:
-                v = row[j]
-                if type(v) is str:
-                    row[j] = shared.setdefault(v, v)
-            if i is None:
-                row_of[key] = len(line_of)
-                line_of.append(lineno)
-                hash_of.append(rec["config_hash"])
-                for app, v in zip(appends, row, strict=True):
-                    app(v)
-            else:  # a later record of the key (after errors) replaces it
-                line_of[i], hash_of[i] = lineno, rec["config_hash"]
-                for c, v in zip(names, row, strict=True):
-                    cols[c][i] = v
-    if not line_of:
+    if columns is None:
+        names = list(COLUMNS)
+    else:
+        unknown = sorted(set(columns) - set(COLUMNS))
+        if unknown:
+            raise ValueError(f"columns {unknown} are not columns of a runner log's frame")
+        names = [c for c in COLUMNS if c in set(columns)]
+    reader = _Reader(p, names)
+    lineno = 1
+    # the records are dicts made and freed by the million, and the rows' keys stay: with the
+    # cyclic collector on, each of its passes walks every key kept so far (acyclic data)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with open(p, "rb") as fh:
+            while lines := fh.readlines(_BLOCK_BYTES):
+                reader.block(lines, lineno)
+                lineno += len(lines)
+    finally:
+        if collecting:
+            gc.enable()
+    if not reader.line_of:
         raise ValueError(f"evaluation log {str(p)!r} holds no records")
-    hashes: dict[str, tuple[str, int]] = {}
-    for model, h, lineno in zip(cols["model"], hash_of, line_of, strict=True):
-        first = hashes.setdefault(model, (h, lineno))
-        if first[0] != h:
-            raise ValueError(f"{p}:{lineno}: model {model!r} logged under two configuration "
-                             f"hashes ({first[0][:12]}… on line {first[1]}, {h[:12]}…)")
-    del row_of, shared
-    df = pd.DataFrame(cols, columns=names)
+    hashes = reader.check_hashes()
+    cols = reader.cols
+    del reader
+    df = pd.DataFrame(cols, columns=list(cols))
     del cols
-    df["correct"] = df["correct"].astype("Int64")
-    for c in ("sample", "tom_order", "context_words", "n_words", "n_characters", "prompt_id"):
-        df[c] = df[c].astype("int64")
-    df["mislead_distance"] = df["mislead_distance"].astype("Int64")
-    df = df.sort_values(["model", "context_words", "tom_order", "item_id", "sample"],
-                        kind="stable").reset_index(drop=True)
+    for c in _NULLABLE:
+        if c in df.columns:
+            df[c] = df[c].astype("Int64")
+    for c in _INT64:
+        if c in df.columns:
+            df[c] = df[c].astype("int64")
+    df = df.sort_values(list(_SORT), kind="stable").reset_index(drop=True)
+    df = df[names]
     df.attrs["log_format"] = LOG_FORMAT
-    df.attrs["config_hashes"] = {m: h for m, (h, _) in sorted(hashes.items())}
+    df.attrs["config_hashes"] = hashes
     return df

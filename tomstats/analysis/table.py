@@ -11,12 +11,13 @@ last two.
 from __future__ import annotations
 
 import argparse
+import codecs
 import gzip
 import io
 import os
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ from tomstats._validate import closest_hint, decode_text
 from tomstats.design import MAX_CONTEXT_WORDS
 
 __all__ = ["TABLE_FORMATS", "add_selection_arguments", "apply_mapping", "apply_query",
-           "load_table", "parse_mapping", "read_evaluation", "require_column", "table_suffix"]
+           "load_table", "parse_mapping", "read_evaluation", "require_column", "table_suffix",
+           "used_columns"]
 
 
 #: Suffixes of an evaluation log or table and the format each is read as (``.gz``: gzip).
@@ -56,27 +58,32 @@ def _raw(p: Path) -> bytes:
         raise ValueError(f"{p}: not a readable gzip file ({exc})") from None
 
 
-def _read_log(p: Path) -> pd.DataFrame:
-    """:func:`tomstats.evaluate.read_log` (errors kept) of a plain or gzip-compressed log;
-    a plain log is read as a stream (:func:`tomstats.analysis.log_stream.read_log_stream`)."""
+def _read_log(p: Path, usecols: frozenset[str] | None) -> pd.DataFrame:
+    """:func:`tomstats.evaluate.read_log` (errors kept) of a plain or gzip-compressed log,
+    only the ``usecols`` of its columns (all with ``None``); a plain log is read as a stream
+    (:func:`tomstats.analysis.log_stream.read_log_stream`)."""
     from tomstats.analysis.log_stream import read_log_stream
-    from tomstats.evaluate.log import read_log
+    from tomstats.evaluate.log import COLUMNS, read_log
 
+    keep = None if usecols is None else [c for c in COLUMNS if c in usecols]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the callers count and report error records
         if p.suffix.lower() != ".gz":
-            return read_log_stream(p)
+            return read_log_stream(p, keep)
         text = decode_text(_raw(p), p)
         with tempfile.TemporaryDirectory() as tmp:
             plain = Path(tmp) / p.name[: -len(".gz")]
             plain.write_text(text, encoding="utf-8")
             try:
-                return read_log(plain, errors="keep")
+                df = read_log(plain, errors="keep")
             except ValueError as exc:  # name the file the user gave, not the copy
                 raise ValueError(str(exc).replace(str(plain), str(p))) from None
+        return df if keep is None else df[keep]
 
 
-def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
+def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame,
+                    usecols: Collection[str] | None = None,
+                    optional: Collection[str] = ()) -> pd.DataFrame:
     """Read an evaluation log or table into a DataFrame, one row per question, errors kept.
 
     Parameters
@@ -87,6 +94,13 @@ def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFra
         records are rows with ``correct`` missing and ``status = "error"``), ``.csv`` or
         ``.tsv`` (UTF-8) or ``.parquet``; ``.jsonl.gz``, ``.csv.gz`` and ``.tsv.gz`` are read
         through gzip. A DataFrame is copied.
+    usecols : collection of str, optional
+        Read only these columns and those of ``optional`` the file has (memory then grows
+        with the columns a command uses, not with the file's); a file that lacks one of
+        ``usecols`` is read whole, so that the command's message about it can name the
+        closest column. All columns by default; a log's records are checked whole either way.
+    optional : collection of str
+        Columns read with ``usecols`` when the file has them.
 
     Raises
     ------
@@ -104,16 +118,35 @@ def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFra
     if not p.is_file():
         raise FileNotFoundError(f"evaluation log {str(p)!r} does not exist"
                                 + (" (it is a folder)" if p.is_dir() else ""))
+    if usecols is not None:
+        # context_words always (when there): a table's values are checked on reading
+        wanted = frozenset(usecols) | frozenset(optional) | {"context_words"}
+        df = _read_file(p, wanted)
+        if set(usecols) <= set(df.columns):
+            return df
+        del df  # a column is missing: the whole file, for the command's message
+    return _read_file(p, None)
+
+
+def _read_file(p: Path, usecols: frozenset[str] | None) -> pd.DataFrame:
+    """:func:`read_evaluation` of the file ``p``: ``usecols`` of its columns, or all."""
     suffix = table_suffix(p)
     kind = TABLE_FORMATS.get(suffix)
     if kind == "jsonl":
-        return _read_log(p)
+        return _read_log(p, usecols)
     if kind in ("csv", "tsv"):
-        text = decode_text(_raw(p), p)
+        raw = _raw(p)
+        text = decode_text(raw, p)  # a file that is not UTF-8: line and column named
         sep = "," if kind == "csv" else "\t"
         _check_header(text, sep, p)
+        # the bytes, not the text, go to the parser (a text buffer holds 4 bytes a character)
+        buffer = io.StringIO(text) if raw.startswith(codecs.BOM_UTF8) else io.BytesIO(raw)
+        del text
+        if usecols is not None and not _rows_fit_header(raw, sep):
+            usecols = None  # only the whole read refuses a row longer than the header
         try:
-            df = pd.read_csv(io.StringIO(text), sep=sep)
+            df = pd.read_csv(buffer, sep=sep, encoding="utf-8",
+                             usecols=None if usecols is None else usecols.__contains__)
         except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             raise ValueError(f"{p}: cannot read as {kind}: "
                              f"{' '.join(str(exc).split())}") from None
@@ -130,7 +163,7 @@ def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFra
                              "install by default: pip install 'tomstats[parquet]' (or save "
                              "the table as .csv)") from None
         try:
-            df = pd.read_parquet(p)
+            df = pd.read_parquet(p)  # all columns: the schema is not read apart
         except (OSError, ValueError) as exc:
             raise ValueError(f"{p}: cannot read as parquet: {' '.join(str(exc).split())}"
                              ) from None
@@ -138,6 +171,33 @@ def read_evaluation(source: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFra
         return df
     raise ValueError(f"{p}: unknown format {suffix or '(no suffix)'!r}; expected an evaluation "
                      f"log or table: {', '.join(TABLE_FORMATS)}")
+
+
+def _rows_fit_header(raw: bytes, sep: str, block: int = 1 << 25) -> bool:
+    """Whether no line of the table ``raw`` holds more separators than its first line, the
+    file holding no quote (``"``) either.
+
+    pandas refuses a row with more fields than the header only when it reads every column;
+    reading some of them (``usecols``) it drops the extra fields without a word. Counted with
+    NumPy, a block of lines at a time; ``False`` (read every column) when unsure.
+    """
+    if b'"' in raw:
+        return False
+    s = sep.encode()
+    end = raw.find(b"\n")
+    limit = (raw if end < 0 else raw[:end]).count(s)
+    data = np.frombuffer(raw, dtype=np.uint8)
+    start = 0
+    while start < len(raw):
+        stop = raw.find(b"\n", min(start + block, len(raw)))
+        stop = len(raw) if stop < 0 else stop + 1
+        chunk = data[start:stop]
+        ends = np.append(np.flatnonzero(chunk == ord("\n")), len(chunk))
+        per_line = np.diff(np.searchsorted(np.flatnonzero(chunk == s[0]), ends), prepend=0)
+        if per_line.max() > limit:
+            return False
+        start = stop
+    return True
 
 
 def _check_header(text: str, sep: str, p: Path) -> None:
@@ -229,14 +289,41 @@ def require_column(df: pd.DataFrame, col: str, what: str) -> None:
 
 
 def load_table(path: str | os.PathLike[str] | pd.DataFrame, columns: dict[str, str] | None = None,
-               query: str | None = None) -> pd.DataFrame:
+               query: str | None = None, *, needed: Collection[str] | None = None,
+               optional: Collection[str] = ()) -> pd.DataFrame:
     """Read a log or table (:func:`tomstats.analysis.table.read_evaluation`), filter, rename.
 
     ``query`` (a condition on the file's own column names, like ``tomstats fit --query``;
-    checked before the file is read) is applied before the ``columns`` mapping.
+    checked before the file is read) is applied before the ``columns`` mapping. With
+    ``needed`` (standard names the command uses; ``optional``: those it uses when present),
+    only the file's columns behind them are read (:func:`used_columns`).
     """
     checked = parse_query(query) if query else None
-    return apply_mapping(apply_query(read_evaluation(path), checked), columns)
+    if needed is None:
+        df = read_evaluation(path)
+    else:
+        usecols, maybe = used_columns(columns, checked, needed, optional)
+        df = read_evaluation(path, usecols, maybe)
+    return apply_mapping(apply_query(df, checked), columns)
+
+
+def used_columns(columns: Mapping[str, str] | None, query: Query | None,
+                 needed: Collection[str], optional: Collection[str] = ()
+                 ) -> tuple[set[str], set[str]]:
+    """The file's columns a command reads: ``(required, optional)``.
+
+    Required: the columns ``--map`` (``columns``, ``{standard: file column}``) names, the
+    query's, and the file's column behind each ``needed`` standard name; optional: those
+    behind ``optional`` (and ``item_id``, which stands in for a missing ``item``).
+    """
+    m = dict(columns or {})
+    req = {m.get(c, c) for c in needed} | set(m.values())
+    if query is not None:
+        req |= set(query.variables)
+    maybe = {m.get(c, c) for c in optional}
+    if "item" in {*needed, *optional} and "item" not in m:
+        maybe.add("item_id")
+    return req, maybe - req
 
 
 def parse_mapping(items: list[str] | None,

@@ -50,8 +50,8 @@ from tomstats._io import atomic_write_text
 from tomstats._validate import read_text
 
 __all__ = ["LOG_FORMAT", "REQUIRED_FIELDS", "LogLock", "LogLocked", "LogWriter", "RepairResult",
-           "belief_status", "check_not_link", "open_nofollow", "read_log", "read_records",
-           "repair_log", "repair_tail"]
+           "belief_status", "check_not_link", "check_record", "open_nofollow", "read_log",
+           "read_records", "repair_log", "repair_tail"]
 
 #: Version tag of every log record.
 LOG_FORMAT = "tomstats.evallog/1"
@@ -146,7 +146,9 @@ def read_records(path: str | os.PathLike[str], *,
         yield lineno, rec
 
 
-def _check_record(p: Path, lineno: int, rec: Mapping[str, Any]) -> None:
+def check_record(p: Path, lineno: int, rec: Mapping[str, Any]) -> None:
+    """Refuse a record that lacks a required field or holds an invalid status, outcome,
+    count or key (``ValueError`` naming ``p:lineno``, the field and the value)."""
     missing = [f for f in REQUIRED_FIELDS if f not in rec]
     if missing:
         raise ValueError(f"{p}:{lineno}: record is missing fields {missing}")
@@ -192,7 +194,7 @@ def checked_records(p: Path, *, allow_torn_tail: bool = False
         elif fmt != first_format[1]:
             raise ValueError(f"{p}:{lineno}: mixed log format versions: {fmt!r} here, "
                              f"{first_format[1]!r} on line {first_format[0]}")
-        _check_record(p, lineno, rec)
+        check_record(p, lineno, rec)
         yield lineno, rec
 
 
