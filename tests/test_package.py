@@ -41,6 +41,8 @@ STACK: tuple[tuple[str, ...], ...] = (
 )
 
 HEAVY = ("jax", "jaxlib", "scipy", "pandas", "xarray", "matplotlib", "arviz", "numpyro", "pymc")
+#: What only a run of the evaluation runner needs: the HTTP client and the backends.
+RUNNER = ("httpx", "tomstats.evaluate.backends", "tomstats.evaluate.run")
 
 
 def _module_name(path: Path) -> str:
@@ -195,9 +197,11 @@ def test_the_shadow_check_sees_a_shadow() -> None:
     assert _shadows({"tomstats.stories": {"weave", "Item"}}, mods) == ["tomstats.stories.weave"]
 
 
-def _run(code: str, timeout: float = 300) -> dict[str, object]:
+def _run(code: str, timeout: float = 300,
+         watch: tuple[str, ...] = HEAVY) -> dict[str, object]:
+    """Run ``code`` in a fresh interpreter: ``heavy`` lists the ``watch`` modules it imported."""
     probe = (f"import sys, json\n{code}\n"
-             f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+             f"print(json.dumps(sorted(m for m in {watch!r} if m in sys.modules)))")
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          cwd=REPO, timeout=timeout)
     assert res.returncode == 0, res.stderr
@@ -224,6 +228,16 @@ def test_the_face_reaches_every_public_name_lazily() -> None:
         tomstats.nope  # noqa: B018
 
 
+def test_the_runner_face_is_lazy() -> None:
+    """``tomstats.evaluate`` imports a name's module on first use: reading a log does not
+    load the HTTP client or the backends; every public name is reachable and listed."""
+    got = _run("import tomstats.evaluate as e\nnames = dir(e)\ne.read_log\n"
+               "assert 'httpx' not in sys.modules\n"
+               "assert set(e.__all__) == set(dir(e))\n"
+               "for n in e.__all__:\n    getattr(e, n)\n", watch=RUNNER)
+    assert set(got["heavy"]) == set(RUNNER)  # the check can fail: the names loaded them
+
+
 @pytest.mark.parametrize("argv", [
     ["--help"],
     ["stories", "--help"],
@@ -239,5 +253,5 @@ def test_light_commands_start_without_jax(argv: list[str], tmp_path: Path) -> No
             f"sys.argv = ['tomstats', *{args!r}]\n"
             "try:\n    rc = main()\nexcept SystemExit as e:\n    rc = e.code or 0\n"
             "assert rc == 0, rc\n")
-    got = _run(code)
-    assert "jax" not in got["heavy"], got["heavy"]
+    got = _run(code, watch=(*HEAVY, *RUNNER))
+    assert not {"jax", *RUNNER} & set(got["heavy"]), got["heavy"]

@@ -13,54 +13,63 @@
 - :func:`redact`, :func:`safe_url` — what keeps secrets out of logs and messages;
 - :func:`extract_answer_text`, :func:`score_response` — answer extraction and scoring;
 - :func:`heuristic_answer` — the oracle / recency / first-common-location / random baselines.
+
+Nothing is imported until it is first used (:pep:`562`): the log reader
+(:mod:`tomstats.evaluate.log`, which the analysis commands use) comes without the HTTP client
+and the backends of a run.
 """
 
 from __future__ import annotations
 
-from tomstats.evaluate.backends import RequestFailed, heuristic_answer
-from tomstats.evaluate.cache import DEFAULT_CACHE_DIR, Completion, ResponseCache
-from tomstats.evaluate.config import (
-    BACKENDS,
-    HEURISTIC_STRATEGIES,
-    ModelConfig,
-    load_model_config,
-    resolve_model_path,
-)
-from tomstats.evaluate.context import check_context, estimate_tokens
-from tomstats.evaluate.extract import Scored, extract_answer_text, score_response
-from tomstats.evaluate.log import LOG_FORMAT, LogLocked, RepairResult, read_log, repair_log
-from tomstats.evaluate.prompts import PROMPTS, Request, build_request, frame_for
-from tomstats.evaluate.redaction import redact, safe_url
-from tomstats.evaluate.run import RunSummary, evaluate, evaluate_async
+import importlib
+from typing import Any
 
-__all__ = [
-    "BACKENDS",
-    "DEFAULT_CACHE_DIR",
-    "HEURISTIC_STRATEGIES",
-    "LOG_FORMAT",
-    "LogLocked",
-    "PROMPTS",
-    "Completion",
-    "ModelConfig",
-    "RepairResult",
-    "Request",
-    "RequestFailed",
-    "ResponseCache",
-    "RunSummary",
-    "Scored",
-    "build_request",
-    "check_context",
-    "estimate_tokens",
-    "frame_for",
-    "evaluate",
-    "evaluate_async",
-    "extract_answer_text",
-    "heuristic_answer",
-    "load_model_config",
-    "read_log",
-    "redact",
-    "repair_log",
-    "resolve_model_path",
-    "safe_url",
-    "score_response",
-]
+#: Public name -> module that defines it (imported on first use).
+_NAMES: dict[str, str] = {
+    "BACKENDS": "tomstats.evaluate.config",
+    "DEFAULT_CACHE_DIR": "tomstats.evaluate.cache",
+    "HEURISTIC_STRATEGIES": "tomstats.evaluate.config",
+    "LOG_FORMAT": "tomstats.evaluate.log",
+    "LogLocked": "tomstats.evaluate.log",
+    "PROMPTS": "tomstats.evaluate.prompts",
+    "Completion": "tomstats.evaluate.cache",
+    "ModelConfig": "tomstats.evaluate.config",
+    "RepairResult": "tomstats.evaluate.log",
+    "Request": "tomstats.evaluate.prompts",
+    "RequestFailed": "tomstats.evaluate.backends",
+    "ResponseCache": "tomstats.evaluate.cache",
+    "RunSummary": "tomstats.evaluate.run",
+    "Scored": "tomstats.evaluate.extract",
+    "build_request": "tomstats.evaluate.prompts",
+    "check_context": "tomstats.evaluate.context",
+    "estimate_tokens": "tomstats.evaluate.context",
+    "frame_for": "tomstats.evaluate.prompts",
+    "evaluate": "tomstats.evaluate.run",
+    "evaluate_async": "tomstats.evaluate.run",
+    "extract_answer_text": "tomstats.evaluate.extract",
+    "heuristic_answer": "tomstats.evaluate.backends",
+    "load_model_config": "tomstats.evaluate.config",
+    "read_log": "tomstats.evaluate.log",
+    "redact": "tomstats.evaluate.redaction",
+    "repair_log": "tomstats.evaluate.log",
+    "resolve_model_path": "tomstats.evaluate.config",
+    "safe_url": "tomstats.evaluate.redaction",
+    "score_response": "tomstats.evaluate.extract",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module when the name is first used."""
+    if name not in _NAMES:
+        raise AttributeError(f"module 'tomstats.evaluate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_NAMES[name]), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public API only: the names of :data:`__all__`."""
+    return sorted(_NAMES)
+
+
+__all__ = sorted(_NAMES)
