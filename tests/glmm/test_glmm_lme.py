@@ -150,7 +150,8 @@ def test_matches_lme4(name, reference, shared):
     if name in SE_TOL:  # lme4's use.hessian = FALSE SEs agree within the default 1e-3
         np.testing.assert_allclose(fit.se, case["se_rx"], atol=1e-3, rtol=0)
     assert abs(fit.loglik - case["loglik"]) < 1e-3
-    assert fit.loglik >= case["loglik"] - 1e-6  # the optimum itself, not lme4's tolerance
+    # the optimum itself, not an optimiser's tolerance: at least lme4's, tight or default
+    assert fit.loglik >= max(case["loglik"], case["lme4_default"]["loglik"]) - 1e-6
     assert fit.singular == case["singular"]
     ours = fit.varcorr()
     mine = _varcorr_map(ours.group, ours.var1, ours.var2, ours.sdcor)

@@ -510,7 +510,8 @@ def _format_varcorr(fit: LmeFit) -> list[str]:
                              " ".join(f"{c:>5}" for c in cells)))
     wg = max(6, *(len(r[0]) for r in rows))
     wn = max(4, *(len(r[1]) for r in rows))
-    out = [f" {'Groups':<{wg}} {'Name':<{wn}} {'Variance':>9} {'Std.Dev.':>9} Corr"]
+    corr = " Corr" if any(t.correlated and t.d > 1 for t in fit.terms) else ""
+    out = [f" {'Groups':<{wg}} {'Name':<{wn}} {'Variance':>9} {'Std.Dev.':>9}{corr}"]
     out += [f" {g:<{wg}} {n:<{wn}} {v:>9.4g} {s:>9.4g} {c}".rstrip() for g, n, v, s, c in rows]
     return out
 
