@@ -21,8 +21,7 @@ import operator
 import os
 import re
 from array import array
-from collections.abc import Collection
-from itertools import repeat
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +128,13 @@ _NULLABLE = ("correct", "mislead_distance")
 _OUTCOMES = frozenset({("ok", int, 0), ("ok", int, 1), ("error", type(None), None)})
 
 
+#: The fields checked a block at a time, and their getter.
+_CHECKED = ("format", "status", "correct", "sample", "tom_order", "context_words", "model",
+            "item_id")
+_GET_CHECKED = operator.itemgetter(*_CHECKED)
+_STR_OR_NONE = frozenset({str, type(None)})
+
+
 class _Fallback(Exception):
     """A block the vectorised checks do not pass: it is read again record by record."""
 
@@ -151,22 +157,30 @@ class _Reader:
         self.first_format: tuple[int, Any] | None = None
 
     # ------------------------------------------------------------------ the fast path
-    def block(self, lines: list[bytes], first: int) -> None:
-        """Read one block of lines (``first`` is the first one's number)."""
-        numbered = [(i, raw) for i, raw in enumerate(lines, first) if not raw.isspace()]
-        if not numbered:
-            return
-        try:
-            linenos, raws = zip(*numbered, strict=True)
-            recs, got = self._checked(raws)
-        except _Fallback:
-            for lineno, raw in numbered:
-                self.one(raw, lineno)
-            return
-        self._commit(recs, linenos, got)
+    def block(self, blob: bytes, first: int, *, last: bool = False) -> int:
+        """Read the lines of ``blob``, which ends with a newline unless it is the file's
+        ``last`` piece (``first``: the first line's number); returns the lines read."""
+        lines = blob.split(b"\n")
+        if not last:
+            lines.pop()  # the empty piece after the final newline
+        linenos: Sequence[int] = range(first, first + len(lines))
+        raws: Sequence[bytes] = lines
+        if b"" in lines or any(map(bytes.isspace, lines)):  # blank lines: skipped
+            numbered = [(i, raw) for i, raw in zip(linenos, lines, strict=True)
+                        if raw and not raw.isspace()]
+            linenos, raws = zip(*numbered, strict=True) if numbered else ((), ())
+        if raws:
+            try:
+                recs, got = self._checked(raws, blob)
+            except _Fallback:
+                for i, (lineno, raw) in enumerate(zip(linenos, raws, strict=True)):
+                    self.one(raw, lineno, torn=last and i == len(raws) - 1)
+            else:
+                self._commit(recs, linenos, got)
+        return len(lines)
 
-    def _checked(self, raws: tuple[bytes, ...]) -> tuple[list[dict[str, Any]],
-                                                      dict[str, list[Any]]]:
+    def _checked(self, raws: Sequence[bytes], blob: bytes
+                 ) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
         """The block's records and the checked columns when every check passes at once; else
         :class:`_Fallback` (the record-by-record path then raises the runner's message for the
         first record at fault)."""
@@ -178,18 +192,17 @@ class _Reader:
                 raise _Fallback
             # no key repeats in any record: the keys written number the keys parsed (each
             # written key is counted, a repeated one is parsed once; see duplicated_key)
-            blob = b"".join(raws)
             flat = blob.count(b"{") == len(recs)  # one object per line, none nested
             if _key_count(blob) != sum(map(len if flat else _n_keys, recs)):
                 raise _Fallback
-            if not all(map(operator.ge, map(dict.keys, recs), repeat(self.required))):
-                raise _Fallback  # a field missing
-            fmt = self.first_format[1] if self.first_format else LOG_FORMAT
-            if set(map(operator.itemgetter("format"), recs)) != {fmt}:
+            # a field missing: the records of one writer share one order of keys
+            if not all(map(self.required.issubset, set(map(tuple, recs)))):
                 raise _Fallback
-            got = {c: list(map(operator.itemgetter(c), recs)) for c in
-                   ("status", "correct", "sample", "tom_order", "context_words", "model",
-                    "item_id")}
+            got = dict(zip(_CHECKED, zip(*map(_GET_CHECKED, recs), strict=True),
+                           strict=True))
+            fmt = self.first_format[1] if self.first_format else LOG_FORMAT
+            if set(got["format"]) != {fmt}:
+                raise _Fallback
             if not set(zip(got["status"], map(type, got["correct"]), got["correct"],
                            strict=True)) <= _OUTCOMES:
                 raise _Fallback
@@ -206,12 +219,12 @@ class _Reader:
         return recs, got
 
     # ------------------------------------------------------------------ the exact path
-    def one(self, raw: bytes, lineno: int) -> None:
+    def one(self, raw: bytes, lineno: int, *, torn: bool = False) -> None:
         """One line, checked as :func:`tomstats.evaluate.log.checked_records` checks it."""
         from tomstats.evaluate.log import LOG_FORMAT, check_record
 
         p = self.p
-        rec = _loads(raw, p, lineno, not raw.endswith(b"\n"))
+        rec = _loads(raw, p, lineno, torn)
         if rec is None:
             return
         if not isinstance(rec, dict):
@@ -235,7 +248,7 @@ class _Reader:
         self._commit([rec], (lineno,))
 
     # ------------------------------------------------------------------ both
-    def _commit(self, recs: list[dict[str, Any]], linenos: tuple[int, ...],
+    def _commit(self, recs: list[dict[str, Any]], linenos: Sequence[int],
                 got: dict[str, list[Any]] | None = None) -> None:
         """Add checked records (``got``: columns already taken from them): new keys as rows,
         a later record of a key in its row."""
@@ -260,7 +273,10 @@ class _Reader:
                 col = [r.get(c) for r in recs]
             if c in _SHARED:
                 sh = self.shared
-                col = [sh.setdefault(v, v) if type(v) is str else v for v in col]
+                if set(map(type, col)) <= _STR_OR_NONE:  # (not 1 for True, as a dict would)
+                    col = list(map(sh.setdefault, col, col))
+                else:
+                    col = [sh.setdefault(v, v) if type(v) is str else v for v in col]
             new[c] = col
         keys = list(zip(new["model"], new["item_id"], new["sample"], strict=True))
         n0 = len(self.line_of)
@@ -306,6 +322,27 @@ class _Reader:
         return {m: h for m, (h, _) in sorted(first.items())}
 
 
+def _read_blocks(p: Path, names: list[str]) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """The columns (``names`` and those the checks use) and each model's hash of the log."""
+    reader = _Reader(p, names)
+    lineno = 1
+    with open(p, "rb") as fh:
+        pieces: list[bytes] = []  # of a line not ended yet
+        while chunk := fh.read(_BLOCK_BYTES):
+            cut = chunk.rfind(b"\n") + 1
+            if not cut:
+                pieces.append(chunk)
+                continue
+            lineno += reader.block(b"".join([*pieces, chunk[:cut]]), lineno)
+            pieces = [chunk[cut:]]
+        tail = b"".join(pieces)
+        if tail:  # a last line without its newline
+            reader.block(tail, lineno, last=True)
+    if not reader.line_of:
+        raise ValueError(f"evaluation log {str(p)!r} holds no records")
+    return reader.cols, reader.check_hashes()
+
+
 def read_log_stream(path: str | os.PathLike[str],
                     columns: Collection[str] | None = None) -> pd.DataFrame:
     """:func:`tomstats.evaluate.log.read_log` with ``errors="keep"``, read as a stream.
@@ -344,27 +381,18 @@ def read_log_stream(path: str | os.PathLike[str],
         if unknown:
             raise ValueError(f"columns {unknown} are not columns of a runner log's frame")
         names = [c for c in COLUMNS if c in set(columns)]
-    reader = _Reader(p, names)
-    lineno = 1
-    # the records are dicts made and freed by the million, and the rows' keys stay: with the
-    # cyclic collector on, each of its passes walks every key kept so far (acyclic data)
+    # the records are dicts made and freed by the million, and the rows' keys stay until the
+    # frame is made: with the cyclic collector on, its passes walk every key kept so far
+    # (the data hold no cycles)
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with open(p, "rb") as fh:
-            while lines := fh.readlines(_BLOCK_BYTES):
-                reader.block(lines, lineno)
-                lineno += len(lines)
+        cols, hashes = _read_blocks(p, names)
+        df = pd.DataFrame(cols, columns=list(cols))
+        del cols
     finally:
         if collecting:
             gc.enable()
-    if not reader.line_of:
-        raise ValueError(f"evaluation log {str(p)!r} holds no records")
-    hashes = reader.check_hashes()
-    cols = reader.cols
-    del reader
-    df = pd.DataFrame(cols, columns=list(cols))
-    del cols
     for c in _NULLABLE:
         if c in df.columns:
             df[c] = df[c].astype("Int64")
