@@ -22,15 +22,34 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+import warnings
 from typing import Any
+
+import pandas as pd
 
 from tomstats._args import seed_arg
 from tomstats._cli_options import add_progress_argument, progress_wanted
 from tomstats._expr import check_formula, parse_query
 from tomstats._guards import Footprint, check_footprint
+from tomstats._io import prepare_out_file
 from tomstats.analysis.table import add_selection_arguments, apply_query, parse_mapping
 from tomstats.cli import EXIT_WARNINGS
+from tomstats.glmm._hints import cli_syntax
+from tomstats.glmm.calibrate import params_format, posterior_summary, write_params
+from tomstats.glmm.data import ERROR_POLICIES, _read_table
+from tomstats.glmm.diagnostics import (
+    INTERVAL_PROB,
+    DiagnosticsWarning,
+    arviz_log_quiet,
+    check_diagnostics,
+)
+from tomstats.glmm.fitting import BACKENDS, fit, save_fit
+from tomstats.glmm.header import fit_header
+from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning
+from tomstats.glmm.prior_width import prior_dominated_note
+from tomstats.glmm.verdict import failed_checks_note, load_sound_fit
 
 __all__ = ["add_fit_arguments", "run_fit", "add_calibrate_arguments", "run_calibrate",
            "parse_options"]
@@ -69,9 +88,6 @@ def parse_options(items: list[str] | None) -> dict[str, Any]:
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``tomstats fit``."""
-    from tomstats.glmm.data import ERROR_POLICIES
-    from tomstats.glmm.fitting import BACKENDS
-
     p.add_argument("log", help="evaluation log: runner JSONL, CSV or parquet")
     p.add_argument("--model", default="structural",
                    help="'structural' (equation (1)) or an lme4-style formula, e.g. "
@@ -127,8 +143,6 @@ def run_fit(args: argparse.Namespace) -> int:
     Returns 0, or 1 when the fit is written but its diagnostics failed (unless
     ``--allow-warnings``). Hints in error messages name this command's flags.
     """
-    from tomstats.glmm._hints import cli_syntax
-
     with cli_syntax():
         return _run_fit(args)
 
@@ -139,15 +153,6 @@ _SUMMARY_VARS = ("alpha", "gamma", "delta", "sigma_item", "capability", "capabil
 
 
 def _run_fit(args: argparse.Namespace) -> int:
-    import warnings
-
-    from tomstats._io import prepare_out_file
-    from tomstats.glmm.data import _read_table
-    from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
-    from tomstats.glmm.fitting import fit, save_fit
-    from tomstats.glmm.header import fit_header
-    from tomstats.glmm.prior_width import prior_dominated_note
-
     out = prepare_out_file(args.out, force=args.force, field="--out")
     if args.backend == "laplace":
         _check_laplace_args(args)
@@ -219,8 +224,6 @@ def _note_errors(df: Any, args: argparse.Namespace) -> None:
 
 def _sig(x: float, digits: int = 3) -> str:
     """``x`` to ``digits`` significant digits: 0.000213, not 0.000."""
-    import math
-
     if x is None or not math.isfinite(float(x)):
         return "nan"
     return format(float(x), f".{digits}g")
@@ -237,11 +240,8 @@ def summary_text(idata: Any, var_names: list[str] | None = None,
     ``corr_*`` only the upper triangle is shown (the diagonal is 1 by construction, the lower
     triangle repeats the upper one).
     """
-    import warnings
-
+    # lazy: ArviZ brings matplotlib and numba (~1.5 s); only a sampler's fit is tabulated
     import arviz as az
-
-    from tomstats.glmm.diagnostics import INTERVAL_PROB, arviz_log_quiet
 
     prob = INTERVAL_PROB if prob is None else prob
     with az.rc_context({"plot.max_subplots": 40}), warnings.catch_warnings(), \
@@ -261,8 +261,6 @@ def summary_text(idata: Any, var_names: list[str] | None = None,
         "r_hat": tab["r_hat"].map(lambda v: "n/a" if one_chain else "nan" if v != v
                                   else f"{v:.3f}"),
     }
-    import pandas as pd
-
     table = pd.DataFrame(shown, index=tab.index)
     head = (f"posterior mean, sd and {prob:.0%} HDI (highest-density interval, columns "
             f"{lo}–{hi}; the fit report uses the same), 3 significant digits")
@@ -343,11 +341,6 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
     Exit status 0, or 1 (the JSON is written, its ``converged`` false) when the fit did not
     converge; the last line printed (stderr) says so.
     """
-    import warnings
-
-    from tomstats.glmm.fitting import fit
-    from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LaplaceConvergenceWarning)  # reported below instead
         res = fit(df, args.model, "laplace", family=args.family, columns=columns, **options)
@@ -389,17 +382,11 @@ def add_calibrate_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     """Run ``tomstats calibrate``: posterior draws → simulator parameters with intervals."""
-    from tomstats.glmm._hints import cli_syntax
-
     with cli_syntax():
         return _run_calibrate(args)
 
 
 def _run_calibrate(args: argparse.Namespace) -> int:
-    from tomstats._io import prepare_out_file
-    from tomstats.glmm.calibrate import params_format, posterior_summary, write_params
-    from tomstats.glmm.verdict import failed_checks_note, load_sound_fit
-
     params_format(args.out, field="--out")  # the suffix, before any work
     if not 0 < args.prob < 1:
         raise ValueError(f"--prob must be in (0, 1), got {args.prob!r}")
