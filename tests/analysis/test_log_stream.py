@@ -174,13 +174,6 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(log_stream, "_BLOCK_BYTES", 4000)
 
 
-def test_blocks_read_the_same(tmp_path: Path, small_blocks) -> None:
-    recs = _records()
-    recs[7] = {**recs[7], "response": 'he said "go, \\\\ " and left {x}', "extra": {"a": [1]}}
-    p = _write(tmp_path / "run.jsonl", recs, ("", "   "), "\n")
-    _same(p)
-
-
 @pytest.mark.parametrize("change", [
     lambda r: {**r, "correct": True},            # a bool is not 0/1 to the runner
     lambda r: {**r, "correct": 1.0},             # a float 1.0 is
@@ -230,3 +223,23 @@ def test_unknown_column_is_refused(tmp_path: Path) -> None:
     p = _write(tmp_path / "run.jsonl", _records(1, 3))
     with pytest.raises(ValueError, match="'nope'"):
         read_log_stream(p, ["correct", "nope"])
+
+
+def test_clean_blocks_take_the_block_path(tmp_path: Path, small_blocks, monkeypatch) -> None:
+    """A clean log (nested values, escaped quotes and backslashes, blank lines included) is
+    never read record by record; a block with a fault is."""
+    import tomstats.analysis.log_stream as log_stream
+
+    calls: list[int] = []
+    one = log_stream._Reader.one
+    monkeypatch.setattr(log_stream._Reader, "one",
+                        lambda self, raw, lineno, **kw: (calls.append(lineno),
+                                                         one(self, raw, lineno, **kw)))
+    recs = _records()
+    recs[7] = {**recs[7], "response": 'he said "go, \\\\ " and left {x}', "extra": {"a": [1]}}
+    p = _write(tmp_path / "run.jsonl", recs, ("", "   "), "\n")
+    _same(p)
+    assert calls == []
+    recs[9] = {**recs[9], "correct": 1.0, "status": "ok"}  # valid, but only record by record
+    _same(_write(p, recs))
+    assert 10 in calls

@@ -192,8 +192,9 @@ class _Reader:
                 raise _Fallback
             # no key repeats in any record: the keys written number the keys parsed (each
             # written key is counted, a repeated one is parsed once; see duplicated_key)
-            flat = blob.count(b"{") == len(recs)  # one object per line, none nested
-            if _key_count(blob) != sum(map(len if flat else _n_keys, recs)):
+            # (the top-level keys first: equal, there are no nested objects either)
+            written = _key_count(blob)
+            if written != sum(map(len, recs)) and written != sum(map(_n_keys, recs)):
                 raise _Fallback
             # a field missing: the records of one writer share one order of keys
             if not all(map(self.required.issubset, set(map(tuple, recs)))):
