@@ -3,10 +3,12 @@
 :func:`tomstats.evaluate.log.read_log` reads the whole file into one string, splits it,
 keeps every record as a dict and builds the frame from them: a 1.1 GB log of 1,000,000
 records took 49 s and 7.3 GB. :func:`read_log_stream` gives the same frame
-(``errors="keep"``) and refuses the same logs, reading line by line: each record is parsed
-(orjson), checked with the runner's own record check, and only the frame's columns are kept,
-column by column, with repeated strings shared. Memory grows with the columns kept, not with
-the records' text (prompts, responses, hashes).
+(``errors="keep"``) and refuses the same logs, reading a block of lines at a time: the
+block's records are parsed (orjson) and checked together, a column at a time (the runner's
+rules: :func:`tomstats.evaluate.log.check_record`); a block that fails a check is read again
+record by record with the runner's own checks, which name the first record at fault. Only
+the columns asked for are kept, with repeated strings shared: memory grows with those
+columns, not with the records' text (prompts, responses, hashes).
 
 It also refuses what the runner's reader lets through: a record with a duplicated key
 (``{"correct": 1, ..., "correct": 0}``: the last one used to win silently), naming the file,
