@@ -19,7 +19,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tomstats._io import prepare_out_dir, prepare_out_file, replaced_dir
+from tomstats.analysis.sizes import check_bootstrap_size
+from tomstats.analysis.table import add_selection_arguments, parse_mapping
+from tomstats.report._document import check_output
+from tomstats.report.fit import write_fit_report
+from tomstats.report.log import is_log, write_log_report
 from tomstats.report.posterior_sweep import SWEEP_DRAWS
+from tomstats.report.sections.effects import parse_rope
+from tomstats.report.simulation import write_simulation_report
 
 __all__ = ["add_report_arguments", "run_report"]
 
@@ -48,8 +56,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="structural fits: posterior draws of the calibrated η² and "
                              f"dominance sweep in the report (default {SWEEP_DRAWS}; 0 "
                              "leaves it out)")
-    from tomstats.analysis.table import add_selection_arguments
-
     add_selection_arguments(parser, ("correct", "model", "tom_order", "context_words",
                                      "error_category"),
                             "evaluation logs: ")
@@ -68,9 +74,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_out(out: str, fmt: str, force: bool) -> None:
     """``--out`` is valid for ``fmt`` and, unless ``force``, does not hold an earlier report."""
-    from tomstats._io import prepare_out_dir, prepare_out_file
-    from tomstats.report._document import check_output
-
     check_output(out, fmt)
     if fmt == "html":
         prepare_out_file(out, force=force)
@@ -90,8 +93,6 @@ def run_report(args: argparse.Namespace) -> int:
     sweep_draws = getattr(args, "sweep_draws", None)
     if sweep_draws is not None and args.simulation is not None:
         raise ValueError("--sweep-draws applies to a fit report (FIT.nc), not to --simulation")
-    from tomstats.report.log import is_log
-
     log = args.fit is not None and is_log(args.fit)
     if not log:
         given = [flag for name, flag in _LOG_ONLY.items() if getattr(args, name, None)
@@ -109,24 +110,15 @@ def run_report(args: argparse.Namespace) -> int:
         raise ValueError("--rope applies to a fit report (FIT.nc), not to "
                          + ("--simulation" if args.simulation is not None
                             else "an evaluation log"))
-    from tomstats.report.sections.effects import parse_rope
-
     rope = parse_rope(rope_specs)
     _check_out(out, fmt, getattr(args, "force", False))
     if args.simulation is not None:
-        from tomstats.report.simulation import write_simulation_report
-
         def write(dest: Path) -> Path:
             return write_simulation_report(args.simulation, dest, fmt)
     elif log:
-        from tomstats.analysis.table import parse_mapping
-        from tomstats.report.log import write_log_report
-
         n_boot = 2000 if args.n_boot is None else args.n_boot
         if n_boot < 0:
             raise ValueError(f"--n-boot must be a non-negative integer, got {n_boot}")
-        from tomstats.analysis.sizes import check_bootstrap_size
-
         check_bootstrap_size(n_boot, allow_large=args.allow_large)
         columns = parse_mapping(args.map)
 
@@ -134,8 +126,6 @@ def run_report(args: argparse.Namespace) -> int:
             return write_log_report(args.fit, dest, fmt, columns=columns, query=args.query,
                                     n_boot=n_boot)
     else:
-        from tomstats.report.fit import write_fit_report
-
         draws = SWEEP_DRAWS if sweep_draws is None else sweep_draws
 
         def write(dest: Path) -> Path:
@@ -143,8 +133,6 @@ def run_report(args: argparse.Namespace) -> int:
     if fmt == "html":
         path = write(Path(out))
     else:  # the Markdown folder is written beside --out and swapped in whole
-        from tomstats._io import replaced_dir
-
         with replaced_dir(out) as tmp:
             try:
                 path = Path(out) / write(tmp).relative_to(tmp)
