@@ -6,8 +6,8 @@ SmolLM2 log's first record as the template: hashes, prompt and response text inc
 4 LLMs × 5 contexts × 3 ToM orders, 1 % of the keys ending in an error record. The CSV:
 the frame the analysis reader makes of that log, written with ``DataFrame.to_csv`` (the
 same rows and columns, none of the raw text). Each command runs in a fresh process through
-a small wrapper that reports its wall time and its peak resident memory
-(``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` of the command's process).
+a small wrapper that reports its wall time, its CPU time (user + system) and its peak
+resident memory (``resource.getrusage(RUSAGE_CHILDREN)`` of the command's process).
 
 Goals (issue 22): the log within 3 × the CSV's time and under 1 GB peak memory.
 ``--baseline`` also times the runner's own reader (``tomstats.evaluate.read_log``, which
@@ -34,12 +34,14 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "data" / "smollm2_storysim_log.jsonl"
 
-#: Runs a command in a child process; prints "<seconds> <peak RSS in KiB> <exit code>".
+#: Runs a command in a child process; prints "<seconds> <peak RSS in KiB> <exit code> <CPU
+#: seconds>" (CPU: user + system time of the command, less sensitive to a shared machine).
 _WRAP = ("import resource, subprocess, sys, time\n"
          "t = time.perf_counter()\n"
          "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
          "dt = time.perf_counter() - t\n"
-         "print(dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc)")
+         "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+         "print(dt, u.ru_maxrss, rc, u.ru_utime + u.ru_stime)")
 
 _CLI = "import sys; from tomstats.cli import main; sys.exit(main(sys.argv[1:]))"
 _RUNNER = ("import sys, warnings; warnings.simplefilter('ignore')\n"
@@ -80,11 +82,12 @@ def write_csv(log: Path, csv: Path) -> int:
     return len(df)
 
 
-def measure(cmd: list[str]) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS (MiB) and exit code of ``cmd`` in a fresh process."""
+def measure(cmd: list[str]) -> tuple[float, float, int, float]:
+    """Wall seconds, peak RSS (MiB), exit code and CPU seconds of ``cmd`` in a fresh
+    process."""
     out = subprocess.run([sys.executable, "-c", _WRAP, *cmd], capture_output=True, text=True,
                          cwd=REPO, check=True).stdout.split()
-    return float(out[0]), float(out[1]) / 1024, int(out[2])
+    return float(out[0]), float(out[1]) / 1024, int(out[2]), float(out[3])
 
 
 def main() -> None:
@@ -109,19 +112,21 @@ def main() -> None:
         print(f"{platform.python_version()} on {platform.machine()}, "
               f"repeats {args.repeats} (best shown)")
         print(f"{'command':<34} {'CSV s':>7} {'log s':>7} {'ratio':>6} {'CSV MiB':>8} "
-              f"{'log MiB':>8}")
+              f"{'log MiB':>8} {'CSV cpu':>8} {'log cpu':>8} {'ratio':>6}")
         for name, extra in (("summarize", []), ("anova", [])):
             res = {}
             for kind, path in (("csv", csv), ("log", log)):
                 runs = [measure([sys.executable, "-c", _CLI, name, str(path), *extra])
                         for _ in range(args.repeats)]
-                if any(rc != 0 for _, _, rc in runs):
+                if any(rc != 0 for _, _, rc, _ in runs):
                     raise SystemExit(f"tomstats {name} {path.name} failed")
-                res[kind] = (min(t for t, _, _ in runs), max(m for _, m, _ in runs))
-            (tc, mc), (tl, ml) = res["csv"], res["log"]
-            print(f"tomstats {name:<25} {tc:7.1f} {tl:7.1f} {tl / tc:6.2f} {mc:8.0f} {ml:8.0f}")
+                res[kind] = (min(r[0] for r in runs), max(r[1] for r in runs),
+                             min(r[3] for r in runs))
+            (tc, mc, cc), (tl, ml, cl) = res["csv"], res["log"]
+            print(f"tomstats {name:<25} {tc:7.1f} {tl:7.1f} {tl / tc:6.2f} {mc:8.0f} {ml:8.0f} "
+                  f"{cc:8.1f} {cl:8.1f} {cl / cc:6.2f}")
         if args.baseline:
-            t, m, rc = measure([sys.executable, "-c", _RUNNER, str(log)])
+            t, m, rc, _ = measure([sys.executable, "-c", _RUNNER, str(log)])
             print(f"{'evaluate.read_log (whole file)':<34} {'':>7} {t:7.1f} {'':>6} {'':>8} "
                   f"{m:8.0f}" + ("" if rc == 0 else f"  (exit {rc})"))
 
