@@ -1,4 +1,4 @@
-"""Audit an item set: can anything easier than belief reasoning answer it?
+r"""Audit an item set: can anything easier than belief reasoning answer it?
 
 A ToM item set is a valid instrument only if text-only shortcuts score near chance. The
 audit reads items (their text, question, candidates and recorded covariates; never the
@@ -38,22 +38,42 @@ pooled per (setting, order, belief status) over lengths; the most frequent gold 
 setting's belief items at most 2 × chance; a true-belief share in [0.35, 0.65] at orders 1
 and 2; order-2 answers equal to some simpler question's in at most 70 % of order-2 items;
 per (setting, length) at most 10 % verbatim repeats and distinct-2 at least 0.15.
+
+**Verdicts** — a proportion measured on ``n`` items is noisy, so every check of a share
+(rules, gold share, true-belief share, order-2 answers) gets one of three verdicts:
+``PASS`` when the share :math:`\hat p` is within the limit; ``FAIL`` when the 95 % Wilson
+interval of :math:`\hat p` lies wholly beyond the limit; ``UNSURE`` otherwise (too few
+items to tell). The Wilson interval is the inversion of the score test, so with :math:`L`
+the limit crossed (``<= L``, or the nearer edge of a band) the interval lies beyond
+:math:`L` exactly when
+
+.. math::
+
+    z = \frac{|\hat p - L|}{\sqrt{L (1 - L) / n}} > z_{0.975} \approx 1.96,
+
+and the same share on :math:`n > z_{0.975}^2 L(1-L)/(\hat p - L)^2` items would be a
+``FAIL`` (``Check.need``: about how many items would tell). ``Check.z`` keeps the score.
+Text checks (repeats, distinct-2) have no interval: beyond the limit is ``FAIL``.
+``Check.passed`` and ``Audit.passed`` keep the strict reading (every point estimate within
+its limit); ``tomstats stories audit`` exits with 4 only on a ``FAIL``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 from tomstats.stories.items import Item
 
-__all__ = ["AUDIT_RULES", "THRESHOLDS", "Audit", "Check", "audit_items", "belief_status",
-           "distinct_n", "estimate_tokens", "format_audit", "repeat_share", "rule_answers",
-           "sentences", "simpler_answers"]
+__all__ = ["AUDIT_RULES", "LEVEL", "THRESHOLDS", "Audit", "Check", "audit_items",
+           "belief_status", "distinct_n", "estimate_tokens", "format_audit", "repeat_share",
+           "rule_answers", "sentences", "share_check", "simpler_answers"]
 
 #: Text-only rules, in the order they are reported (``reality`` is exempt from thresholds).
 AUDIT_RULES = ("t_last", "t_second_last", "t_first", "t_near_frequent", "story_last",
@@ -65,6 +85,10 @@ THRESHOLDS: dict[str, float] = {
     "true_belief_max": 0.65, "order2_same_as_simpler": 0.70, "repeat_share": 0.10,
     "distinct_2": 0.15,
 }
+
+#: Level of the Wilson intervals behind the verdicts.
+LEVEL = 0.95
+_Z = NormalDist().inv_cdf(0.5 + LEVEL / 2)
 
 _SPLIT = re.compile(r'(?<=[.!?])["”]?\s+')
 _WORD = re.compile(r"[A-Za-z]+|[0-9]|[^\sA-Za-z0-9]")
@@ -222,13 +246,78 @@ def simpler_answers(item: Item) -> dict[str, str | None] | None:
 
 @dataclass(frozen=True)
 class Check:
-    """One threshold check: what, the measured value, the limit, and whether it passed."""
+    r"""One threshold check.
+
+    Attributes
+    ----------
+    name, scope : str
+        What was checked and on which items.
+    value : float
+        The measured value (a share, or a text measure).
+    limit : str
+        The limit as text.
+    passed : bool
+        Whether ``value`` is within the limit (the point estimate).
+    verdict : {"PASS", "UNSURE", "FAIL"}
+        See the module docstring; text checks are ``PASS`` or ``FAIL``.
+    n : int
+        Items behind a share (0 for text checks).
+    z : float or None
+        The score of a share beyond its limit :math:`L`:
+        :math:`|\hat p - L| / \sqrt{L(1-L)/n}` (``None`` within the limit or for text).
+    need : int or None
+        For ``UNSURE``: about how many items would turn the share, unchanged, into a
+        ``FAIL`` (``None`` otherwise).
+    """
 
     name: str
     scope: str
     value: float
     limit: str
     passed: bool
+    verdict: str = ""
+    n: int = 0
+    z: float | None = None
+    need: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.verdict:
+            object.__setattr__(self, "verdict", "PASS" if self.passed else "FAIL")
+        if self.verdict not in ("PASS", "UNSURE", "FAIL"):
+            raise ValueError(f"verdict must be PASS, UNSURE or FAIL, got {self.verdict!r}")
+
+
+def share_check(name: str, scope: str, k: int, n: int, *, upper: float | None = None,
+                band: tuple[float, float] | None = None, limit: str) -> Check:
+    r"""A check of the share ``k / n`` against ``<= upper`` or a ``band``, with its verdict.
+
+    ``PASS`` when :math:`\hat p = k/n` is within the limit; else, with :math:`L` the limit
+    crossed, ``FAIL`` when the score :math:`|\hat p - L| / \sqrt{L(1-L)/n}` exceeds
+    :math:`z_{0.975}` (the 95 % Wilson interval lies wholly beyond :math:`L`) and
+    ``UNSURE`` otherwise; ``need`` (``UNSURE`` only) is the smallest :math:`m` with
+    :math:`m > z_{0.975}^2 L(1-L)/(\hat p - L)^2`.
+    """
+    if n <= 0:
+        raise ValueError(f"{name} [{scope}]: a share needs at least one item, got n = {n}")
+    p = k / n
+    if upper is not None:
+        passed, bound = p <= upper + 1e-12, upper
+    elif band is not None:
+        a, b = band
+        passed, bound = a - 1e-12 <= p <= b + 1e-12, a if p < a else b
+    else:
+        raise ValueError("share_check needs upper or band")
+    if passed:
+        return Check(name, scope, p, limit, True, "PASS", n)
+    var = bound * (1 - bound)
+    if var <= 0:  # a limit of 0 or 1: any share beyond it is beyond noise
+        return Check(name, scope, p, limit, False, "FAIL", n)
+    gap = abs(p - bound)
+    z = gap / math.sqrt(var / n)
+    if z > _Z:
+        return Check(name, scope, p, limit, False, "FAIL", n, z)
+    need = math.floor(_Z * _Z * var / (gap * gap)) + 1
+    return Check(name, scope, p, limit, False, "UNSURE", n, z, need)
 
 
 @dataclass(frozen=True)
@@ -256,19 +345,34 @@ class Audit:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: cells, pooled, text, checks and ``passed``."""
         return {"cells": self.cells, "pooled": self.pooled, "text": self.text,
-                "checks": [{"name": c.name, "scope": c.scope, "value": c.value, "limit": c.limit,
-                  "passed": c.passed} for c in self.checks],
-                "passed": self.passed}
+                "checks": [dataclasses.asdict(c) for c in self.checks],
+                "passed": self.passed, "verdict": self.verdict}
 
     @property
     def passed(self) -> bool:
-        """Whether every check passed."""
+        """Whether every point estimate is within its limit (the strict reading)."""
         return all(c.passed for c in self.checks)
 
     @property
     def failures(self) -> list[Check]:
-        """The checks that failed."""
+        """The checks whose point estimate is beyond the limit (``FAIL`` and ``UNSURE``)."""
         return [c for c in self.checks if not c.passed]
+
+    @property
+    def failed(self) -> list[Check]:
+        """The checks beyond their limit beyond sampling noise (verdict ``FAIL``)."""
+        return [c for c in self.checks if c.verdict == "FAIL"]
+
+    @property
+    def unsure(self) -> list[Check]:
+        """The checks beyond their limit that too few items cannot tell (``UNSURE``)."""
+        return [c for c in self.checks if c.verdict == "UNSURE"]
+
+    @property
+    def verdict(self) -> str:
+        """``"FAIL"`` when a check fails, else ``"UNSURE"`` when one is unsure, else
+        ``"PASS"``."""
+        return "FAIL" if self.failed else "UNSURE" if self.unsure else "PASS"
 
 
 def _question_kind(item: Item) -> str:
@@ -361,8 +465,8 @@ def _rule_checks(pooled: Sequence[dict[str, Any]]) -> list[Check]:
         limit = row["chance"] + THRESHOLDS["rule_above_chance"]
         scope = f"{row['setting']} order {row['order']} belief {row['belief']}"
         for r in AUDIT_RULES[:-1]:
-            out.append(Check(f"rule {r}", scope, row[r], f"<= {limit:.3f} (chance + 0.10)",
-                             row[r] <= limit + 1e-12))
+            out.append(share_check(f"rule {r}", scope, round(row[r] * row["n"]), row["n"],
+                                   upper=limit, limit=f"<= {limit:.3f} (chance + 0.10)"))
     return out
 
 
@@ -377,24 +481,25 @@ def _balance_checks(items: Sequence[Item]) -> list[Check]:
             counts = Counter(it.answer for it in belief_items)
             top, k = counts.most_common(1)[0]
             chance = sum(1 / len(it.candidates) for it in belief_items) / len(belief_items)
-            share = k / len(belief_items)
             lim = THRESHOLDS["gold_share_over_chance"] * chance
-            out.append(Check(f"gold share of {top!r}", f"{setting} belief items", share,
-                             f"<= {lim:.3f} (2 x chance)", share <= lim + 1e-12))
+            out.append(share_check(f"gold share of {top!r}", f"{setting} belief items", k,
+                                   len(belief_items), upper=lim,
+                                   limit=f"<= {lim:.3f} (2 x chance)"))
         for order in (1, 2):
             oi = [it for it in its if it.tom_order == order]
             if oi:
-                tb = sum(belief_status(it) == "true" for it in oi) / len(oi)
+                tb = sum(belief_status(it) == "true" for it in oi)
                 lo, hi = THRESHOLDS["true_belief_min"], THRESHOLDS["true_belief_max"]
-                out.append(Check("true-belief share", f"{setting} order {order}", tb,
-                                 f"in [{lo}, {hi}]", lo <= tb <= hi))
+                out.append(share_check("true-belief share", f"{setting} order {order}", tb,
+                                       len(oi), band=(lo, hi), limit=f"in [{lo}, {hi}]"))
         o2 = [(it, simpler_answers(it)) for it in its if it.tom_order == 2]
         o2 = [(it, s) for it, s in o2 if s is not None]
         if o2:
-            same = sum(it.answer in s.values() for it, s in o2) / len(o2)
+            same = sum(it.answer in s.values() for it, s in o2)
             lim = THRESHOLDS["order2_same_as_simpler"]
-            out.append(Check("order-2 answer = a simpler question's", f"{setting} order 2",
-                             same, f"<= {lim}", same <= lim))
+            out.append(share_check("order-2 answer = a simpler question's",
+                                   f"{setting} order 2", same, len(o2), upper=lim,
+                                   limit=f"<= {lim}"))
     return out
 
 
@@ -482,7 +587,23 @@ def format_audit(audit: Audit, *, cells: bool = False, failures: bool = True) ->
     lines += _table(audit.text, ["setting", "length", "stories", "words", "repeat_share",
                                  "distinct_2", "tokens_per_word"])
     fails = audit.failures
-    lines += ["", f"Checks: {len(audit.checks) - len(fails)} of {len(audit.checks)} passed"]
+    lines += ["", f"Checks: {len(audit.checks) - len(fails)} of {len(audit.checks)} passed, "
+              f"{len(audit.unsure)} unsure (too few items to tell), {len(audit.failed)} failed"]
     for c in fails if failures else ():
-        lines.append(f"  FAIL {c.name} [{c.scope}]: {c.value:.3f}, limit {c.limit}")
+        lines.append(_check_line(c))
+    if failures and audit.unsure:
+        factor = max(math.ceil((c.need or 0) / c.n) for c in audit.unsure)
+        lines.append(f"  UNSURE: beyond the limit, but within sampling noise of it: too few "
+                     f"items to tell; about {factor}x as many items (--n-per-cell/--n) would "
+                     f"tell, if the shares stayed the same")
     return "\n".join(lines)
+
+
+def _check_line(c: Check) -> str:
+    """One line of a check beyond its limit: ``FAIL`` or ``UNSURE``, value, interval."""
+    line = f"  {c.verdict} {c.name} [{c.scope}]: {c.value:.3f}, limit {c.limit}"
+    if c.z is not None:
+        line += f"; n = {c.n}, score z = {c.z:.2f} (beyond noise above {_Z:.2f})"
+    if c.need is not None:
+        line += f"; about {c.need} items would tell it from noise"
+    return line

@@ -4,7 +4,8 @@
 together)
 (:func:`~tomstats.stories.audit.audit_items`: text-only rules beside chance, answer and
 belief balance, order-2 answers against simpler questions, text diversity, tokens per
-word) and exits with 4 when the set fails its thresholds.
+word) and exits with 4 when the set fails a threshold beyond sampling noise (a check whose
+95 % interval lies beyond its limit; one beyond the limit only within noise is ``UNSURE``).
 
 Three sources of items:
 
@@ -150,7 +151,8 @@ def _planned_items(args: argparse.Namespace, sb: Storyboard | None,
 def run_stories(args: argparse.Namespace) -> int:
     """Validate the arguments, build the items, write them atomically; return 0.
 
-    With ``audit ITEMS``: print the audit and return 4 when a threshold fails.
+    With ``audit ITEMS``: print the audit and return 4 when a check fails (verdict
+    ``FAIL``).
     """
     if getattr(args, "action", None) == "audit":
         return run_audit(args)
@@ -192,7 +194,8 @@ def run_stories(args: argparse.Namespace) -> int:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    """``tomstats stories audit ITEMS``: print the audit; 4 when it fails, else 0."""
+    """``tomstats stories audit ITEMS``: print the audit; 4 when a check fails beyond
+    sampling noise (verdict ``FAIL``), else 0 (``UNSURE`` checks are printed, not fatal)."""
     from tomstats.stories.audit import audit_items, format_audit, gguf_token_counter
     from tomstats.stories.items import read_items
 
@@ -211,9 +214,9 @@ def run_audit(args: argparse.Namespace) -> int:
 
         with atomic_open(out, "w", encoding="utf-8") as fh:
             json.dump(audit.to_dict(), fh, indent=1)
-    if not audit.passed:
-        print(f"tomstats stories audit: {len(audit.failures)} of {len(audit.checks)} checks "
-              f"failed", file=sys.stderr)
+    if audit.failed:
+        print(f"tomstats stories audit: {len(audit.failed)} of {len(audit.checks)} checks "
+              f"failed ({len(audit.unsure)} unsure)", file=sys.stderr)
         return 4
     return 0
 

@@ -140,7 +140,9 @@ def build_design_items(n_per_cell: int, seed: int,
     Each story is a :mod:`tomstats.stories.plot` story: a belief scenario told inside a
     whole story in a natural setting (:mod:`tomstats.stories.narrative`), asked at every
     requested order. Scenarios cycle within each context length (:data:`~tomstats.stories.\
-plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs, and the
+plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stories
+    ``2i`` and ``2i + 1`` are one of each, so every even ``n_per_cell`` is balanced exactly
+    and every odd one within one story), and the
     order-2 answer differs from every simpler question's answer in 3 stories of 8.
 
     Parameters

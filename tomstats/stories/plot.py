@@ -104,9 +104,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
 #: ``CYCLE[r % 8]``; the last slot alternates ``ff_s1`` / ``ff_s2`` between cycles): true
 #: beliefs are half of the order-1 (``tt``, ``tf``) and half of the order-2 items (``tt``,
 #: ``ft``), and the order-2 answer equals a simpler question's answer in 5 of every 8
-#: stories. ``ft`` needs ``T`` to enter ``R`` twice, which a "most frequent place near
-#: ``T``" rule exploits, so it is the rarest.
-CYCLE = ("tt", "ff_none", "tf", "tt", "ft", "ff_none", "tt", "ff_s1|ff_s2")
+#: stories. Each pair of stories ``(2i, 2i + 1)`` is one true and one false belief at both
+#: orders (``tt`` with an ``ff_*``, ``tf`` with ``ft``), so the first ``n`` stories of a cell
+#: are balanced exactly at even ``n`` and within one story at odd ``n``. ``ft`` needs ``T``
+#: to enter ``R`` twice, which a "most frequent place near ``T``" rule exploits, so it is
+#: the rarest.
+CYCLE = ("tt", "ff_none", "tf", "ft", "tt", "ff_none", "tt", "ff_s1|ff_s2")
 
 
 def cycle_scenario(r: int) -> str:
