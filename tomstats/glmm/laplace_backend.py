@@ -51,9 +51,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats._compile_cache import enable_compilation_cache
 from tomstats._expr import check_formula
+from tomstats._io import atomic_write_text, ensure_writable_file
+from tomstats.glmm._hints import InputError, hint
+from tomstats.glmm.data import build_design, prepare_data, response_arrays
 from tomstats.glmm.diagnostics import DiagnosticsWarning
 from tomstats.glmm.provenance import data_hash, package_versions, used_columns
+from tomstats.glmm.separation import separation
+from tomstats.glmm.spec import FormulaSpec
 
 __all__ = ["LaplaceFit", "LaplaceConvergenceWarning", "LaplaceSeparationWarning", "fit_laplace",
            "LAPLACE_OPTIONS"]
@@ -224,6 +230,7 @@ class LaplaceFit:
         :math:`= \\hat\\beta_j \\mp z_{(1+\\text{level})/2}\\,\\mathrm{se}_j`; indexed by
         coefficient name.
         """
+        # lazy: scipy.stats is slow to import (hundreds of modules); only this table needs it
         from scipy.stats import norm
 
         if not 0.0 < level < 1.0:
@@ -318,8 +325,6 @@ class LaplaceFit:
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the fit as JSON atomically (temporary file, then rename); return the path."""
-        from tomstats._io import atomic_write_text, ensure_writable_file
-
         p = ensure_writable_file(path, field="path")
         atomic_write_text(p, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
         return p
@@ -376,6 +381,7 @@ class LaplaceFit:
 
 def _log_binom(y: np.ndarray, n: np.ndarray) -> float:
     """:func:`tomstats.glmm.glm.log_binomial_coefficients` of host arrays, in float64."""
+    # lazy: the JAX stack runs the fit only; a LaplaceFit is read, printed and saved without it
     import jax
     import jax.numpy as jnp
 
@@ -390,8 +396,6 @@ def _check_random_intercepts(spec: Any, md: Any) -> None:
     for t in spec.random:
         effects = list(md.coords[f"{t.key}_effect"])
         if effects != ["Intercept"]:
-            from tomstats.glmm._hints import InputError, hint
-
             laplace = hint("backend='laplace'", "--backend laplace")
             raise InputError(
                 f"{laplace} fits formula models with random intercepts only; "
@@ -439,12 +443,7 @@ def fit_laplace(
     LaplaceFit
         A :class:`LaplaceConvergenceWarning` is issued when the fit did not converge.
     """
-    import jax
-
-    from tomstats._compile_cache import enable_compilation_cache
-    from tomstats.glmm._hints import InputError, hint
-    from tomstats.glmm.data import build_design, prepare_data, response_arrays
-    from tomstats.glmm.spec import FormulaSpec
+    import jax  # lazy, as in _log_binom: the JAX stack only to fit
 
     laplace = hint("backend='laplace'", "--backend laplace")
     if not isinstance(model, str) or "~" not in model:
@@ -477,7 +476,7 @@ def fit_laplace(
     K = len(spec.random)
     enable_compilation_cache()
     with jax.enable_x64(True):
-        if K == 0:
+        if K == 0:  # lazy, as jax above: the JAX solvers
             from tomstats.glmm.glm import logistic_fit
 
             r = logistic_fit(Xc, y, 1.0 if trials is None else trials, max_iter=int(max_iter),
@@ -498,8 +497,6 @@ def fit_laplace(
         loglik = float(r.loglik)
         converged = bool(r.converged)
         iterations = int(r.iterations)
-    from tomstats.glmm.separation import separation
-
     separated = separation(Xc, y, trials, md.coords["coef"])
     converged = converged and not separated
     # centred design → the user's columns: beta = A beta_c, V = A V_c A'
