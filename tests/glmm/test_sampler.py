@@ -98,11 +98,26 @@ def test_bad_dense_mass():
 # --------------------------------------------------------------------------- compiled runner
 
 
-def test_same_draws_from_memory_disk_and_any_chunking(monkeypatch):
+@pytest.fixture
+def cache_on(tmp_path):
+    """JAX's persistent compilation cache in a folder of this test's own (the suite runs with
+    it off, see conftest.py), switched off again afterwards."""
+    import jax
+    from jax._src import compilation_cache
+
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))
+    try:
+        yield tmp_path / "jax"
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
+        compilation_cache.reset_cache()
+
+
+def test_same_draws_from_memory_disk_and_any_chunking(monkeypatch, cache_on):
     df = rows(2)
     first = _fit(df)
-    if _nuts._export_dir() is None:
-        pytest.skip("the compilation cache is switched off (TOMSTATS_JAX_CACHE)")
+    assert _nuts._export_dir() is not None
     again = _fit(df)  # the programs from memory
     _nuts._MEMORY.clear()
     disk = _fit(df)  # the programs deserialised from the cache directory
