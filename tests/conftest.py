@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,21 @@ SHARED_DATA = Path(os.environ.get("TOMSTATS_SHARED_DATA", REPO.parent / "shared"
 # a cached program (jax/_src/compilation_cache.py) after the GLMM tests had filled it. The tests
 # of the cache itself (tests/glmm/test_sampler.py) switch it on in a folder of their own.
 os.environ.setdefault("TOMSTATS_JAX_CACHE", "off")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module.
+
+    The suite compiles thousands of XLA programs in one process; each keeps memory maps of its
+    machine code, and a whole run kept them all until a compile near the end crashed (a
+    segfault in XLA's CPU backend once the process neared Linux's ``vm.max_map_count``).
+    Programs still referenced (module-level caches) are compiled again when next called.
+    """
+    yield
+    jax = sys.modules.get("jax")  # never import JAX here: some tests check it stays unloaded
+    if jax is not None:
+        jax.clear_caches()
 
 
 @pytest.fixture(scope="session")
