@@ -302,6 +302,39 @@ def test_valid_formula_splits_as_the_existing_parser_does(formula):
     assert {g.split("/")[0].split(":")[0] for _, g, _ in parts.random} == groups
 
 
+#: lme4's binomial left-hand sides, with the (response, trials, failures) each names.
+CBIND_FORMULAS = [
+    ("cbind(k, n - k) ~ x + (1 + x | g)", ("k", "n", None)),
+    ("cbind(k,n-k)~x", ("k", "n", None)),
+    ("cbind ( n_correct , n_tries - n_correct ) ~ x + (1 + x || g)",
+     ("n_correct", "n_tries", None)),
+    ("cbind(k, f) ~ x + (1 | g)", ("k", None, "f")),
+    ("cbind(k.ok, k.bad) ~ x", ("k.ok", None, "k.bad")),
+    ("cbind(`k ok`, `n all` - `k ok`) ~ x", ("k ok", "n all", None)),
+]
+
+
+@pytest.mark.parametrize(("formula", "names"), CBIND_FORMULAS)
+def test_cbind_reads_as_the_fit_rewrites_it(formula, names):
+    """check_formula names the columns of cbind() as tomstats.glmm.lme.rewrite_cbind reads
+    them: ``cbind(k, n - k)`` is ``k | trials(n)``; ``cbind(k, f)`` adds the trials k + f."""
+    from tomstats.glmm.lme import CBIND_TRIALS, rewrite_cbind
+
+    parts = check_formula(formula)
+    assert (parts.response, parts.trials, parts.failures) == names
+    assert parts.variables[:2] == tuple(c for c in names if c)
+    frame = pd.DataFrame({c: [1, 2] for c in names if c})
+    rewritten, out = rewrite_cbind(formula, frame)
+    again = check_formula(rewritten)
+    assert (again.fixed, again.random) == (parts.fixed, parts.random)
+    assert again.response == parts.response
+    if parts.failures is None:
+        assert again.trials == parts.trials and out is frame
+    else:
+        assert again.trials == CBIND_TRIALS
+        np.testing.assert_array_equal(out[CBIND_TRIALS], frame[names[0]] + frame[names[2]])
+
+
 def _design_data(names, rng):
     """Columns for formulaic: integers 0-2 for ``tom_order``, text for ``C()`` arguments,
     positive floats otherwise."""
@@ -395,8 +428,23 @@ REFUSED_FORMULA = [
     ("correct ~ 'x'", "is not allowed in a formula"),
     ("correct ~ __class__", "names starting with '__' are not allowed"),
     ("correct ~ x %in% y", "'%' at position 13 is not allowed"),
-    ("cbind(k, n - k) ~ x", "the left-hand side must be a column name or 'successes | "
-                            "trials(n)'"),
+    ("cbind(k, n - m) ~ x", "cbind(k, n - m) must subtract the successes 'k' from the "
+                            "trials"),
+    ("cbind(k, n + k) ~ x", "the left-hand side must be a column name, 'successes | "
+                            "trials(n)', 'cbind(successes, trials - successes)' or "
+                            "'cbind(successes, failures)'"),
+    ("cbind(k) ~ x", "cbind(k): the left-hand side must be"),
+    ("cbind(k, f, g) ~ x", "cbind(k, f, g): the left-hand side must be"),
+    ("cbind(k, 10 - k) ~ x", "the left-hand side must be"),
+    ("cbind(k, log(n) - k) ~ x", "the left-hand side must be"),
+    ("cbind(k, n - k - 1) ~ x", "the left-hand side must be"),
+    ("cbind(cbind(a, b), c) ~ x", "the left-hand side must be"),
+    ("cbind(k, 'f') ~ x", "the left-hand side must be"),
+    ("cbind(k, n.__class__ - k) ~ x", "'n.__class__': names starting with '__' are not"),
+    ("cbind(__k, f) ~ x", "'__k': names starting with '__' are not allowed"),
+    ("CBIND(k, f) ~ x", "the left-hand side must be"),
+    ("cbind(k, n - k) | trials(n) ~ x", "expected '~' at position 17"),
+    ("k + cbind(k, f) ~ x", "expected '~'"),
     ("k | trials(n + 1) ~ x", "the left-hand side must be a column name"),
     ("k | n ~ x", "the left-hand side must be a column name"),
     ("correct ~ log(x", "unbalanced '(' at position 14"),
@@ -430,6 +478,22 @@ def _formula_attacks(marker: Path) -> list[str]:
         f"__import__('os').system('{cmd}') ~ x",
         f"correct ~ x + np.lib.npyio.os.system('{cmd}')",
         f"correct ~ I(exec(\"import os; os.system('{cmd}')\"))",
+        # inside (and around) lme4's cbind() left-hand side
+        f"cbind(k, __import__('os').system('{cmd}')) ~ x",
+        f"cbind(k, n - __import__('os').system('{cmd}')) ~ x",
+        f"cbind(__import__('os').system('{cmd}'), f) ~ x",
+        f"cbind(k, I(__import__('os').system('{cmd}'))) ~ x",
+        f"cbind(k, np.lib.npyio.os.system('{cmd}') - k) ~ x",
+        f"cbind(k, n.__class__.__init__.__globals__['os'].system('{cmd}') - k) ~ x",
+        f"cbind(k, (lambda: __import__('os').system('{cmd}'))()) ~ x",
+        f"cbind(k, exec(\"import os; os.system('{cmd}')\")) ~ x",
+        f"cbind(k, @os.system('{cmd}')) ~ x",
+        f"cbind(k, n - k); __import__('os').system('{cmd}') ~ x",
+        f"cbind(k, n - k) ~ x + I(__import__('os').system('{cmd}') * 0)",
+        f"cbind(k, n - k) ~ x + (1 | __import__('os').system('{cmd}'))",
+        f"cbind(k, `n`) ~ x + I(`__import__`('os').system('{cmd}'))",
+        f"cbind(k, n - k, __import__('os').system('{cmd}')) ~ x",
+        f"cbind(*__import__('os').system('{cmd}')) ~ x",
     ]
 
 
@@ -444,13 +508,31 @@ def test_the_formula_attack_is_real_in_formulaic(tmp_path):
     assert marker.exists()
 
 
-@pytest.mark.parametrize("index", range(15))
+@pytest.mark.parametrize("index", range(30))
 def test_formula_attacks_are_refused_and_run_nothing(tmp_path, index):
     marker = tmp_path / "PWNED"
     attack = _formula_attacks(marker)[index]
     with pytest.raises(ExpressionError) as info:
         check_formula(attack)
     assert "\n" not in str(info.value)
+    assert not marker.exists()
+
+
+def test_cbind_attacks_are_refused_by_the_fits_own_reading(tmp_path):
+    """:func:`tomstats.glmm.lme.fit_lme` reads cbind() before the formula check: it refuses
+    each attack too, or passes on a formula the check refuses."""
+    from tomstats.glmm._hints import InputError
+    from tomstats.glmm.lme import rewrite_cbind
+
+    marker = tmp_path / "PWNED"
+    frame = pd.DataFrame({"k": [1], "n": [2], "f": [1], "x": [0.5]})
+    for attack in [a for a in _formula_attacks(marker) if a.startswith("cbind")]:
+        try:
+            rewritten, _ = rewrite_cbind(attack, frame)
+        except InputError:
+            continue
+        with pytest.raises(ExpressionError):
+            check_formula(rewritten)
     assert not marker.exists()
 
 
@@ -505,3 +587,8 @@ def test_security_docs_state_the_language(repo_root):
         assert f"`{name}(" in section, name
     for name in CONTRASTS:
         assert f"`{name}`" in section, name
+    for form in ("`successes | trials(n) ~ terms`",
+                 "`cbind(successes, trials - successes) ~ terms`",
+                 "`cbind(successes, failures) ~ terms`"):
+        assert form in section, form
+        check_formula(form.strip("`").replace("terms", "x"))

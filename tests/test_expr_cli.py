@@ -224,3 +224,60 @@ def test_a_laplace_fit_with_an_edited_formula_is_refused(tmp_path, monkeypatch, 
     line = _one_error_line(capsys, "report")
     assert rc == 2 and "the fit file's stored formula" in line
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "PWNED").exists()
+
+
+# --------------------------------------------------------------------------- cbind()
+
+
+def _binomial_table(path: Path) -> pd.DataFrame:
+    """Binomial counts (1-5 trials) of 8 groups x 12 rows with a random slope of x."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for g in range(8):
+        b0, b1 = rng.normal(0, 0.7), rng.normal(0, 0.4)
+        for _ in range(12):
+            x, n = round(float(rng.uniform(-1, 1)), 4), int(rng.integers(1, 6))
+            k = int(rng.binomial(n, 1 / (1 + np.exp(-(0.2 + 0.8 * x + b0 + b1 * x)))))
+            rows.append({"g": f"g{g}", "x": x, "n": n, "k": k, "f": n - k})
+    df = pd.DataFrame(rows)
+    df.to_csv(path, index=False)
+    return df
+
+
+@pytest.mark.parametrize("lhs", ["cbind(k, n - k)", "cbind(k, f)"])
+def test_fit_takes_lme4s_cbind_response(tmp_path, monkeypatch, capsys, lhs):
+    """``fit --backend laplace`` accepts what the API accepts: the fit equals the API's fit of
+    the same counts written ``k | trials(n)``."""
+    from tomstats.glmm.lme import fit_lme
+
+    monkeypatch.chdir(tmp_path)
+    df = _binomial_table(tmp_path / "b.csv")
+    rc = main(["fit", "b.csv", "--backend", "laplace", "--model", f"{lhs} ~ x + (1 + x | g)",
+               "--out", "f.json"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert f"Formula: {lhs} ~ x + (1 + x | g)" in out
+    saved = json.loads((tmp_path / "f.json").read_text())
+    ref = fit_lme(df, "k | trials(n) ~ x + (1 + x | g)")
+    assert saved["loglik"] == pytest.approx(ref.loglik, abs=1e-6)
+    np.testing.assert_allclose(saved["beta"], ref.beta, atol=1e-6)
+    assert saved["family"] == "binomial"
+
+
+CBIND_ATTACKS = [
+    f"cbind(k, __import__('os').system('{SYSTEM}')) ~ x + (1 | g)",
+    f"cbind(k, n - pd.io.common.os.system('{SYSTEM}')) ~ x + (1 | g)",
+    f"cbind(k, I(__import__('os').system('{SYSTEM}'))) ~ x + (1 | g)",
+    f"cbind(k, n - k) ~ x + I(__import__('os').system('{SYSTEM}') * 0) + (1 | g)",
+]
+
+
+@pytest.mark.parametrize("formula", CBIND_ATTACKS)
+def test_fit_cbind_attack_is_refused(tmp_path, monkeypatch, capsys, formula):
+    monkeypatch.chdir(tmp_path)
+    _binomial_table(tmp_path / "b.csv")
+    rc = main(["fit", "b.csv", "--model", formula, "--backend", "laplace", "--out", "f.json"])
+    line = _one_error_line(capsys, "fit")
+    assert rc == 2 and "formula" in line
+    assert not (tmp_path / "PWNED").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv"]

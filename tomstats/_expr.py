@@ -23,7 +23,9 @@ lambdas, comprehensions, f-strings, ``:=``) is refused with :class:`ExpressionEr
 line naming the offending piece.
 
 **Formula** (:func:`check_formula`, :func:`check_terms`): lme4 syntax
-``response ~ terms`` or ``successes | trials(n) ~ terms``; terms are column names (bare or in
+``response ~ terms``, ``successes | trials(n) ~ terms`` or lme4's binomial
+``cbind(successes, trials - successes) ~ terms`` / ``cbind(successes, failures) ~ terms``
+(column names only inside ``cbind``; :data:`CBIND`); terms are column names (bare or in
 backticks), the numbers ``0``/``1``, the operators ``+ - * / : ^ **`` and parentheses, random
 terms ``(expr | g)`` / ``(expr || g)`` with ``g`` a column, ``g1:g2`` or ``g1/g2`` at the top
 level, and calls of the transforms of :data:`TRANSFORMS`. Inside ``I(...)``, ``log(...)``,
@@ -52,7 +54,7 @@ import pandas as pd
 
 from tomstats._validate import closest_hint
 
-__all__ = ["CONTRASTS", "FORMULA_CONTEXT", "FUNCTIONS", "MAX_DEPTH", "MAX_LENGTH",
+__all__ = ["CBIND", "CONTRASTS", "FORMULA_CONTEXT", "FUNCTIONS", "MAX_DEPTH", "MAX_LENGTH",
            "MAX_POLY_DEGREE", "TRANSFORMS", "ExpressionError", "FormulaParts", "Query",
            "check_column", "check_formula", "check_group", "check_terms", "parse_query",
            "query_mask"]
@@ -572,6 +574,9 @@ class FormulaParts:
         ``(expr, group, correlated)`` of each random term as written (``g1/g2`` not expanded).
     variables : tuple of str
         Every column the formula reads (response, trials, predictors, groups), in order.
+    failures : str or None
+        Column of the failures of ``cbind(successes, failures) ~ ...`` (``cbind(k, n - k)``
+        gives ``trials="n"`` instead).
     """
 
     response: str
@@ -579,6 +584,7 @@ class FormulaParts:
     fixed: str
     random: tuple[tuple[str, str, bool], ...]
     variables: tuple[str, ...]
+    failures: str | None = None
 
 
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d*)?)|(?P<name>[A-Za-z_][A-Za-z0-9_.]*)"
@@ -905,27 +911,56 @@ def _check_stateful(node: ast.Call, name: str, rules: _Rules) -> None:
                                       f"{MAX_POLY_DEGREE}")
 
 
-_TRIALS_CALL = re.compile(r"^trials\s*\(\s*(`[^`]+`|[A-Za-z_][A-Za-z0-9_.]*)\s*\)$")
+#: A column name on the left-hand side: bare (letters, digits, ``_``, ``.``) or in backticks.
+_LHS_NAME = r"(`[^`]+`|[A-Za-z_][A-Za-z0-9_.]*)"
+_TRIALS_CALL = re.compile(rf"^trials\s*\(\s*{_LHS_NAME}\s*\)$")
+#: lme4's binomial response: ``cbind(k, n - k)`` (groups 1-3) or ``cbind(k, f)`` (1 and 4).
+CBIND = re.compile(rf"^cbind\s*\(\s*{_LHS_NAME}\s*,\s*(?:{_LHS_NAME}\s*-\s*{_LHS_NAME}|"
+                   rf"{_LHS_NAME})\s*\)$")
+_LHS_FORMS = ("the left-hand side must be a column name, 'successes | trials(n)', "
+              "'cbind(successes, trials - successes)' or 'cbind(successes, failures)'")
 
 
-def _lhs(parser: _FormulaParser) -> tuple[str, str | None]:
-    """``response`` or ``successes | trials(n)``."""
+def _lhs_name(parser: _FormulaParser, text: str) -> str:
+    """A left-hand-side column name without its backticks (no name starting with ``__``)."""
+    name = text[1:-1] if text.startswith("`") else text
+    if not text.startswith("`") and any(p.startswith("__") for p in name.split(".")):
+        raise parser.error(f"{name!r}: names starting with '__' are not allowed")
+    return name
+
+
+def _cbind(parser: _FormulaParser, call: _Tok) -> tuple[str, str | None, str | None]:
+    """``cbind(k, n - k)`` → ``(k, n, None)``; ``cbind(k, f)`` → ``(k, None, f)``."""
+    m = CBIND.match(call.text)
+    if m is None:
+        raise parser.error(f"{_short(call.text, 60)}: {_LHS_FORMS}")
+    k = _lhs_name(parser, m.group(1))
+    n, k2, f = (None if g is None else _lhs_name(parser, g) for g in m.groups()[1:])
+    if n is not None and k2 != k:
+        raise parser.error(f"cbind({k}, {n} - {k2}) must subtract the successes {k!r} from "
+                           f"the trials")
+    return k, n, f
+
+
+def _lhs(parser: _FormulaParser) -> tuple[str, str | None, str | None]:
+    """``response``, ``successes | trials(n)``, ``cbind(successes, trials - successes)`` or
+    ``cbind(successes, failures)``: (response, trials, failures)."""
     tok = parser.take()
-    if tok.kind not in ("name", "tick"):
-        raise parser.error("the left-hand side must be a column name or "
-                           "'successes | trials(n)'")
-    response = tok.text[1:-1] if tok.kind == "tick" else tok.text
-    trials = None
-    if parser.peek().kind == "op" and parser.peek().text == "|":
-        parser.take()
-        call = parser.take()
-        m = _TRIALS_CALL.match(call.text) if call.kind == "call" else None
-        if m is None:
-            raise parser.error("the left-hand side must be a column name or "
-                               "'successes | trials(n)'")
-        trials = m.group(1).strip("`")
-    parser.variables.extend([response] + ([trials] if trials else []))
-    return response, trials
+    if tok.kind == "call" and re.match(r"cbind\s*\(", tok.text):
+        response, trials, failures = _cbind(parser, tok)
+    elif tok.kind not in ("name", "tick"):
+        raise parser.error(_LHS_FORMS)
+    else:
+        response, trials, failures = _lhs_name(parser, tok.text), None, None
+        if parser.peek().kind == "op" and parser.peek().text == "|":
+            parser.take()
+            call = parser.take()
+            m = _TRIALS_CALL.match(call.text) if call.kind == "call" else None
+            if m is None:
+                raise parser.error(_LHS_FORMS)
+            trials = _lhs_name(parser, m.group(1))
+    parser.variables.extend([response] + [c for c in (trials, failures) if c])
+    return response, trials, failures
 
 
 def check_formula(formula: str, field: str = "formula") -> FormulaParts:
@@ -944,7 +979,7 @@ def check_formula(formula: str, field: str = "formula") -> FormulaParts:
     if formula.count("~") != 1:
         raise _fail(field, formula, "expected one '~': 'response ~ terms'")
     parser = _FormulaParser(formula, field)
-    response, trials = _lhs(parser)
+    response, trials, failures = _lhs(parser)
     parser.expect("~")
     if parser.peek().kind == "end":
         raise parser.error("the right-hand side is empty")
@@ -953,7 +988,7 @@ def check_formula(formula: str, field: str = "formula") -> FormulaParts:
         tok = parser.peek()
         raise parser.error(f"unexpected {tok.text!r} at position {tok.pos + 1}")
     return FormulaParts(response, trials, fixed, random,
-                        tuple(dict.fromkeys(parser.variables)))
+                        tuple(dict.fromkeys(parser.variables)), failures)
 
 
 def check_terms(expr: str, field: str = "formula") -> tuple[str, ...]:
