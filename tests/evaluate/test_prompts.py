@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,9 +29,11 @@ from tomstats.evaluate.context import Counter, check_context, estimate_tokens
 from tomstats.evaluate.prompts import (
     ANATOM_LEAD,
     ANATOM_SYSTEM,
+    PARAPHRASE_FRAMES,
     PROMPTS,
     STORYSIM_LEAD,
     STORYSIM_RULES,
+    paraphrase,
 )
 from tomstats.stories import anatom_items, build_design_items
 from tomstats.stories.items import Item, write_items
@@ -110,8 +113,50 @@ def test_rooms_with_storysim_rules_is_prompt_1_verbatim() -> None:
     assert PROMPTS[1] == f"{STORYSIM_LEAD} {STORYSIM_RULES}"
 
 
+def _rooms_rules_of(k: int) -> str:
+    """The rooms rules inside StorySim's paraphrase ``k``, as plain sentences."""
+    f = PARAPHRASE_FRAMES[k]
+    assert PROMPTS[k].startswith(f.head) and PROMPTS[k].endswith(f.tail), k
+    middle = PROMPTS[k][len(f.head):len(PROMPTS[k]) - len(f.tail)]
+    if f.bullet:
+        lines = middle.split("\n")
+        assert all(x.startswith(f.bullet) for x in lines), k
+        middle = " ".join(x.removeprefix(f.bullet) for x in lines)
+    return middle
+
+
+@pytest.mark.parametrize("k", range(2, 13))
+def test_paraphrase_frames_rebuild_the_prompt_table(k: int) -> None:
+    """Each paraphrase is its frame around its own rooms rules, exactly: the frames cut the
+    paper's prompt table at the rules and nowhere else."""
+    rules = _rooms_rules_of(k)
+    assert "hallway" in rules
+    assert "hallway" not in PARAPHRASE_FRAMES[k].head + PARAPHRASE_FRAMES[k].tail
+    assert paraphrase(k, rules) == PROMPTS[k]
+
+
+@pytest.mark.parametrize("k", [2, 4, 7, 10, 12])
+def test_paraphrases_carry_each_items_own_rules(mixed: list[Item], k: int) -> None:
+    """Prompts 2–12 on field and calls items: the paraphrase's framing around the item's own
+    rules, every rule sentence kept, nothing of the rooms rules (issue 21, item 7)."""
+    cfg = load_model_config({"name": "h", "backend": "heuristic", "strategy": "oracle",
+                             "prompt": k})
+    f = PARAPHRASE_FRAMES[k]
+    for setting in ("rooms", "field", "calls"):
+        item = next(it for it in mixed if it.setting == setting)
+        user = build_request(item, cfg).messages[-1]["content"]
+        assert user.startswith(f.head) and f.tail.removesuffix("Story:").strip() in user
+        rules = item.metadata["instructions"]
+        for sentence in re.split(r"(?<=[.!?])\s+", rules.removeprefix("Note that ")):
+            if sentence != "There is enough information to answer every question.":
+                assert sentence[1:] in user, (setting, sentence)
+        if setting != "rooms":
+            assert "hallway" not in user
+        assert _rooms_rules_of(k) not in user
+
+
 @pytest.mark.parametrize(("case", "needle"), [
-    ("field item, prompt 3", "prompt = 3 is one of StorySim's paraphrases"),
+    ("field item without instructions, prompt 3", "carries no metadata['instructions']"),
     ("calls item without instructions", "carries no metadata['instructions']"),
     ("instructions not a string", "metadata['instructions'] must be a string"),
 ])
@@ -121,7 +166,8 @@ def test_prompts_that_would_contradict_an_item_are_refused(
     field = next(it for it in mixed if it.setting == "field")
     calls = next(it for it in mixed if it.setting == "calls")
     item, prompt = {
-        "field item, prompt 3": (field, 3),
+        "field item without instructions, prompt 3": (
+            dataclasses.replace(field, metadata={}), 3),
         "calls item without instructions": (dataclasses.replace(calls, metadata={}), 1),
         "instructions not a string": (dataclasses.replace(
             calls, metadata={"instructions": ["x"]}), 1),

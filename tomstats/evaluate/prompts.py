@@ -14,9 +14,14 @@ Which instruction an item gets (:func:`frame_for`):
   that everyone starts in the hallway; a field or calls item without instructions is refused
   rather than told so).
 
-``prompt = k`` (2–12) picks one of StorySim's paraphrases, which all describe the rooms
-setting: it is used for items whose rules are StorySim's rooms rules, and refused for any
-other item (its own rules would be contradicted).
+``prompt = k`` (2–12) picks one of StorySim's paraphrases. An item carrying StorySim's own
+rooms rules (or a rooms item without instructions) gets the paraphrase verbatim. Any other
+item gets the paraphrase's own framing — its lead, its layout (prose, ``•`` or ``-``
+bullets) and its closing lines — around the item's own rules in place of the paraphrase's
+rooms rules (:data:`PARAPHRASE_FRAMES`, :func:`paraphrase`), so the prompt factor varies
+the wording and layout while every prompt stays true to its story. The rules' last sentence
+("There is enough information to answer every question.") is left out there, since each
+paraphrase closes with its own version of it.
 
 A StorySim request is built as::
 
@@ -36,6 +41,7 @@ they are rendered with the test item's frame.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -45,8 +51,9 @@ from tomstats._io import json_dumps, sha256_text
 from tomstats.evaluate.config import ModelConfig
 from tomstats.stories.items import Item
 
-__all__ = ["ANATOM_LEAD", "ANATOM_SYSTEM", "Frame", "PROMPTS", "Request", "STORYSIM_LEAD",
-           "STORYSIM_RULES", "build_request", "frame_for", "item_instructions", "render_block"]
+__all__ = ["ANATOM_LEAD", "ANATOM_SYSTEM", "PARAPHRASE_FRAMES", "PROMPTS", "STORYSIM_LEAD",
+           "STORYSIM_RULES", "Frame", "ParaphraseFrame", "Request", "build_request",
+           "frame_for", "item_instructions", "paraphrase", "render_block"]
 
 #: StorySim's prompt table, verbatim (index = the paper's prompt number).
 PROMPTS: dict[int, str] = {
@@ -123,6 +130,89 @@ PROMPTS: dict[int, str] = {
 }
 
 
+@dataclass(frozen=True)
+class ParaphraseFrame:
+    """The framing of one StorySim paraphrase around its rules.
+
+    ``PROMPTS[k] == head + <the paraphrase's rooms rules> + tail``; ``bullet`` is the mark
+    the paraphrase puts before each rule (``""`` for prose), each bullet on its own line.
+    """
+
+    head: str
+    tail: str
+    bullet: str = ""
+
+
+#: The framing of StorySim's paraphrases 2–12 (see :func:`paraphrase`).
+PARAPHRASE_FRAMES: dict[int, ParaphraseFrame] = {
+    2: ParaphraseFrame("Please read the following story and answer the concluding question. ",
+                       " All questions are answerable, so be sure to provide an answer."),
+    3: ParaphraseFrame("INSTRUCTIONS: Read the story and answer the question that follows. ",
+                       " Every question has a sufficient basis in the story, and you must "
+                       "provide an answer. Story:"),
+    4: ParaphraseFrame("Review the story and give the answer to the final question. ",
+                       " The necessary information is guaranteed to be available; provide the "
+                       "answer succinctly."),
+    5: ParaphraseFrame("Read the following narrative and answer the question that appears at "
+                       "the end. ",
+                       " Rely solely on the information in the story and give a direct answer."),
+    6: ParaphraseFrame("Carefully read the story and respond to the final question. ",
+                       " The question can be answered from the text alone—state your "
+                       "conclusion briefly."),
+    7: ParaphraseFrame("Instructions Read the story and answer the question that follows. "
+                       "Rules:\n",
+                       "\n• The answer is fully determined by the story. Provide a concise, "
+                       "final answer.", "• "),
+    8: ParaphraseFrame("Instructions You will read a story involving characters moving between "
+                       "locations and then answer comprehension questions. Rules:\n",
+                       "\n• The question is completely answerable from the story.\n"
+                       "• Provide a single, final answer.", "• "),
+    9: ParaphraseFrame("Instructions: Read the story about characters moving between different "
+                       "locations, then answer the question that follows. Rules:\n",
+                       "\n• The question is fully answerable from the provided text.\n"
+                       "• Respond with one clear final answer. Story:", "• "),
+    10: ParaphraseFrame("You are an assistant tasked with reading a story about characters "
+                        "moving between locations and then answering questions based on it. "
+                        "Follow these rules:\n\n",
+                        "\n- The question is fully answerable from the narrative.\n"
+                        "- Provide one final answer.\n\n"
+                        "If it ever seems like information is missing, re-check the story—it "
+                        "always contains enough clues. Avoid repeating yourself. Story:", "- "),
+    11: ParaphraseFrame("You are a helpful reading assistant that will read the provided story "
+                        "about characters moving between locations, then answer comprehension "
+                        "questions at the end. Here are some rules that you must remember:\n\n",
+                        "\n- The question is 100 percent answerable using the given "
+                        "information.\n- Output a single final answer.\n\n"
+                        "If you ever think there isn't enough information in the story, check "
+                        "again, because the questions are designed to be answerable by the "
+                        "prompt. Try not to repeat yourself. Story:", "- "),
+    12: ParaphraseFrame("INSTRUCTIONS: Read the following story and answer the question at the "
+                        "end. ",
+                        " There is enough information to answer every question. You must "
+                        "provide an answer to every question.\n\nStory:"),
+}
+
+_ANSWERABLE = "There is enough information to answer every question."
+
+
+def paraphrase(k: int, rules: str) -> str:
+    """StorySim's paraphrase ``k`` (2–12) told with ``rules`` in place of its rooms rules.
+
+    The result is ``head + R + tail`` of :data:`PARAPHRASE_FRAMES` ``[k]``, where ``R`` is
+    ``rules`` without its closing "There is enough information to answer every question."
+    (each paraphrase has its own closing), as prose or, for the bulleted paraphrases, one
+    bullet per sentence ("Note that all characters …" becoming "All characters …").
+    """
+    frame = PARAPHRASE_FRAMES[k]
+    body = rules.strip().removesuffix(_ANSWERABLE).strip()
+    if frame.bullet:
+        sentences = [x for x in re.split(r"(?<=[.!?])\s+", body) if x]
+        sentences = [x[10].upper() + x[11:] if x.startswith("Note that ") else x
+                     for x in sentences]
+        body = "\n".join(frame.bullet + x for x in sentences)
+    return frame.head + body + frame.tail
+
+
 #: StorySim's lead sentence (prompt 1), followed by a setting's rules.
 STORYSIM_LEAD = "Read the following story and answer the question at the end."
 
@@ -177,8 +267,7 @@ def frame_for(item: Item, prompt: int = 1) -> Frame:
     Raises
     ------
     ValueError
-        For a non-rooms StorySim item without instructions, or a prompt-table paraphrase
-        (``prompt`` 2–12) for an item whose rules are not StorySim's rooms rules.
+        For a non-rooms StorySim item without instructions.
     """
     inst = item_instructions(item)
     if _is_anatom(item):
@@ -195,11 +284,7 @@ def frame_for(item: Item, prompt: int = 1) -> Frame:
     if inst == STORYSIM_RULES:
         return Frame(PROMPTS[prompt])
     if prompt != 1:
-        raise ValueError(
-            f"prompt = {prompt} is one of StorySim's paraphrases of its rooms rules (everyone "
-            f"starts in the hallway), but item {item.item_id!r} (setting {item.setting!r}) "
-            "has rules of its own that it would contradict; use prompt = 1, which puts each "
-            "item's own instructions")
+        return Frame(paraphrase(prompt, inst))
     if inst.lower().startswith(("read ", "please read")):
         return Frame(inst)
     return Frame(f"{STORYSIM_LEAD} {inst}")
