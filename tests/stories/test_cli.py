@@ -111,3 +111,44 @@ def test_storyboard_items_record_belief_status(tmp_path) -> None:
         want = "none" if not it.agents else (
             "true" if it.answer == it.last_location else "false")
         assert it.belief_status == want
+
+
+def test_storyboard_items_of_orders_2_and_3_record_their_simpler_questions(tmp_path) -> None:
+    """Issue 21, item 2 for higher orders: every order-k storyboard item records which of
+    its simpler questions (reality and each proper sub-chain, in order) has the same answer,
+    and the audit checks the share at each order."""
+    from itertools import combinations
+
+    from tomstats.stories import audit_items
+    from tomstats.stories.beliefs import belief
+    from tomstats.stories.world import Event, World
+
+    board = tmp_path / "board.toml"
+    board.write_text(BOARD + '\n[[questions]]\nchain = ["Carl", "Sally"]\ntarget = "Anne"\n'
+                     '\n[[questions]]\nchain = ["Dora", "Carl", "Sally"]\ntarget = "Anne"\n')
+    out = tmp_path / "s.jsonl"
+    assert main(["stories", "--storyboard", str(board), "--n", "6", "--seed", "3", "--out",
+                 str(out)]) == 0
+    items = read_items(out)
+    assert {it.tom_order for it in items} == {0, 1, 2, 3}
+    for it in items:
+        if it.tom_order < 2:
+            assert it.same_as == "" and "simpler_answers" not in it.metadata
+            continue
+        sb = it.metadata["storyboard"]
+        world = World(tuple(sb["characters"]), tuple(sb["locations"]),
+                      tuple(tuple(e) for e in sb["edges"]),
+                      {c: sb["start"] for c in sb["characters"]})
+        evs = [Event(int(t), "enter", a, loc, s) for t, a, loc, s in it.metadata["events"]]
+        k = len(it.agents)
+        want = {"reality": belief(world, evs, (), it.target)}
+        for r in range(1, k):
+            for idx in combinations(range(k), r):
+                label = "".join("S" + str(i + 1) for i in idx)
+                want[label] = belief(world, evs, [it.agents[i] for i in idx], it.target)
+        assert it.metadata["simpler_answers"] == want
+        same = [label for label, a in want.items() if a == it.answer]
+        assert it.same_as == ("+".join(same) or "none")
+    scopes = {c.scope for c in audit_items(items).checks
+              if c.name.startswith("order-") and "simpler" in c.name}
+    assert scopes == {"rooms order 2", "rooms order 3"}

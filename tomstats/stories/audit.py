@@ -215,20 +215,21 @@ def rule_answers(item: Item) -> dict[str, str]:
 
 
 def simpler_answers(item: Item) -> dict[str, str | None] | None:
-    """Answers of the simpler questions about an order-2 StorySim item, from the tracker.
+    """Answers of the simpler questions about an order-``k`` (``k >= 2``) StorySim item.
 
+    Keyed as :func:`~tomstats.stories.beliefs.simpler_chains` labels them — for order 2
     ``{"reality": …, "S1": …, "S2": …}``: where ``T`` is, where the chain's first agent
     thinks ``T`` is, where the second thinks ``T`` is. Read from
-    ``metadata["simpler_answers"]`` when recorded, else recomputed from the event log;
-    ``None`` when neither is available.
+    ``metadata["simpler_answers"]`` when recorded, else recomputed from the event log with
+    the tracker; ``None`` when neither is available.
     """
     meta = item.metadata
     if isinstance(meta.get("simpler_answers"), dict):
         return dict(meta["simpler_answers"])
     sb, events = meta.get("storyboard"), meta.get("events")
-    if len(item.agents) != 2 or not isinstance(sb, dict) or not isinstance(events, list):
+    if len(item.agents) < 2 or not isinstance(sb, dict) or not isinstance(events, list):
         return None
-    from tomstats.stories.beliefs import belief
+    from tomstats.stories.beliefs import belief, simpler_chains
     from tomstats.stories.world import Event, World
 
     try:
@@ -236,12 +237,10 @@ def simpler_answers(item: Item) -> dict[str, str | None] | None:
                       tuple(tuple(e) for e in sb["edges"]),
                       {c: sb["start"] for c in sb["characters"]})
         evs = [Event(int(t), "enter", a, loc, src) for t, a, loc, src in events]
+        return {label: belief(world, evs, chain, item.target)
+                for label, chain in simpler_chains(item.agents).items()}
     except (KeyError, TypeError, ValueError):
         return None
-    s1, s2 = item.agents
-    return {"reality": belief(world, evs, (), item.target),
-            "S1": belief(world, evs, (s1,), item.target),
-            "S2": belief(world, evs, (s2,), item.target)}
 
 
 @dataclass(frozen=True)
@@ -492,14 +491,15 @@ def _balance_checks(items: Sequence[Item]) -> list[Check]:
                 lo, hi = THRESHOLDS["true_belief_min"], THRESHOLDS["true_belief_max"]
                 out.append(share_check("true-belief share", f"{setting} order {order}", tb,
                                        len(oi), band=(lo, hi), limit=f"in [{lo}, {hi}]"))
-        o2 = [(it, simpler_answers(it)) for it in its if it.tom_order == 2]
-        o2 = [(it, s) for it, s in o2 if s is not None]
-        if o2:
-            same = sum(it.answer in s.values() for it, s in o2)
-            lim = THRESHOLDS["order2_same_as_simpler"]
-            out.append(share_check("order-2 answer = a simpler question's",
-                                   f"{setting} order 2", same, len(o2), upper=lim,
-                                   limit=f"<= {lim}"))
+        for order in sorted({it.tom_order for it in its if it.tom_order >= 2}):
+            ok = [(it, simpler_answers(it)) for it in its if it.tom_order == order]
+            ok = [(it, s) for it, s in ok if s is not None]
+            if ok:
+                same = sum(it.answer in s.values() for it, s in ok)
+                lim = THRESHOLDS["order2_same_as_simpler"]
+                out.append(share_check(f"order-{order} answer = a simpler question's",
+                                       f"{setting} order {order}", same, len(ok), upper=lim,
+                                       limit=f"<= {lim}"))
     return out
 
 

@@ -40,6 +40,7 @@ place or a place it perceived ``T`` at.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import combinations
 from typing import NamedTuple
 
 from tomstats.stories.world import Event, World, initial_state
@@ -231,3 +232,21 @@ def well_defined(world: World, events: Sequence[Event], chain: Sequence[str],
             return False
         start, updates = view(world, start, updates, agent)
     return _final(start, updates).get(target) is not None
+
+
+def simpler_chains(chain: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The simpler questions about an order-``k`` question's target, labelled.
+
+    For the chain ``(A_1, …, A_k)`` these are reality (label ``"reality"``, the empty chain)
+    and every proper non-empty subsequence ``(A_{i_1}, …, A_{i_r})``, ``i_1 < … < i_r``,
+    ``r < k``, labelled ``"S{i_1}…S{i_r}"``: for order 2, ``"S1"`` (the first agent's own
+    belief) and ``"S2"`` (the second's); for order 3 also ``"S3"``, ``"S1S2"``, ``"S1S3"``,
+    ``"S2S3"``. An order-``k`` item whose gold answer equals one of these can be answered by
+    the simpler question instead.
+    """
+    k = len(chain)
+    out: dict[str, tuple[str, ...]] = {"reality": ()}
+    for r in range(1, k):
+        for idx in combinations(range(k), r):
+            out["".join(f"S{i + 1}" for i in idx)] = tuple(chain[i] for i in idx)
+    return out

@@ -28,7 +28,7 @@ from tomstats._io import add_out_arguments, prepare_out_file
 from tomstats._validate import check_keys, read_text
 from tomstats.design import load_toml
 from tomstats.stories.anatom import Composition, anatom_items
-from tomstats.stories.beliefs import belief, well_defined
+from tomstats.stories.beliefs import belief, simpler_chains, well_defined
 from tomstats.stories.items import Item, write_items
 from tomstats.stories.items_design import (
     DEFAULT_CONTEXTS,
@@ -304,6 +304,10 @@ def storyboard_items(sb: Storyboard, questions: list[tuple[tuple[str, ...], str]
         for k, (chain, target) in enumerate(questions):
             gold = belief(world, story.events, chain, target)
             status = "none" if not chain else ("true" if gold == reality[target] else "false")
+            simpler = ({label: belief(world, story.events, c, target)
+                        for label, c in simpler_chains(chain).items()}
+                       if len(chain) >= 2 else {})
+            extra = {"simpler_answers": simpler} if simpler else {}
             items.append(Item(
                 item_id=f"{sb.name}-s{seed}-r{r:04d}-q{k}", story=text,
                 question=tom_question(chain, target), answer=str(gold),
@@ -313,11 +317,13 @@ def storyboard_items(sb: Storyboard, questions: list[tuple[tuple[str, ...], str]
                 first_common_location=first_common_location(world, story.events,
                                                             (*chain, target)),
                 last_location=reality[target], belief_status=status,
+                same_as=("+".join(k for k, v in simpler.items() if v == gold) or "none")
+                if simpler else "",
                 n_characters=len(sb.characters), setting=sb.setting, generator="storysim",
                 seed=story.seed,
                 metadata={"storyboard": sb.to_dict(),
                           "events": [[e.time, e.actor, e.location, e.source]
                                      for e in story.events],
                           "well_defined": well_defined(world, story.events, chain, target),
-                          "instructions": st.instructions}))
+                          "instructions": st.instructions, **extra}))
     return items

@@ -79,9 +79,10 @@ class Item:
         ``"true"`` (the asked belief equals reality), ``"false"``, or ``"none"`` (reality
         and world-model questions): a design factor of orders ≥ 1.
     same_as : str
-        Order-2 StorySim items: which simpler questions have the same answer, ``+``-joined
-        among ``reality``, ``S1`` (the chain's first agent about the target) and ``S2``
-        (the second agent about the target), or ``"none"``; ``""`` for other items.
+        StorySim items of order 2 or more: which simpler questions have the same answer,
+        ``+``-joined among the labels of :func:`~tomstats.stories.beliefs.simpler_chains`
+        (order 2: ``reality``, ``S1`` — the chain's first agent about the target — and
+        ``S2``, the second agent about the target), or ``"none"``; ``""`` for other items.
     """
 
     item_id: str
