@@ -256,7 +256,7 @@ def test_same_seed_same_interval_and_columns() -> None:
         assert (eff[f"{e}_low"] <= eff[f"{e}_high"]).all()
         assert eff[f"{e}_low"].notna().all()
     assert one.attrs["ci"] == 0.9 and one.attrs["n_boot"] == 300
-    assert one.attrs["ci_method"] == "percentile"
+    assert one.attrs["ci_method"] == "BCa"
     # without ci the interval columns are absent and the point estimates unchanged
     plain = anova(df, "correct", ["A", "B", "D"])
     assert "eta2_low" not in plain.columns
@@ -315,7 +315,7 @@ def test_bootstrap_coverage_of_true_eta2(record_property: Callable[[str, object]
     """Acceptance: coverage of the true η² within 93–97 % (2,000 data sets; binomial SE 0.5 %)."""
     cov = _coverage(reps=2000, n_per_cell=100, n_boot=1000)
     record_property("coverage", cov)
-    print(f"\ncoverage of the true eta2 by 95% percentile intervals: {cov}")
+    print(f"\ncoverage of the true eta2 by 95% BCa intervals: {cov}")
     for k, c in cov.items():
         assert 0.93 <= c <= 0.97, (k, c)
 

@@ -12,7 +12,6 @@ counts that the simulator runs, vectorised in JAX, is
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ import pandas as pd
 import scipy.stats
 
 from tomstats._validate import check_type, closest_hint, show_value
+from tomstats.analysis.intervals import bca_interval
 
 __all__ = ["COLUMNS", "EFFECT_SIZES", "RM_COLUMNS", "SS_TYPES", "anova", "check_levels",
            "huynh_feldt", "orthonormal_contrasts"]
@@ -409,14 +409,40 @@ def _resample_cells(cell_of_cluster: np.ndarray, stats: np.ndarray, n_cells: int
     return out
 
 
-def _interval(boot: np.ndarray, est: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval per column of ``boot`` (B, R): its :math:`(1 \\mp \\text{ci})/2`
-    quantiles (linear interpolation); NaN where the estimate ``est`` (R,) is NaN."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns (undefined effects)
-        lo, hi = np.nanquantile(boot, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
-    bad = np.isnan(est)
-    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
+def _jackknife_cells(cell_of_cluster: np.ndarray, stats: np.ndarray, n_cells: int,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The leave-one-cluster-out data as cell statistics, for the BCa acceleration: the full
+    cell statistics (C, 3), and per distinct (cell, cluster statistics) its cell, its
+    statistics and how many clusters share them (identical clusters give identical jackknife
+    values, so 0/1 outcomes need at most a few evaluations per cell)."""
+    full = np.zeros((n_cells, 3))
+    np.add.at(full, cell_of_cluster, stats)
+    uniq, counts = np.unique(np.column_stack([cell_of_cluster, stats]), axis=0,
+                             return_counts=True)
+    return full, uniq[:, 0].astype(np.int64), uniq[:, 1:], counts.astype(float)
+
+
+def _intervals(sizes_of: Callable[[np.ndarray], dict[str, np.ndarray]], boot: np.ndarray,
+               est: dict[str, np.ndarray], cell_of_cluster: np.ndarray, stats: np.ndarray,
+               n_cells: int, ci: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """BCa intervals (:func:`tomstats.analysis.intervals.bca_interval`) of every effect size:
+    ``sizes_of`` maps cell statistics (K, C, 3) to each effect size's (K, R) values; the
+    resamples ``boot`` (B, C, 3) give the bootstrap distribution, the clusters left out one at
+    a time (within their cell, the bootstrap's strata) the acceleration."""
+    full, cells, left_out, weights = _jackknife_cells(cell_of_cluster, stats, n_cells)
+    step = max(1, _MAX_GATHER // (3 * n_cells))
+    parts = []
+    for lo in range(0, len(cells), step):
+        chunk = np.repeat(full[None], min(step, len(cells) - lo), axis=0)
+        idx = np.arange(len(chunk))
+        chunk[idx, cells[lo: lo + step]] -= left_out[lo: lo + step]
+        parts.append(sizes_of(chunk))
+    sizes_b = sizes_of(boot)
+    out = {}
+    for k in EFFECT_SIZES:
+        jack = np.concatenate([p[k] for p in parts])
+        out[k] = bca_interval(sizes_b[k], est[k], jack, cells, ci, weights)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -652,15 +678,20 @@ def anova(
     still :math:`SS/SS_\text{total}` (like pingouin). For repeated measures ω² and partial ω²
     apply the same formulas with the effect's own error stratum (afex reports no ω²).
 
-    **Intervals** (``ci``): percentile intervals of every effect size from ``n_boot``
-    cluster-bootstrap resamples. Within every between cell (in RM designs: every subject ×
-    within cell) the clusters — the distinct values of ``cluster`` there (stories, items), or
-    the rows when ``cluster`` is None — are drawn with replacement as many times as the cell
-    has clusters; the design (cells, subjects) stays fixed. All resamples are drawn and
-    analysed at once (vectorised), from ``numpy.random.default_rng(seed)``: the same seed gives
-    the same interval. The bounds are the :math:`(1 \mp \text{ci})/2` quantiles (linear
-    interpolation) of the resampled effect sizes, in columns ``<effect>_low`` and
-    ``<effect>_high``.
+    **Intervals** (``ci``): bias-corrected and accelerated (BCa) intervals of every effect size
+    from ``n_boot`` cluster-bootstrap resamples
+    (:func:`tomstats.analysis.intervals.bca_interval`). Within every between cell (in RM
+    designs: every subject × within cell) the clusters — the distinct values of ``cluster``
+    there (stories, items), or the rows when ``cluster`` is None — are drawn with replacement
+    as many times as the cell has clusters; the design (cells, subjects) stays fixed. All
+    resamples are drawn and analysed at once (vectorised), from
+    ``numpy.random.default_rng(seed)``: the same seed gives the same interval. The bias
+    correction is the share of resamples below the estimate, the acceleration comes from the
+    jackknife over the clusters within their cells (the bootstrap's strata). Unlike the
+    percentile interval, BCa corrects for the upward bias of η²-type estimates near 0; where
+    no resample falls on one side of the estimate (η² = 0 exactly, every resample above it)
+    the interval runs from the estimate to the percentile bound on the other side. Bounds
+    in columns ``<effect>_low`` and ``<effect>_high``.
 
     Parameters
     ----------
@@ -803,25 +834,30 @@ def _anova_between(
         cl = np.arange(big_n) if clus is None else clus
         cell_of, stats = _cluster_stats(flat, cl, y)
         boot = _resample_cells(cell_of, stats, n_cells, n_boot, rng)
-        nb, sb, qb = boot[..., 0], boot[..., 1], boot[..., 2]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            nn = nb.sum(axis=1)
-            ybar_b = sb.sum(axis=1) / nn
-            sc = sb - nb * ybar_b[:, None]
-            if np.all(nb == n):
-                ss_b = model.ss(sc / np.sqrt(n))
-            else:
-                ss_b = model.ss_weighted(sc, nb)
-            ss_res_b = np.sum(qb - sb * sb / nb, axis=1)
-            ss_tot_b = np.sum(qb, axis=1) - sb.sum(axis=1) ** 2 / nn
-            dfr_b = (nn - n_cells)[:, None]
-            sizes_b = _effect_sizes(ss_b, df, ss_res_b[:, None], dfr_b, ss_tot_b, nn[:, None],
-                                    ss_res_b, obs_flags)
-            sizes_b["eta2"] = np.concatenate([sizes_b["eta2"], (ss_res_b / ss_tot_b)[:, None]],
-                                             axis=1)
-        for k in EFFECT_SIZES:
-            est = np.asarray(out[k][: sizes_b[k].shape[1]], dtype=float)
-            lo, hi = _interval(sizes_b[k], est, ci)
+
+        def sizes_of(cells: np.ndarray) -> dict[str, np.ndarray]:
+            nb, sb, qb = cells[..., 0], cells[..., 1], cells[..., 2]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                nn = nb.sum(axis=1)
+                ybar_b = sb.sum(axis=1) / nn
+                sc = sb - nb * ybar_b[:, None]
+                if np.all(nb == n):
+                    ss_b = model.ss(sc / np.sqrt(n))
+                else:
+                    ss_b = model.ss_weighted(sc, nb)
+                ss_res_b = np.sum(qb - sb * sb / nb, axis=1)
+                ss_tot_b = np.sum(qb, axis=1) - sb.sum(axis=1) ** 2 / nn
+                dfr_b = (nn - n_cells)[:, None]
+                sizes_b = _effect_sizes(ss_b, df, ss_res_b[:, None], dfr_b, ss_tot_b,
+                                        nn[:, None], ss_res_b, obs_flags)
+                sizes_b["eta2"] = np.concatenate(
+                    [sizes_b["eta2"], (ss_res_b / ss_tot_b)[:, None]], axis=1)
+            return sizes_b
+
+        est = {k: np.asarray(out[k][: len(terms) + (k == "eta2")], dtype=float)
+               for k in EFFECT_SIZES}
+        for k, (lo, hi) in _intervals(sizes_of, boot, est, cell_of, stats, n_cells,
+                                      ci).items():
             pad = [] if k == "eta2" else [nan]
             out[f"{k}_low"] = [*lo, *pad]
             out[f"{k}_high"] = [*hi, *pad]
@@ -838,7 +874,7 @@ def _boot_attrs(ci: float | None, n_boot: int, clustered: bool, seed: int) -> di
     if ci is None:
         return {"ci": None}
     unit = "clusters" if clustered else "rows"
-    return {"ci": ci, "n_boot": n_boot, "seed": seed, "ci_method": "percentile",
+    return {"ci": ci, "n_boot": n_boot, "seed": seed, "ci_method": "BCa",
             "bootstrap": f"{unit} resampled with replacement within cells"}
 
 
@@ -943,16 +979,22 @@ def _anova_rm(
         cl = np.arange(len(y)) if clus is None else clus
         cell_of, stats_c = _cluster_stats(cell, cl, y)
         boot = _resample_cells(cell_of, stats_c, n_subj * n_w, n_boot, rng)
-        ybs = (boot[..., 1] / boot[..., 0]).reshape(n_boot, n_subj, n_w)
-        rb = _rm_core(des, ybs, with_sphericity=False)
         keep = [(wi, ti) for wi, w in enumerate(des.within_terms)
                 for ti, t in enumerate(bterms) if not (t == () and w == ())]
-        ss_b = np.stack([rb["ss"][wi][:, ti] for wi, ti in keep], axis=1)
-        sse_b = np.stack([rb["sse"][wi] for wi, _ in keep], axis=1)
-        err_b = np.sum(np.stack(rb["sse"], axis=1), axis=1)
-        sizes_b = _effect_sizes(ss_b, df_a, sse_b, dfe_a, rb["ss_total"], n_obs, err_b, obs_a)
-        for k in EFFECT_SIZES:
-            out[f"{k}_low"], out[f"{k}_high"] = _interval(sizes_b[k], sizes[k], ci)
+
+        def sizes_of(cells: np.ndarray) -> dict[str, np.ndarray]:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ybs = (cells[..., 1] / cells[..., 0]).reshape(len(cells), n_subj, n_w)
+                rb = _rm_core(des, ybs, with_sphericity=False)
+                ss_b = np.stack([rb["ss"][wi][:, ti] for wi, ti in keep], axis=1)
+                sse_b = np.stack([rb["sse"][wi] for wi, _ in keep], axis=1)
+                err_b = np.sum(np.stack(rb["sse"], axis=1), axis=1)
+                return _effect_sizes(ss_b, df_a, sse_b, dfe_a, rb["ss_total"], n_obs, err_b,
+                                     obs_a)
+
+        for k, (lo, hi) in _intervals(sizes_of, boot, sizes, cell_of, stats_c, n_subj * n_w,
+                                      ci).items():
+            out[f"{k}_low"], out[f"{k}_high"] = lo, hi
     frame = pd.DataFrame(out, columns=_columns(True, ci))
     frame.attrs.update({
         "design": "mixed" if bnames and wnames else ("within" if wnames else "between"),
