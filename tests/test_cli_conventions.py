@@ -18,7 +18,7 @@ from tomstats.cli import COMMANDS, build_parser
 REPO = Path(__file__).resolve().parents[1]
 
 #: Subcommands that show progress bars (long simulations, samplers, model calls).
-PROGRESS = ("reproduce", "simulate", "power", "stories", "evaluate", "fit")
+PROGRESS = ("reproduce", "simulate", "power", "stories", "evaluate", "fit", "report")
 #: Subcommands that write figures.
 FIGURES = ("reproduce", "simulate", "power")
 _FLAGS = (argparse._StoreTrueAction, argparse._StoreFalseAction,

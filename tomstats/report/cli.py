@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tomstats._cli_options import add_progress_argument, progress_wanted
 from tomstats._io import prepare_out_dir, prepare_out_file, replaced_dir
 from tomstats.analysis.sizes import check_bootstrap_size
 from tomstats.analysis.table import add_selection_arguments, parse_mapping
@@ -70,6 +71,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-boot", type=int, default=None, metavar="N",
                         help="evaluation logs: bootstrap resamples of the effect-size "
                              "intervals (default 2000; 0 leaves them out)")
+    add_progress_argument(parser, "fit reports: a line before each long phase (predictive "
+                                  "checks, PSIS-LOO, calibrated sweep)")
 
 
 def _check_out(out: str, fmt: str, force: bool) -> None:
@@ -129,7 +132,8 @@ def run_report(args: argparse.Namespace) -> int:
         draws = SWEEP_DRAWS if sweep_draws is None else sweep_draws
 
         def write(dest: Path) -> Path:
-            return write_fit_report(args.fit, dest, fmt, sweep_draws=draws, rope=rope)
+            return write_fit_report(args.fit, dest, fmt, sweep_draws=draws, rope=rope,
+                                    progress=progress_wanted(args))
     if fmt == "html":
         path = write(Path(out))
     else:  # the Markdown folder is written beside --out and swapped in whole

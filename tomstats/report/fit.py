@@ -12,14 +12,16 @@ posteriors with the prior table, trace/rank/energy plots, and provenance last.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import sys
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import arviz as az
 
-from tomstats.report._document import Document, check_output, write_document
+from tomstats.report._document import Document, Section, check_output, write_document
 from tomstats.report.posterior_sweep import SWEEP_DRAWS
-from tomstats.report.sections import SECTIONS, FitContext
+from tomstats.report.sections import SECTIONS, FitContext, checks, sweep
 from tomstats.report.sections._cells import cell_accuracy_table, fig_cell_accuracy
 from tomstats.report.sections._context import MAX_ELEMENTS
 from tomstats.report.sections.checks import calibration_table, loo_tables
@@ -44,6 +46,28 @@ __all__ = [
 ]
 
 _ENGINES = ("h5netcdf", "netcdf4")
+
+#: The sections that take long without a word (seconds to minutes on large fits), and the
+#: line announcing each on stderr when progress is wanted.
+_SLOW_SECTIONS = {
+    checks.ppc_section: "posterior predictive checks (a replicate data set per draw)",
+    checks.loo_section: "PSIS-LOO (leave-one-out cross-validation, one weight per draw and "
+                        "observation)",
+    sweep.section: "calibrated sweep (the paper's study at each thinned posterior draw)",
+}
+
+
+def _made(make: Callable[[FitContext], Section], ctx: FitContext, progress: bool) -> Section:
+    """``make(ctx)``, with one line on stderr before a slow section and its time after."""
+    what = _SLOW_SECTIONS.get(make) if progress else None
+    if what is None or (make is sweep.section and ctx.sweep_draws == 0):
+        return make(ctx)
+    print(f"report: {what} …", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    section = make(ctx)
+    print(f"report: {what.split(' (')[0]} done in {time.perf_counter() - t0:.1f} s",
+          file=sys.stderr, flush=True)
+    return section
 
 
 def load_fit(path: str | os.PathLike[str]) -> az.InferenceData:
@@ -92,7 +116,8 @@ def report_variables(idata: az.InferenceData) -> list[str]:
 
 def fit_document(idata: az.InferenceData, name: str = "fit", *,
                  sweep_draws: int = SWEEP_DRAWS,
-                 rope: Mapping[str, tuple[float, float]] | None = None) -> Document:
+                 rope: Mapping[str, tuple[float, float]] | None = None,
+                 progress: bool = False) -> Document:
     """Build the report :class:`~tomstats.report._document.Document` for a fit.
 
     Parameters
@@ -108,12 +133,15 @@ def fit_document(idata: az.InferenceData, name: str = "fit", *,
         ``{effect: (low, high)}`` regions of practical equivalence for the "Is there an
         effect?" section (:func:`tomstats.report.sections.effects.effects_section`), which
         follows the diagnostics verdict.
+    progress : bool
+        Print one line on stderr before each long silent phase (posterior predictive checks,
+        PSIS-LOO, the calibrated sweep) and its time after (``tomstats report --progress``).
     """
     from tomstats.report.sections.effects import effects_section
 
     effects = effects_section(idata, rope)  # an unknown --rope name: before any drawing
     ctx = FitContext(idata, name, sweep_draws)
-    made = [make(ctx) for make in SECTIONS]
+    made = [_made(make, ctx, progress) for make in SECTIONS]
     sections = (*made[:1], effects, *made[1:])
     post = idata.posterior
     subtitle = f"{name} · {int(post.sizes['chain'])} chains × {int(post.sizes['draw'])} draws"
@@ -123,6 +151,7 @@ def fit_document(idata: az.InferenceData, name: str = "fit", *,
 def write_fit_report(
     fit: str | os.PathLike[str], out: str | os.PathLike[str], fmt: str = "html", *,
     sweep_draws: int = SWEEP_DRAWS, rope: Mapping[str, tuple[float, float]] | None = None,
+    progress: bool = False,
 ) -> Path:
     """Write the report for a fit (netCDF) as HTML (one file) or Markdown + PNGs.
 
@@ -142,6 +171,8 @@ def write_fit_report(
         :data:`~tomstats.report.posterior_sweep.SWEEP_DRAWS`); 0 leaves it out.
     rope : mapping, optional
         Regions of practical equivalence per key effect (see :func:`fit_document`).
+    progress : bool
+        A line on stderr before each long silent phase (see :func:`fit_document`).
 
     Returns
     -------
@@ -157,4 +188,4 @@ def write_fit_report(
         return write_laplace_report(fit, out, fmt)
     idata = load_fit(fit)
     return write_document(fit_document(idata, Path(fit).name, sweep_draws=sweep_draws,
-                                       rope=rope), out, fmt)
+                                       rope=rope, progress=progress), out, fmt)
