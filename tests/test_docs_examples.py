@@ -109,3 +109,58 @@ def test_example_parser_finds_commands_and_outputs():
     (ex,) = ue.examples(text)
     assert ex.argv == ("tomstats", "anova", "a.csv", "--ci", "0.95")
     assert ex.output == "TABLE\nrow\n" == text[ex.start: ex.end]
+
+
+_FILE = re.compile(r"\.(jsonl|csv|tsv|parquet|nc|json|toml|txt)$")
+
+
+def _inputs_and_outputs(words: list[str]) -> tuple[list[str], list[str]]:
+    """The files a command reads (positional or option values with a data file's suffix, or
+    a folder given to ``--simulation``) and those it writes (``--out``)."""
+    ins, outs = [], []
+    for i, w in enumerate(words[2:], 2):
+        prev = words[i - 1].strip("[]")
+        value = w.split("=", 1)[-1].strip("[]")
+        if prev in ("--out", "-o"):
+            outs.append(value.rstrip("/"))
+        elif "$" not in value and (_FILE.search(value) or prev == "--simulation"):
+            ins.append(value.rstrip("/"))
+    return ins, outs
+
+
+def _placeholders(text: str) -> set[str]:
+    """Names the page's prose (outside code blocks) calls placeholders for the reader's own
+    files: backticked names in a paragraph that says "placeholder" or "your own"."""
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    names: set[str] = set()
+    for para in re.split(r"\n\s*\n", prose):
+        if "placeholder" in para or "your own" in para:
+            names.update(n.rstrip("/") for n in re.findall(r"`([^`\s]+)`", para))
+    return names
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_input_file_is_one_the_reader_has(page):
+    """Each file a docs command reads is shipped in the repository, written by an earlier
+    command on the same page, one of the real data sets under ``../shared/data``, or named a
+    placeholder for the reader's own file in the page's text."""
+    text = page.read_text(encoding="utf-8")
+    named = _placeholders(text)
+    made: set[str] = set()
+    missing = []
+    for block in re.findall(r"```(?:console|bash|shell)\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            for part in line.strip().removeprefix("$ ").split("&&"):
+                part = part.strip()
+                if not part.startswith("tomstats "):
+                    continue
+                ins, outs = _inputs_and_outputs(shlex.split(part, comments=True))
+                for name in ins:
+                    if not ((REPO / name).exists() or name in made or name in named
+                            or name.startswith("../shared/data/")
+                            or any(name.startswith(m + "/") for m in made)):
+                        missing.append(f"tomstats {part.split()[1]} … {name}")
+                made.update(outs)
+    assert not missing, (f"{page.name}: inputs the reader does not have (ship them, make them "
+                         f"earlier on the page, or call them placeholders for the reader's "
+                         f"own files): {missing}")
