@@ -213,3 +213,75 @@ def test_planning_glmm_type_one_error():
     # the text after the table repeats the Wald rate
     text = " ".join(PLANNING.read_text(encoding="utf-8").split())
     assert f"checks the {shown[0]} %" in text
+
+
+def _console_commands(page: Path, anchor: str) -> list[list[str]]:
+    """The ``tomstats`` commands of the first console block after ``anchor`` (continuation
+    lines joined), as argument lists."""
+    import shlex
+
+    text = page.read_text(encoding="utf-8")
+    block = text[text.index(anchor):].split("```console\n", 1)[1].split("```", 1)[0]
+    lines = block.replace("\\\n", " ").splitlines()
+    return [shlex.split(x.removeprefix("$ ")) for x in lines if x.startswith("$ tomstats ")]
+
+
+@pytest.mark.slow
+def test_planning_assurance_table(tmp_path):
+    """docs/planning.md, "Assurance": the page's two commands as printed — the structural fit
+    of the StorySim triplets (4 chains × 500 draws, the fit's default seed) and the power run
+    on its posterior (1,000 studies per value, seed 0) — give every cell of the table, the
+    fit's γ and sd quoted before it, and the interpolated sizes quoted after it (about 2 min
+    on two CPUs)."""
+    import json
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    shared = REPO.parent / "shared" / "data" / "storysim_items.csv"
+    if not shared.is_file():
+        pytest.skip("the StorySim table is absent (../shared/data/storysim_items.csv)")
+    anchor = "## Assurance: power given what real LLMs showed"
+    fit_cmd, power_cmd = _console_commands(PLANNING, anchor)
+    assert fit_cmd[1] == "fit" and power_cmd[1] == "power"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "simulations").symlink_to(REPO / "simulations")
+    (tmp_path / "shared").symlink_to(REPO.parent / "shared")
+    for cmd in (fit_cmd, power_cmd):
+        res = subprocess.run([sys.executable, "-m", "tomstats", *cmd[1:], "--no-progress"],
+                             cwd=repo, capture_output=True, text=True, timeout=1200,
+                             check=False)
+        assert res.returncode == 0, (cmd, res.stderr[-3000:])
+    out = repo / power_cmd[power_cmd.index("--out") + 1]
+    df = pd.read_csv(out / "power.csv")
+    text = PLANNING.read_text(encoding="utf-8")
+    rows = table_after(PLANNING, anchor)
+    shown = [float(v) for v in rows[0][1:]]
+    for label, *cells in rows[1:]:
+        test = re.search(r"`([^`]+)`", label).group(1)
+        kind = "assurance" if "assurance" in label else "plug-in"
+        sub = df[(df["kind"] == kind) & (df["test"] == test)]
+        got = dict(zip(sub["value"].astype(float), sub["power"], strict=True))
+        assert all(agrees(c, got[v]) for c, v in zip(cells, shown, strict=True)), (
+            label, cells, [got[v] for v in shown])
+    # the fit quoted before the table: γ and its posterior sd
+    from tomstats.glmm import load_fit
+
+    post = load_fit(repo / fit_cmd[fit_cmd.index("--out") + 1]).posterior["gamma"]
+    quoted = re.search(r"γ = ([\d.]+) \(sd ([\d.]+)\), with every model",
+                       " ".join(text[text.index(anchor):].split()))
+    assert quoted, "the sentence quoting the fit's γ is missing"
+    assert agrees(quoted.group(1), float(post.mean())), (quoted.group(1), float(post.mean()))
+    assert agrees(quoted.group(2), float(post.std())), (quoted.group(2), float(post.std()))
+    # the sizes after the table: "about N questions … for the ANOVA", assurance "about M"
+    targets = {(t["kind"], t["test"]): t for t in json.loads(
+        (out / "summary.json").read_text())["targets"]}
+    after = " ".join(text[text.index(anchor):].split())
+    sizes = re.search(r"80 % plug-in power comes at about (\d+) questions per cell and LLM "
+                      r"for the ANOVA, and .*? reaches it only at about (\d+)", after)
+    assert sizes, "the sentence giving the interpolated sizes is missing"
+    for quoted_n, key in zip(sizes.groups(), (("plug-in", "anova:tom_order"),
+                                              ("assurance", "anova:tom_order")), strict=True):
+        assert int(quoted_n) == round(targets[key]["interpolated"], -1), (quoted_n, key)
