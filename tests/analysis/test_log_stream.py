@@ -3,7 +3,7 @@
 :func:`tomstats.analysis.log_stream.read_log_stream` must equal
 :func:`tomstats.evaluate.log.read_log` (``errors="keep"``) on every log: the shipped SmolLM2
 log, a generated log with error records and retried keys, and a table of malformed logs
-(the same message, word for word). It refuses one thing more: a duplicated key in a record.
+(the same message, word for word), a record with a duplicated key included.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tomstats.analysis.log_stream import duplicated_key, read_log_stream
-from tomstats.evaluate.log import read_log
+from tomstats.analysis.log_stream import read_log_stream
+from tomstats.evaluate.log import duplicated_key, read_log
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "data" / "smollm2_storysim_log.jsonl"
@@ -98,6 +98,8 @@ MALFORMED = {
     "two-config-hashes": lambda r: (r + [{**r[0], "item_id": "new", "config_hash": "f" * 64}],
                                     (), "\n"),
     "empty": lambda r: ([], ("", "  "), "\n"),
+    "repeated-key": lambda r: (r[:5] + [json.dumps(r[5])[:-1] + ', "setting": "x"}'] + r[6:],
+                               (), "\n"),
 }
 
 
@@ -243,3 +245,77 @@ def test_clean_blocks_take_the_block_path(tmp_path: Path, small_blocks, monkeypa
     recs[9] = {**recs[9], "correct": 1.0, "status": "ok"}  # valid, but only record by record
     _same(_write(p, recs))
     assert 10 in calls
+
+
+# --------------------------------------------------------------------------- the msgspec path
+
+
+def test_clean_blocks_take_the_msgspec_path(tmp_path: Path, small_blocks, monkeypatch) -> None:
+    """A clean log is decoded by msgspec, only the fields used; a block with an object
+    within a record, a key written twice or keys in another order is read by orjson."""
+    import tomstats.analysis.log_stream as log_stream
+
+    calls: list[int] = []
+    parsed = log_stream._Reader._parsed
+    monkeypatch.setattr(log_stream._Reader, "_parsed",
+                        lambda self, raws, blob: (calls.append(len(raws)),
+                                                  parsed(self, raws, blob))[1])
+    recs = _records()
+    p = _write(tmp_path / "run.jsonl", recs)
+    _same(p)
+    assert calls == []
+    recs[7] = {**recs[7], "extra": {"a": 1}}
+    _same(_write(p, recs))
+    assert len(calls) == 1
+    calls.clear()
+    recs[7] = dict(reversed(list(recs[7].items())))  # the same keys, another order
+    _same(_write(p, recs))
+    assert len(calls) == 1
+
+
+_MUTATIONS = [
+    lambda s, r: s.replace('"seed": ', '"sEed": ', 1),              # a key renamed
+    lambda s, r: s.replace('"seed": ', '"seeds": ', 1),             # a key longer
+    lambda s, r: s.replace('"completion_tokens": ', '"completion_tokenz": ', 1),
+    lambda s, r: s.replace('"target": ', '"target" : ', 1),         # a blank, then the colon
+    lambda s, r: s[:-1] + ', "seed": 1}',                           # a key twice
+    lambda s, r: s.replace('"seed": 0, ', "", 1)[:-1] + ', "seed": 0}',  # moved to the end
+    lambda s, r: s.replace('"seed": 0, ', "", 1).replace('"answer"', '"seed": 0, "answer"', 1),
+    lambda s, r: s.replace('"response": ', '"response": ":) ", "x": ', 1),  # a colon value
+    lambda s, r: s.replace('"seed": 0', '"seed": {"seed": 0}', 1),  # an object within
+    lambda s, r: s.replace('"seed": ', '"\\u0073eed": ', 1),        # an escaped spelling
+    lambda s, r: s.replace('"seed": 0', '"seed": "a\\\\\\"b\\": 1"', 1),  # escapes in a value
+    lambda s, r: s.replace(', "seed": 0', "", 1),                   # a key left out
+    lambda s, r: s.replace('"answer": ', '"answer":', 1),           # other blanks: fine
+    lambda s, r: s,
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_flat_keys_never_vouches_for_a_wrong_block(seed: int) -> None:
+    """:func:`_flat_keys` says yes only when every line's keys, read by ``json`` with every
+    pair kept (the reference), are the first line's, once each, in order; a clean block
+    gets a yes."""
+    import random
+
+    import orjson
+
+    from tomstats.analysis.log_stream import _flat_keys
+
+    rng = random.Random(seed)
+    base = [json.dumps({**r, "seed": 0}) for r in _records(2, 10)]
+    keys = tuple(json.loads(base[0]))
+    blob = ("\n".join(base) + "\n").encode()
+    assert _flat_keys(blob, [len(x.encode()) for x in base], keys)
+    for _ in range(40):
+        lines = list(base)
+        for i in rng.sample(range(len(lines)), rng.choice([1, 2])):
+            lines[i] = rng.choice(_MUTATIONS)(lines[i], rng)
+        blob = ("\n".join(lines) + "\n").encode()
+        got = _flat_keys(blob, [len(x.encode()) for x in lines],
+                         tuple(orjson.loads(lines[0])))
+        first = json.loads(lines[0], object_pairs_hook=lambda kv: [k for k, _ in kv])
+        want = len(set(first)) == len(first) and all(
+            json.loads(x, object_pairs_hook=lambda kv: [k for k, _ in kv]) == first
+            for x in lines)
+        assert not got or want, lines

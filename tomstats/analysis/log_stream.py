@@ -3,16 +3,21 @@
 :func:`tomstats.evaluate.log.read_log` reads the whole file into one string, splits it,
 keeps every record as a dict and builds the frame from them: a 1.1 GB log of 1,000,000
 records took 49 s and 7.3 GB. :func:`read_log_stream` gives the same frame
-(``errors="keep"``) and refuses the same logs, reading a block of lines at a time: the
-block's records are parsed (orjson) and checked together, a column at a time (the runner's
-rules: :func:`tomstats.evaluate.log.check_record`); a block that fails a check is read again
-record by record with the runner's own checks, which name the first record at fault. Only
-the columns asked for are kept, with repeated strings shared: memory grows with those
-columns, not with the records' text (prompts, responses, hashes).
+(``errors="keep"``) and refuses the same logs, reading a block of lines at a time.
 
-It also refuses what the runner's reader lets through: a record with a duplicated key
-(``{"correct": 1, ..., "correct": 0}``: the last one used to win silently), naming the file,
-line and key.
+A block is read by msgspec, each record decoded into a struct of only the fields the frame
+and the runner's checks use (the checked ones typed as
+:func:`tomstats.evaluate.log.check_record` wants them; msgspec skips the others in C), when a
+scan of the block's bytes shows that every record is a flat object with the keys of the first,
+none twice (:func:`_flat_keys`). Otherwise the block's records are parsed whole (orjson) and
+checked together, their keys counted against the keys written; a block that fails a check is
+read again record by record with the runner's own checks, which name the first record at
+fault. Only the columns asked for are kept, with repeated strings shared: memory grows with
+those columns, not with the records' text (prompts, responses, hashes).
+
+A record with a duplicated key (``{"correct": 1, ..., "correct": 0}``) is refused, as the
+runner's reader refuses it (:func:`tomstats.evaluate.log.check_unique_keys`), naming the
+file, line and key.
 """
 
 from __future__ import annotations
@@ -21,82 +26,24 @@ import gc
 import json
 import operator
 import os
-import re
 from array import array
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import msgspec
+import numpy as np
 import orjson
 import pandas as pd
 
 from tomstats._validate import read_text
 
-__all__ = ["duplicated_key", "read_log_stream"]
+__all__ = ["read_log_stream"]
 
 #: Columns with few distinct strings (one object each is kept, not one per record).
 _SHARED = ("model", "question_type", "agents", "target", "setting", "generator",
            "belief_status", "same_as", "answer", "parsed_answer", "error_category", "status",
            "error", "config_hash")
-#: The end of a key in raw JSON: a closing quote, blanks, a colon.
-_KEY_END = re.compile(rb'"\s*:')
-#: A closing quote followed by a blank (one search instead of a count per blank).
-_QUOTE_BLANK = re.compile(rb'"\s')
-
-
-def _n_keys(v: Any) -> int:
-    """Keys of every object in a parsed JSON value."""
-    if isinstance(v, dict):
-        return len(v) + sum(_n_keys(x) for x in v.values() if isinstance(x, (dict, list)))
-    if isinstance(v, list):
-        return sum(_n_keys(x) for x in v if isinstance(x, (dict, list)))
-    return 0
-
-
-def _first_duplicate(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: set[str] = set()
-    for k, _ in pairs:
-        if k in seen:
-            raise _Duplicate(k)
-        seen.add(k)
-    return dict(pairs)
-
-
-class _Duplicate(Exception):
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
-def _key_count(raw: bytes) -> int:
-    """Keys written in the valid JSON text ``raw`` (each occurrence; one line or many).
-
-    Escaped backslashes (``\\\\``) and then escaped quotes (``\\"``) are removed first
-    (left to right, as JSON reads them), so that every quote left delimits a string; a string
-    followed by blanks and a colon is a key, and nothing else is.
-    """
-    if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    if _QUOTE_BLANK.search(raw):
-        return len(_KEY_END.findall(raw))
-    return raw.count(b'":')
-
-
-def duplicated_key(line: bytes | str, parsed: Any) -> str | None:
-    """The first key that appears twice in one object of the JSON text ``line``, or ``None``.
-
-    ``parsed`` is ``line`` already parsed. Fast path: the keys written in the line
-    (:func:`_key_count`) number the keys of the parsed objects exactly when no key repeats
-    (a repeated key is kept once); otherwise the line is parsed again, pairs kept, to name it.
-    """
-    raw = line.encode("utf-8") if isinstance(line, str) else line
-    n = len(parsed) if raw.count(b"{") == 1 and isinstance(parsed, dict) else _n_keys(parsed)
-    if _key_count(raw) == n:
-        return None
-    try:
-        json.loads(raw, object_pairs_hook=_first_duplicate)
-    except _Duplicate as dup:
-        return dup.key
-    return None
 
 
 def _loads(raw: bytes, p: Path, lineno: int, torn: bool) -> Any:
@@ -130,11 +77,85 @@ _NULLABLE = ("correct", "mislead_distance")
 _OUTCOMES = frozenset({("ok", int, 0), ("ok", int, 1), ("error", type(None), None)})
 
 
-#: The fields checked a block at a time, and their getter.
+#: The fields checked a block at a time.
 _CHECKED = ("format", "status", "correct", "sample", "tom_order", "context_words", "model",
             "item_id")
-_GET_CHECKED = operator.itemgetter(*_CHECKED)
 _STR_OR_NONE = frozenset({str, type(None)})
+#: The checked fields as msgspec reads them: what :func:`tomstats.evaluate.log.check_record`
+#: accepts (``correct`` with its status: :data:`_TYPED_OUTCOMES`; the format: the one read).
+_TYPED: dict[str, Any] = {
+    "status": Literal["ok", "error"],
+    "correct": Literal[0, 1] | None, "model": Annotated[str, msgspec.Meta(min_length=1)],
+    "item_id": Annotated[str, msgspec.Meta(min_length=1)],
+    **dict.fromkeys(("sample", "tom_order", "context_words"),
+                    Annotated[int, msgspec.Meta(ge=0)]),
+}
+_TYPED_OUTCOMES = frozenset({("ok", 0), ("ok", 1), ("error", None)})
+#: The fields :func:`tomstats.evaluate.log.belief_status` reads.
+_BELIEF = ("belief_status", "question_type", "tom_order", "last_location", "answer",
+           "generator")
+#: Bytes of JSON's structure that :func:`_flat_keys` looks for.
+_QUOTE, _COLON, _BRACE, _NEWLINE, _BACKSLASH = b'":{\n\\'
+#: The last 0 to 8 bytes of a little-endian 64-bit word.
+_HIGH = np.array([~((1 << (8 * (8 - i))) - 1) & (2**64 - 1) for i in range(9)],
+                 dtype=np.uint64)
+
+
+def _flat_keys(blob: bytes, lengths: Sequence[int], keys: Sequence[str]) -> bool:
+    """Whether every line of ``blob`` (valid JSON objects of ``lengths`` bytes, each followed
+    by a newline) is a flat object whose keys are ``keys`` (the first line's, none twice), in
+    that order, each written as itself; ``False`` when that cannot be shown (the caller then
+    reads the block another way).
+
+    A few NumPy passes over the block's bytes. Escaped backslashes and then escaped quotes are
+    removed (as :func:`tomstats.evaluate.log.key_count` does), so that every quote left
+    delimits a string. A colon preceded by a blank: unsure. Every other key ends with a quote
+    followed by a colon (as may a string value that begins with a colon); a line must hold
+    ``len(keys)`` of these, the ``j``-th preceded by ``"`` and ``keys[j]`` (compared eight
+    bytes at a time). Such bytes are a key: were that quote not a key's opening one, the key's
+    first character would follow a string outside strings, where only ``,:}]`` and blanks may
+    stand (keys starting with one of these: unsure). One brace a line: no object within.
+    """
+    k, n = len(keys), len(lengths)
+    spelt = [b'"' + key.encode("utf-8") for key in keys]
+    if not k or any(s[1:2] in b",:}] \t\r\n" or b"\\" in s for s in spelt):
+        return False
+    if _BACKSLASH in blob:
+        blob = blob.replace(b"\\\\", b"").replace(b'\\"', b"")
+    a = np.frombuffer(blob, dtype=np.uint8)
+    if np.count_nonzero(a == _BRACE) != n:
+        return False  # an object within a record, or a brace within a string: unsure
+    colons = np.flatnonzero(a == _COLON)
+    before = a[colons - 1]  # (no line starts with a colon)
+    if (before <= ord(" ")).any():
+        return False  # maybe a key, blanks, then its colon
+    close = colons[before == _QUOTE] - 1
+    size = np.array(list(map(len, spelt)))
+    longest = int(size.max())
+    if len(close) != n * k:
+        return False
+    ends = (np.cumsum(np.fromiter(lengths, dtype=np.int64, count=n) + 1) - 1
+            if len(a) == sum(lengths) + n else np.flatnonzero(a == _NEWLINE))
+    rows = close.reshape(n, k)
+    if len(ends) != n or (rows[1:, 0] <= ends[:-1]).any() or (rows[:, -1] >= ends).any():
+        return False  # not k of them on every line
+    if any(blob[j - len(s):j] != s for s, j in zip(spelt, rows[0].tolist(), strict=True)):
+        return False  # the first line, in Python; the others eight bytes at a time:
+    if n == 1:
+        return True
+    rows = rows[1:]
+    if rows[0, 0] < longest + 8:
+        return False
+    words = np.ndarray((len(a) - 7,), dtype="<u8", buffer=a, strides=(1,))
+    for w in range(0, longest, 8):  # the bytes ending w bytes before each closing quote
+        j = np.flatnonzero(size > w)  # the keys that long
+        mask = _HIGH[np.minimum(size[j] - w, 8)]
+        want = np.array([int.from_bytes((bytes(w + 8) + s)[len(s):len(s) + 8], "little")
+                         for s in spelt], dtype=np.uint64)[j] & mask
+        at = rows if len(j) == k else rows[:, j]
+        if not ((words[at - (w + 8)] & mask) == want).all():
+            return False
+    return True
 
 
 class _Fallback(Exception):
@@ -142,10 +163,18 @@ class _Fallback(Exception):
 
 
 class _Reader:
-    """The frame's columns collected block by block, and what the checks need across blocks."""
+    """The frame's columns collected block by block, and what the checks need across blocks.
+
+    Each block is read by the first of three paths that succeeds: msgspec, decoding only the
+    fields the frame and the checks use, when every record of the block is a flat object with
+    the keys of its first record (:func:`_flat_keys`; the runner writes every record with
+    the same keys); orjson, every record whole, its keys counted against the keys written
+    (:func:`tomstats.evaluate.log.key_count`); record by record, with the runner's checks and
+    messages.
+    """
 
     def __init__(self, p: Path, columns: list[str]) -> None:
-        from tomstats.evaluate.log import REQUIRED_FIELDS
+        from tomstats.evaluate.log import LOG_FORMAT, REQUIRED_FIELDS
 
         self.p = p
         self.out = columns
@@ -157,8 +186,17 @@ class _Reader:
         self.row_of: dict[tuple[Any, Any, Any], int] = {}
         self.line_of = array("q")
         self.first_format: tuple[int, Any] | None = None
+        fields = list(dict.fromkeys([*_CHECKED, *self.names,
+                                     *(_BELIEF if "belief_status" in self.names else ())]))
+        # the checked fields typed as the runner's checks want them (msgspec refuses a bool
+        # or a float for an int), the others any JSON value; a field that may be absent: None
+        typed = {**_TYPED, "format": Literal[LOG_FORMAT]}  # the one format read
+        record = msgspec.defstruct(
+            "_Record", [(f, typed.get(f, Any)) if f in self.required else (f, Any, None)
+                        for f in fields], kw_only=True, gc=False)
+        self.decode = msgspec.json.Decoder(record).decode
 
-    # ------------------------------------------------------------------ the fast path
+    # ------------------------------------------------------------------ the fast paths
     def block(self, blob: bytes, first: int, *, last: bool = False) -> int:
         """Read the lines of ``blob``, which ends with a newline unless it is the file's
         ``last`` piece (``first``: the first line's number); returns the lines read."""
@@ -167,26 +205,63 @@ class _Reader:
             lines.pop()  # the empty piece after the final newline
         linenos: Sequence[int] = range(first, first + len(lines))
         raws: Sequence[bytes] = lines
-        if b"" in lines or any(map(bytes.isspace, lines)):  # blank lines: skipped
+        clean = not (b"" in lines or any(map(bytes.isspace, lines)))
+        if not clean:  # blank lines: skipped
             numbered = [(i, raw) for i, raw in zip(linenos, lines, strict=True)
                         if raw and not raw.isspace()]
             linenos, raws = zip(*numbered, strict=True) if numbered else ((), ())
-        if raws:
+        if not raws:
+            return len(lines)
+        try:
+            if not (clean and blob.endswith(b"\n")):
+                raise _Fallback
+            field, recs = self._decoded(raws, blob)
+        except _Fallback:
             try:
-                recs, got = self._checked(raws, blob)
+                field, recs = self._parsed(raws, blob)
             except _Fallback:
                 for i, (lineno, raw) in enumerate(zip(linenos, raws, strict=True)):
                     self.one(raw, lineno, torn=last and i == len(raws) - 1)
-            else:
-                self._commit(recs, linenos, got)
+                return len(lines)
+        self._commit(field, linenos, len(raws))
         return len(lines)
 
-    def _checked(self, raws: Sequence[bytes], blob: bytes
-                 ) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
-        """The block's records and the checked columns when every check passes at once; else
-        :class:`_Fallback` (the record-by-record path then raises the runner's message for the
-        first record at fault)."""
+    def _decoded(self, raws: Sequence[bytes], blob: bytes) -> tuple[Any, list[Any]]:
+        """The block read by msgspec, only the fields used, when every record is a flat object
+        with the same keys, all the required ones, and passes the runner's checks; else
+        :class:`_Fallback`."""
         from tomstats.evaluate.log import LOG_FORMAT
+
+        if not blob.isascii():
+            try:  # msgspec does not check the strings it skips
+                blob.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _Fallback from None
+        try:
+            recs = list(map(self.decode, raws))
+        except (ValueError, RecursionError):  # msgspec's errors are ValueErrors
+            raise _Fallback from None
+        try:  # the first record's keys, in order (one of each)
+            keys = tuple(orjson.loads(raws[0]))
+        except orjson.JSONDecodeError:
+            raise _Fallback from None
+        if not (self.required.issubset(keys) and _flat_keys(blob, list(map(len, raws)), keys)):
+            raise _Fallback
+
+        def field(c: str) -> list[Any]:
+            return list(map(operator.attrgetter(c), recs))
+
+        if not set(zip(field("status"), field("correct"), strict=True)) <= _TYPED_OUTCOMES:
+            raise _Fallback  # the types are msgspec's; the pairs are not
+        if self.first_format is None:
+            self.first_format = (-1, LOG_FORMAT)  # the line is set when the block is added
+        return field, recs
+
+    def _parsed(self, raws: Sequence[bytes], blob: bytes) -> tuple[Any, list[Any]]:
+        """The block read by orjson, every record whole, when every check passes at once;
+        else :class:`_Fallback` (the record-by-record path then raises the runner's message
+        for the first record at fault)."""
+        from tomstats.evaluate.log import key_count, parsed_key_count
 
         try:
             recs = list(map(orjson.loads, raws))
@@ -195,36 +270,55 @@ class _Reader:
             # no key repeats in any record: the keys written number the keys parsed (each
             # written key is counted, a repeated one is parsed once; see duplicated_key)
             # (the top-level keys first: equal, there are no nested objects either)
-            written = _key_count(blob)
-            if written != sum(map(len, recs)) and written != sum(map(_n_keys, recs)):
+            written = key_count(blob)
+            if (written != sum(map(len, recs))
+                    and written != sum(map(parsed_key_count, recs))):
                 raise _Fallback
             # a field missing: the records of one writer share one order of keys
             if not all(map(self.required.issubset, set(map(tuple, recs)))):
                 raise _Fallback
-            got = dict(zip(_CHECKED, zip(*map(_GET_CHECKED, recs), strict=True),
-                           strict=True))
+        except (orjson.JSONDecodeError, TypeError):  # TypeError: an unhashable value
+            raise _Fallback from None
+        required = self.required
+
+        def field(c: str) -> list[Any]:
+            if c in required:
+                return list(map(operator.itemgetter(c), recs))
+            return [r.get(c) for r in recs]
+
+        self._check_block(field)
+        return field, recs
+
+    def _check_block(self, field: Any) -> None:
+        """The runner's checks of a block's records, a column at a time (``field(name)``: the
+        column); :class:`_Fallback` when one fails."""
+        from tomstats.evaluate.log import LOG_FORMAT
+
+        try:
             fmt = self.first_format[1] if self.first_format else LOG_FORMAT
-            if set(got["format"]) != {fmt}:
+            if set(field("format")) != {fmt}:
                 raise _Fallback
-            if not set(zip(got["status"], map(type, got["correct"]), got["correct"],
+            correct = field("correct")
+            if not set(zip(field("status"), map(type, correct), correct,
                            strict=True)) <= _OUTCOMES:
                 raise _Fallback
             for c in ("sample", "tom_order", "context_words"):
-                if set(map(type, got[c])) != {int} or min(got[c]) < 0:
+                col = field(c)
+                if set(map(type, col)) != {int} or min(col) < 0:
                     raise _Fallback
             for c in ("model", "item_id"):
-                if set(map(type, got[c])) != {str} or not all(got[c]):
+                col = field(c)
+                if set(map(type, col)) != {str} or not all(col):
                     raise _Fallback
-        except (orjson.JSONDecodeError, TypeError):  # TypeError: an unhashable value
+        except TypeError:  # an unhashable value
             raise _Fallback from None
         if self.first_format is None:
             self.first_format = (-1, fmt)  # the line is set when the block is added
-        return recs, got
 
     # ------------------------------------------------------------------ the exact path
     def one(self, raw: bytes, lineno: int, *, torn: bool = False) -> None:
         """One line, checked as :func:`tomstats.evaluate.log.checked_records` checks it."""
-        from tomstats.evaluate.log import LOG_FORMAT, check_record
+        from tomstats.evaluate.log import LOG_FORMAT, check_record, check_unique_keys
 
         p = self.p
         rec = _loads(raw, p, lineno, torn)
@@ -233,11 +327,7 @@ class _Reader:
         if not isinstance(rec, dict):
             raise ValueError(f"{p}:{lineno}: a record must be a JSON object, "
                              f"got {type(rec).__name__}")
-        dup = duplicated_key(raw, rec)
-        if dup is not None:
-            raise ValueError(f"{p}:{lineno}: the key {dup!r} appears twice in one record; "
-                             "a record with a repeated key is ambiguous (which value "
-                             "counts?)")
+        check_unique_keys(p, lineno, raw, rec)
         fmt = rec.get("format")
         if self.first_format is None:
             self.first_format = (lineno, fmt)
@@ -248,32 +338,31 @@ class _Reader:
             raise ValueError(f"{p}:{lineno}: mixed log format versions: {fmt!r} here, "
                              f"{self.first_format[1]!r} on line {self.first_format[0]}")
         check_record(p, lineno, rec)
-        self._commit([rec], (lineno,))
+        self._commit(lambda c: [rec.get(c)], (lineno,), 1)
 
-    # ------------------------------------------------------------------ both
-    def _commit(self, recs: list[dict[str, Any]], linenos: Sequence[int],
-                got: dict[str, list[Any]] | None = None) -> None:
-        """Add checked records (``got``: columns already taken from them): new keys as rows,
-        a later record of a key in its row."""
+    # ------------------------------------------------------------------ all
+    def _column(self, c: str, field: Any, n: int) -> list[Any]:
+        """The frame's column ``c`` of ``n`` records (``field(name)``: a field of each)."""
         from tomstats.evaluate.log import belief_status
 
+        if c == "agents":
+            return [">".join(a) if isinstance(a, list) else str(a or "") for a in field(c)]
+        if c == "belief_status":
+            fields = [field(f) for f in _BELIEF]
+            return [belief_status(dict(zip(_BELIEF, v, strict=True)))
+                    for v in zip(*fields, strict=True)] if n else []
+        if c == "same_as":
+            return [v or "" for v in field(c)]
+        return field(c)
+
+    def _commit(self, field: Any, linenos: Sequence[int], n: int) -> None:
+        """Add ``n`` checked records (``field(name)``: that field of each): new keys as rows,
+        a later record of a key in its row."""
         if self.first_format is not None and self.first_format[0] == -1:
             self.first_format = (linenos[0], self.first_format[1])
         new: dict[str, list[Any]] = {}
         for c in self.names:
-            if c == "agents":
-                col = [">".join(a) if isinstance(a, list) else str(a or "")
-                       for a in map(operator.itemgetter(c), recs)]
-            elif c == "belief_status":
-                col = list(map(belief_status, recs))
-            elif c == "same_as":
-                col = [r.get(c) or "" for r in recs]
-            elif got is not None and c in got:
-                col = got[c]
-            elif c in self.required:
-                col = list(map(operator.itemgetter(c), recs))
-            else:
-                col = [r.get(c) for r in recs]
+            col = self._column(c, field, n)
             if c in _SHARED:
                 sh = self.shared
                 if set(map(type, col)) <= _STR_OR_NONE:  # (not 1 for True, as a dict would)
@@ -330,17 +419,16 @@ def _read_blocks(p: Path, names: list[str]) -> tuple[dict[str, list[Any]], dict[
     reader = _Reader(p, names)
     lineno = 1
     with open(p, "rb") as fh:
-        pieces: list[bytes] = []  # of a line not ended yet
         while chunk := fh.read(_BLOCK_BYTES):
-            cut = chunk.rfind(b"\n") + 1
-            if not cut:
-                pieces.append(chunk)
+            if not chunk.endswith(b"\n"):
+                chunk += fh.readline()  # the rest of its last line
+            if chunk.endswith(b"\n"):
+                lineno += reader.block(chunk, lineno)
                 continue
-            lineno += reader.block(b"".join([*pieces, chunk[:cut]]), lineno)
-            pieces = [chunk[cut:]]
-        tail = b"".join(pieces)
-        if tail:  # a last line without its newline
-            reader.block(tail, lineno, last=True)
+            cut = chunk.rfind(b"\n") + 1  # the file's end: a last line without its newline
+            if cut:
+                lineno += reader.block(chunk[:cut], lineno)
+            reader.block(chunk[cut:], lineno, last=True)
     if not reader.line_of:
         raise ValueError(f"evaluation log {str(p)!r} holds no records")
     return reader.cols, reader.check_hashes()
@@ -351,12 +439,13 @@ def read_log_stream(path: str | os.PathLike[str],
     """:func:`tomstats.evaluate.log.read_log` with ``errors="keep"``, read as a stream.
 
     The same frame (columns, dtypes, order, ``attrs``) and the same refusals (a malformed
-    record, mixed formats, two answers for one key, two configuration hashes for a model, an
-    empty log), plus one more: a record with a duplicated key.
+    record, a record with a duplicated key, mixed formats, two answers for one key, two
+    configuration hashes for a model, an empty log).
 
-    The log is read in blocks of about :data:`_BLOCK_BYTES`: each block's lines are parsed
-    (orjson) and checked at once, column by column; a block that fails any check is read
-    again line by line with the runner's own checks, which name the first record at fault.
+    The log is read in blocks of about :data:`_BLOCK_BYTES`, each decoded (msgspec, only the
+    fields used, or orjson) and checked at once, column by column; a block that fails any
+    check is read again line by line with the runner's own checks, which name the first
+    record at fault (see the module's docstring).
 
     Parameters
     ----------

@@ -11,6 +11,8 @@ overflow (which would fail again) are skipped, keys whose last record is another
 tried again. So a key may hold error records followed by at most one answered record;
 :func:`read_log` keeps the last record of each key and refuses two answered records for
 one key.
+A record that holds one key twice (``{"correct": 1, ..., "correct": 0}``: which value
+counts?) is refused, naming the line and the key (:func:`check_unique_keys`).
 
 Records are written with one ``write`` call each on a file opened for appending and are
 visible to readers as soon as they are complete. A run killed mid-write can leave a torn last
@@ -34,6 +36,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import socket
 import stat
 import sys
@@ -50,7 +53,8 @@ from tomstats._io import atomic_write_text
 from tomstats._validate import read_text
 
 __all__ = ["LOG_FORMAT", "REQUIRED_FIELDS", "LogLock", "LogLocked", "LogWriter", "RepairResult",
-           "belief_status", "check_not_link", "check_record", "open_nofollow", "read_log",
+           "belief_status", "check_not_link", "check_record", "check_unique_keys",
+           "duplicated_key", "key_count", "open_nofollow", "parsed_key_count", "read_log",
            "read_records", "repair_log", "repair_tail"]
 
 #: Version tag of every log record.
@@ -77,6 +81,84 @@ COLUMNS = (
 )
 
 Key = tuple[str, str, int]
+
+
+# --------------------------------------------------------------------------- repeated keys
+
+#: The end of a key in raw JSON: a closing quote, blanks, a colon.
+_KEY_END = re.compile(rb'"\s*:')
+#: A closing quote followed by a blank (one search instead of a count per blank).
+_QUOTE_BLANK = re.compile(rb'"\s')
+
+
+def parsed_key_count(v: Any) -> int:
+    """Keys of every object in the parsed JSON value ``v`` (those within included)."""
+    if isinstance(v, dict):
+        return len(v) + sum(parsed_key_count(x) for x in v.values() if isinstance(x, (dict, list)))
+    if isinstance(v, list):
+        return sum(parsed_key_count(x) for x in v if isinstance(x, (dict, list)))
+    return 0
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _first_duplicate(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for k, _ in pairs:
+        if k in seen:
+            raise _Duplicate(k)
+        seen.add(k)
+    return dict(pairs)
+
+
+def key_count(raw: bytes) -> int:
+    """Keys written in the valid JSON text ``raw`` (each occurrence; one line or many).
+
+    Escaped backslashes (``\\\\``) and then escaped quotes (``\\"``) are removed first
+    (left to right, as JSON reads them), so that every quote left delimits a string; a string
+    followed by blanks and a colon is a key, and nothing else is.
+    """
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    if _QUOTE_BLANK.search(raw):
+        return len(_KEY_END.findall(raw))
+    return raw.count(b'":')
+
+
+def duplicated_key(line: bytes | str, parsed: Any) -> str | None:
+    """The first key that appears twice in one object of the JSON text ``line``, or ``None``.
+
+    ``parsed`` is ``line`` already parsed (by any JSON reader: each keeps one value of a
+    repeated key). Fast path: the keys written in the line (:func:`key_count`) number the keys
+    of the parsed objects exactly when no key repeats; otherwise the line is parsed again,
+    pairs kept, to name it.
+    """
+    raw = line.encode("utf-8") if isinstance(line, str) else line
+    flat = raw.count(b"{") == 1 and isinstance(parsed, dict)
+    n = len(parsed) if flat else parsed_key_count(parsed)
+    if key_count(raw) == n:
+        return None
+    try:
+        json.loads(raw, object_pairs_hook=_first_duplicate)
+    except _Duplicate as dup:
+        return dup.key
+    return None
+
+
+def check_unique_keys(p: Path, lineno: int, line: bytes | str, rec: Any) -> None:
+    """Refuse a record (``line``, parsed: ``rec``) in which one object holds a key twice.
+
+    JSON readers keep one of the values without a word (the last, for Python's): a record
+    ``{"correct": 1, ..., "correct": 0}`` is ambiguous, so the log is refused, naming the file,
+    the line and the key.
+    """
+    dup = duplicated_key(line, rec)
+    if dup is not None:
+        raise ValueError(f"{p}:{lineno}: the key {dup!r} appears twice in one record; "
+                         "a record with a repeated key is ambiguous (which value counts?)")
 
 
 def record_key(rec: Mapping[str, Any]) -> Key:
@@ -143,6 +225,7 @@ def read_records(path: str | os.PathLike[str], *,
         if not isinstance(rec, dict):
             raise ValueError(f"{p}:{lineno}: a record must be a JSON object, "
                              f"got {type(rec).__name__}")
+        check_unique_keys(p, lineno, line, rec)
         yield lineno, rec
 
 
