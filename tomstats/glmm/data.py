@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tomstats._expr import FORMULA_CONTEXT, check_terms
+from tomstats._expr import FORMULA_CONTEXT, Query, check_formula, check_terms
 from tomstats._validate import check_keys, check_type, closest_hint
-from tomstats.analysis.table import read_evaluation
+from tomstats.analysis.table import read_evaluation, used_columns
 from tomstats.glmm._hints import InputError, column_hint, hint, option_hint
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec, half_normal, lkj, normal, parse_formula
 
@@ -46,6 +46,7 @@ __all__ = [
     "prepare_data",
     "read_table",
     "build_design",
+    "fit_columns",
     "formula_matrices",
     "group_codes",
     "formula_variables",
@@ -94,12 +95,37 @@ def read_table(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.Data
     return df
 
 
-def _read_table(path: str | os.PathLike[str], errors: str = "drop") -> pd.DataFrame:
-    """:func:`read_table` without the warning (the command line prints its own note)."""
+def _read_table(path: str | os.PathLike[str], errors: str = "drop", *,
+                model: str | None = None, columns: Mapping[str, str] | None = None,
+                query: Query | None = None) -> pd.DataFrame:
+    """:func:`read_table` without the warning (the command line prints its own note).
+
+    With ``model`` (and the fit's ``columns`` mapping and ``query``), only the file's columns
+    that fit reads (:func:`fit_columns`) are read.
+    """
     check_type(path, (str, os.PathLike), "path", "a path to an evaluation log")
     if errors not in ERROR_POLICIES:
         raise ValueError(f"errors must be 'drop' or 'keep', got {errors!r}")
-    return _apply_error_policy(read_evaluation(path), errors)
+    if model is None:
+        return _apply_error_policy(read_evaluation(path), errors)
+    usecols, maybe = used_columns(columns, query, *fit_columns(model))
+    return _apply_error_policy(read_evaluation(path, usecols, maybe), errors)
+
+
+def fit_columns(model: str) -> tuple[list[str], list[str]]:
+    """The standard columns a fit of ``model`` reads: ``(needed, optional)``, as
+    :func:`tomstats.analysis.table.used_columns` takes them.
+
+    A formula's variables (``log_context`` is made from ``context_words`` when the data lack
+    it; ``item`` from ``item_id``: both optional), else the structural model's covariates;
+    optional: the outcome's forms, ``model``, ``item`` and ``status`` (the error policy).
+    """
+    optional = ["correct", "successes", "trials", "model", "item", "status"]
+    if "~" not in model:
+        return ["tom_order", "context_words"], optional
+    names = ["context_words" if v == "log_context" else v
+             for v in check_formula(model).variables]
+    return [v for v in dict.fromkeys(names) if v != "item"], [*optional, "log_context"]
 
 
 def _apply_error_policy(df: pd.DataFrame, errors: str) -> pd.DataFrame:

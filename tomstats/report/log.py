@@ -321,7 +321,11 @@ def log_document(
         Bad input, as ``tomstats summarize`` / ``tomstats anova`` report it.
     """
     src = str(source)
-    df = load_table(source, dict(columns or {}), query)
+    # only the columns the page uses (the bootstrap's unit: story_id, else item_id or item)
+    df = load_table(source, dict(columns or {}), query,
+                    needed=["correct", "context_words", "tom_order"],
+                    optional=["model", "status", "error_category", "story_id", "item_id",
+                              "item"])
     group = "model" if "model" in df.columns and df["model"].nunique() > 1 else None
     by = "model" if "model" in df.columns else None
     cells = summarize(df, by=[by] if by else [], level=level)
