@@ -140,3 +140,61 @@ def test_precious_out_refused_before_work(where: str, tmp_path: Path, monkeypatc
     assert rc == 2 and len(err) == 1 and words in err[0] and "--out" in err[0], err
     assert (work / "keep.txt").read_text() == "keep"
     assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == [".git", "sub"]
+
+
+def _store_program(tmp_path: Path, monkeypatch) -> Path:
+    """The samplers' compiled-program store (glmm._nuts) writes one program file."""
+    import tomstats.glmm._nuts as nuts
+
+    class Exported:
+        def serialize(self) -> bytes:
+            return b"program"
+
+    monkeypatch.setattr(nuts, "_export_dir", lambda: tmp_path)
+    nuts._store("sig", {"init": Exported()})
+    return tmp_path / "sig-init.bin"
+
+
+def _store_response(tmp_path: Path, monkeypatch) -> Path:
+    """The evaluation's response cache writes one entry."""
+    from tomstats.evaluate.cache import Completion, ResponseCache
+
+    cache = ResponseCache(tmp_path)
+    cache.put("c" * 64, "ab" + "0" * 62, Completion("hallway"))
+    return cache._path("c" * 64, "ab" + "0" * 62)
+
+
+@pytest.mark.parametrize("store", [_store_program, _store_response])
+def test_caches_write_temporaries_that_cleanup_knows(store, tmp_path: Path,
+                                                     monkeypatch) -> None:
+    """A cache's temporary carries its writer's pid, so a dead writer's is removed when the
+    entry is written again, and a live writer's is kept."""
+    dead, live = _dead_pid(), os.getppid()
+    seen: list[str] = []
+    real = io.atomic_path
+
+    def spy(path):  # the names of the temporaries the caches make
+        cm = real(path)
+        tmp = cm.__enter__()
+        seen.append(tmp.name)
+
+        class _Cm:
+            def __enter__(self):
+                return tmp
+
+            def __exit__(self, *exc):
+                return cm.__exit__(*exc)
+        return _Cm()
+
+    monkeypatch.setattr(io, "atomic_path", spy)
+    target = store(tmp_path, monkeypatch)
+    assert target.is_file()
+    assert len(seen) == 1 and f".{target.name}.{os.getpid()}." in seen[0]
+    stale = target.parent / f".{target.name}.{dead}.k1ll3d.tmp"
+    alive = target.parent / f".{target.name}.{live}.wr1t1ng.tmp"
+    stale.write_bytes(b"half")
+    alive.write_bytes(b"half")
+    store(tmp_path, monkeypatch)
+    assert not stale.exists() and alive.exists() and target.is_file()
+    assert sorted(p.name for p in target.parent.iterdir() if p.name.endswith(".tmp")) == [
+        alive.name]

@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["add_out_arguments", "atomic_path", "atomic_write_text", "clean_stale",
+__all__ = ["add_out_arguments", "atomic_path", "atomic_write_bytes", "atomic_write_text",
+           "clean_stale",
            "ensure_writable_dir", "ensure_writable_file", "json_dumps", "prepare_out_dir",
            "prepare_out_file", "replaced_dir", "sha256_text", "staged_files"]
 
@@ -172,6 +173,12 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` atomically (temporary file, then rename)."""
     with atomic_open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, then rename)."""
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
 
 
 def ensure_writable_dir(path: str | os.PathLike[str], field: str = "--out") -> Path:

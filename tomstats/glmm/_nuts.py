@@ -45,7 +45,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +56,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tomstats._io import atomic_write_bytes
 from tomstats._version import __version__
 
 __all__ = ["Runner", "runner", "run_chains", "chain_groups", "usable_cpus", "tree_depths",
@@ -146,11 +146,8 @@ def _store(sig: str, exported: Mapping[str, Any]) -> None:
         return
     try:
         d.mkdir(parents=True, exist_ok=True)
-        for name, exp in exported.items():
-            fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{sig}-{name}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(exp.serialize())
-            os.replace(tmp, d / f"{sig}-{name}.bin")
+        for name, exp in exported.items():  # (temporaries named with the pid: _io)
+            atomic_write_bytes(d / f"{sig}-{name}.bin", exp.serialize())
     except (OSError, ImportError):  # a read-only or full cache: run without storing
         return
 
