@@ -319,3 +319,24 @@ def test_flat_keys_never_vouches_for_a_wrong_block(seed: int) -> None:
             json.loads(x, object_pairs_hook=lambda kv: [k for k, _ in kv]) == first
             for x in lines)
         assert not got or want, lines
+
+
+@pytest.mark.parametrize("items", [
+    ["b", "a", "ab", "a b", "A", "é", "e\u0301", "\U0001F600", "a\x00b", "", "aa", "a"],
+    ["x\x00", "x", "x\x00", "x"],  # a trailing NUL: NumPy's strings would drop it
+])
+def test_sort_order_is_pythons(items: list[str]) -> None:
+    """The frame's rows are sorted as pandas (Python's string order) sorts them, ties kept
+    in file order."""
+    from tomstats.analysis.log_stream import _SORT, _sort_order
+
+    n = 3 * len(items)
+    df = pd.DataFrame({"model": (["m2", "m1", "m10"] * len(items))[:n],
+                       "item_id": items * 3, "sample": [0, 1] * (n // 2) + [0] * (n % 2),
+                       "tom_order": [i % 2 for i in range(n)],
+                       "context_words": [200] * n, "row": range(n)})
+    want = df.sort_values(list(_SORT), kind="stable")["row"].tolist()
+    order = _sort_order(df)
+    assert (order is None) == any(s.endswith("\x00") for s in items)
+    if order is not None:
+        assert df["row"].to_numpy()[order].tolist() == want

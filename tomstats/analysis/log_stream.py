@@ -66,8 +66,9 @@ def _loads(raw: bytes, p: Path, lineno: int, torn: bool) -> Any:
         raise ValueError(f"{p}:{lineno}: not a JSON record{note}: {exc.msg}") from exc
 
 
-#: Bytes of log read per block (about 10,000 records of the runner's size).
-_BLOCK_BYTES = 1 << 24
+#: Bytes of log read per block (about 900 records of the runner's size: the block's passes
+#: over its bytes stay in the processor's cache; 16 MiB blocks took a third longer).
+_BLOCK_BYTES = 1 << 20
 #: The columns the frame is sorted by (the runner's order).
 _SORT = ("model", "context_words", "tom_order", "item_id", "sample")
 #: Integer columns of the frame and the nullable ones.
@@ -434,6 +435,24 @@ def _read_blocks(p: Path, names: list[str]) -> tuple[dict[str, list[Any]], dict[
     return reader.cols, reader.check_hashes()
 
 
+def _sort_order(df: pd.DataFrame) -> np.ndarray | None:
+    """The rows in the runner's order (a stable sort by :data:`_SORT`), by NumPy's lexsort
+    with the strings as fixed-width arrays (several times faster than pandas' sort of Python
+    strings); ``None`` where that could differ (a string ending in a NUL, which such an array
+    drops) or the arrays would take more than 128 MiB."""
+    keys = []
+    for c in reversed(_SORT):
+        col = df[c].to_numpy()
+        if col.dtype == object:
+            width = max(map(len, col), default=1)
+            if 4 * width * len(col) > 1 << 27 or (
+                    "\x00" in "".join(col) and any(v.endswith("\x00") for v in col)):
+                return None
+            col = col.astype(f"<U{max(width, 1)}")
+        keys.append(col)
+    return np.lexsort(keys)
+
+
 def read_log_stream(path: str | os.PathLike[str],
                     columns: Collection[str] | None = None) -> pd.DataFrame:
     """:func:`tomstats.evaluate.log.read_log` with ``errors="keep"``, read as a stream.
@@ -491,8 +510,9 @@ def read_log_stream(path: str | os.PathLike[str],
     for c in _INT64:
         if c in df.columns:
             df[c] = df[c].astype("int64")
-    df = df.sort_values(list(_SORT), kind="stable").reset_index(drop=True)
-    df = df[names]
+    order = _sort_order(df)
+    df = (df.sort_values(list(_SORT), kind="stable") if order is None else df.take(order))
+    df = df.reset_index(drop=True)[names]
     df.attrs["log_format"] = LOG_FORMAT
     df.attrs["config_hashes"] = hashes
     return df
