@@ -17,7 +17,7 @@ The naive loops are timed on a sample of studies (``--naive-studies``) and scale
 the curve's size; the ratio is (naive seconds for the whole curve) / (tomstats seconds).
 
     python benchmarks/bench_power.py [--replicates 1000] [--naive-studies 40]
-        [--glmm-replicates 64] [--glmm-r-fits 5] [--skip-glmm]
+        [--glmm-replicates 64] [--glmm-r-fits 5] [--skip-glmm] [--write-docs]
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import jax
@@ -43,6 +45,9 @@ from tomstats.design import paper_design
 from tomstats.model import cell_probabilities
 from tomstats.simulation.simulator import item_counts, item_trials
 from tomstats.simulation.study import StudyConfig
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _docs import add_write_docs_argument, markdown_table, write_docs  # noqa: E402
 
 VALUES = [10, 20, 30, 50, 75, 100, 150, 200, 300, 500]
 ANOVA_TESTS = ["anova:tom_order", "anova:context_length", "anova:interaction"]
@@ -147,37 +152,67 @@ def glmm(replicates: int, r_fits: int) -> dict[str, float | None]:
     return out
 
 
-def main() -> None:
+#: The columns of the table the script prints (and writes with --write-docs).
+COLUMNS = ("analysis", "tomstats (cold / warm)", "naive loop", "ratio (warm)")
+N_LLMS = 5  # the paper design's capability levels
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--replicates", type=int, default=1000)
-    ap.add_argument("--naive-studies", type=int, default=40)
-    ap.add_argument("--glmm-replicates", type=int, default=64)
-    ap.add_argument("--glmm-r-fits", type=int, default=5)
-    ap.add_argument("--skip-glmm", action="store_true")
-    a = ap.parse_args()
+    ap.add_argument("--replicates", type=int, default=1000, help="studies per value")
+    ap.add_argument("--naive-studies", type=int, default=40,
+                    help="studies the naive loops are timed on, then scaled")
+    ap.add_argument("--glmm-replicates", type=int, default=64,
+                    help="GLMM fits the tomstats time per fit is amortised over")
+    ap.add_argument("--glmm-r-fits", type=int, default=5, help="lme4 fits timed (median)")
+    ap.add_argument("--skip-glmm", action="store_true", help="leave the GLMM row out")
+    add_write_docs_argument(ap)
+    return ap
+
+
+def row_keys(args: argparse.Namespace) -> list[str]:
+    """The first cell of each row, in order."""
+    n = len(VALUES) * args.replicates * N_LLMS
+    keys = [f"two-way ANOVA, three terms, {n:,} analyses",
+            f"logistic GLM, LRT of δ (full + reduced fit), {n:,} analyses"]
+    if not args.skip_glmm:
+        keys.append("Laplace GLMM `(1 \\| llm) + (1 \\| story)`, 7,500 rows")
+    return keys
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    a = parser().parse_args(argv)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"JAX {jax.__version__} on {jax.default_backend()}")
-    n_llms = len(paper_design().capability)
-    fits = len(VALUES) * a.replicates * n_llms
-    for kind, tests in (("anova", ANOVA_TESTS), ("glm", ["glm-lrt:delta"])):
+    assert len(paper_design().capability) == N_LLMS
+    keys = row_keys(a)
+    rows = []
+    for key, (kind, tests) in zip(keys, (("anova", ANOVA_TESTS), ("glm", ["glm-lrt:delta"])),
+                                  strict=False):
         cold, warm = ours(tests, a.replicates)
         per = naive(kind, a.naive_studies)
-        naive_total = per * fits
-        print(f"{kind}: curve of {len(VALUES)} values × {a.replicates} studies × {n_llms} LLMs "
-              f"= {fits:,} analyses | tomstats {cold:.2f} s cold, {warm:.2f} s warm | naive "
-              f"{1e3 * per:.1f} ms each → {naive_total:,.0f} s | ratio {naive_total / warm:,.0f}×"
-              f" warm, {naive_total / cold:,.0f}× cold")
+        naive_total = per * len(VALUES) * a.replicates * N_LLMS
+        what = ("statsmodels `anova_lm(ols(...), typ=2)`" if kind == "anova"
+                else "statsmodels `Logit` twice")
+        rows.append([key, f"{cold:.2f} s / {warm:.2f} s",
+                     f"{what}: {1e3 * per:.1f} ms each → {naive_total:,.0f} s",
+                     f"{naive_total / warm:,.0f} ×"])
     if not a.skip_glmm:
         g = glmm(a.glmm_replicates, a.glmm_r_fits)
-        line = (f"glmm (1|llm)+(1|item), 7,500 rows: tomstats {1e3 * g['ours_per_fit_s']:.1f} "
-                f"ms per fit amortised over {a.glmm_replicates} (first call {g['ours_cold_s']:.1f}"
-                f" s incl. compile; failed fits {g['failed']:.0f})")
-        if g["glmer_s"] is not None:
-            line += (f" | lme4 glmer {1e3 * g['glmer_s']:.0f} ms per fit | ratio "
-                     f"{g['glmer_s'] / g['ours_per_fit_s']:.0f}× | a 10 × 1,000 curve: "
-                     f"{10_000 * g['ours_per_fit_s'] / 60:.1f} min vs "
-                     f"{10_000 * g['glmer_s'] / 3600:.1f} h")
-        print(line)
+        ours_ms = 1e3 * g["ours_per_fit_s"]
+        first = (f"{ours_ms:.1f} ms per fit (over {a.glmm_replicates} studies; first call "
+                 f"{g['ours_cold_s']:.1f} s with compilation; failed fits {g['failed']:.0f})")
+        if g["glmer_s"] is None:
+            rows.append([keys[2], first, "lme4 not available", "—"])
+        else:
+            rows.append([keys[2], first, f"lme4 `glmer(nAGQ = 1)` through `Rscript`: "
+                         f"{g['glmer_s']:.2f} s per fit (median of {a.glmm_r_fits})",
+                         f"{g['glmer_s'] / g['ours_per_fit_s']:,.0f} ×"])
+    table = markdown_table(COLUMNS, rows)
+    print(table, end="")
+    if a.write_docs:
+        write_docs("bench_power.py", argv, table)
 
 
 if __name__ == "__main__":
