@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,3 +50,20 @@ def shared_data() -> Path:
 def repo_root() -> Path:
     """Root of the repository (models/, simulations/, data/ live here)."""
     return REPO
+
+
+@functools.cache
+def r_available(*packages: str) -> bool:
+    """Whether ``Rscript`` is on the PATH with every R package of ``packages`` installed (one
+    probe per set of packages and test run). Tests that compare with an R reference run its
+    script when this is true and read the committed JSON otherwise."""
+    if not shutil.which("Rscript"):
+        return False
+    names = ", ".join(f'"{p}"' for p in packages)
+    try:
+        probe = subprocess.run(
+            ["Rscript", "-e", f"quit(status = !all(sapply(c({names}), requireNamespace, "
+                              f"quietly = TRUE)))"], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import r_available
 from statsmodels.stats.anova import AnovaRM
 
 from tomstats.analysis.row_anova import EFFECT_SIZES, RM_COLUMNS, anova
@@ -34,20 +34,9 @@ COLUMN_MAP = {
 }
 
 
-def _afex_available() -> bool:
-    if shutil.which("Rscript") is None:
-        return False
-    try:
-        code = "suppressMessages(library(afex)); library(jsonlite)"
-        done = subprocess.run(["Rscript", "-e", code], capture_output=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 @functools.cache
 def _reference(tmp: str) -> tuple[dict[str, Any], str]:
-    if _afex_available():
+    if r_available("afex", "jsonlite"):
         out = Path(tmp) / "afex_rm.json"
         subprocess.run(["Rscript", str(SCRIPT), str(out)], check=True, capture_output=True,
                        timeout=600)

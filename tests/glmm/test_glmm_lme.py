@@ -16,10 +16,7 @@ them.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -29,11 +26,6 @@ import pytest
 from tomstats.glmm._hints import InputError
 from tomstats.glmm.lme import fit_lme
 from tomstats.glmm.lme_result import SINGULAR_MESSAGE, LmeFit, lme_anova
-
-REPO = Path(__file__).resolve().parents[2]
-REF_DIR = REPO / "tests" / "reference"
-R_SCRIPT = REF_DIR / "lme4_slopes.R"
-REF_JSON = REF_DIR / "lme4_slopes.json"
 
 REAL = {"storysim_triplets_slopes": "storysim_items.csv",
         "tombench_uncorrelated_binomial": "tombench_items.csv",
@@ -53,33 +45,11 @@ SLOW = {"tombench_uncorrelated_binomial", "sim_three_correlated"}
 SE_TOL = {"tombench_uncorrelated_binomial": 3e-3}
 
 
-def _r_available() -> bool:
-    if os.environ.get("TOMSTATS_LME4_FROM_JSON") or not shutil.which("Rscript"):
-        return False
-    probe = subprocess.run(
-        ["Rscript", "-e", 'quit(status = !all(sapply(c("lme4", "jsonlite"), '
-                          "requireNamespace, quietly = TRUE)))"],
-        capture_output=True, timeout=120)
-    return probe.returncode == 0
-
-
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict:
-    """Case name -> lme4 results: a fresh run of the R script when R + lme4 are here,
-    else the committed JSON."""
-    committed = {c["name"]: c for c in json.loads(REF_JSON.read_text())["cases"]}
-    if not _r_available():
-        return committed
-    from conftest import SHARED_DATA
-
-    out = tmp_path_factory.mktemp("lme4") / "lme4_slopes.json"
-    data_arg = str(SHARED_DATA) if SHARED_DATA.is_dir() else str(out.parent / "none")
-    proc = subprocess.run(["Rscript", str(R_SCRIPT), data_arg, str(out)],
-                          capture_output=True, text=True, timeout=900, cwd=REPO)
-    if proc.returncode != 0:
-        pytest.fail(f"{R_SCRIPT.name} failed:\n{proc.stdout}\n{proc.stderr}")
-    fresh = {c["name"]: c for c in json.loads(out.read_text())["cases"]}
-    return {**committed, **fresh}
+def reference(lme4_slopes_reference) -> dict:
+    """Case name -> lme4 results (tests/glmm/conftest.py: a fresh run of the R script when R
+    + lme4 are here, else the committed JSON)."""
+    return lme4_slopes_reference
 
 
 def _frame(case: dict, shared: Path | None) -> pd.DataFrame:

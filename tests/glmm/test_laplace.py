@@ -19,10 +19,6 @@ the exact ones.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import jax
@@ -31,11 +27,6 @@ import numpy as np
 import pytest
 
 from tomstats.glmm.laplace import LaplaceResult, laplace_fit, laplace_loglik
-
-REPO = Path(__file__).resolve().parents[2]
-REF_DIR = REPO / "tests" / "reference"
-R_SCRIPT = REF_DIR / "lme4_laplace.R"
-REF_JSON = REF_DIR / "lme4_laplace.json"
 
 REAL = ["storysim_triplets", "storysim_number_characters", "tombench_binomial"]
 SIM = ["sim_crossed_bernoulli", "sim_binomial_3factor", "sim_single_factor",
@@ -48,16 +39,6 @@ SE_TOL = {"tombench_binomial": 2.5e-3}
 
 
 # ----------------------------------------------------------------------------- reference
-def _r_available() -> bool:
-    if os.environ.get("TOMSTATS_LME4_FROM_JSON") or not shutil.which("Rscript"):
-        return False
-    probe = subprocess.run(
-        ["Rscript", "-e", 'quit(status = !all(sapply(c("lme4", "jsonlite"), '
-                          "requireNamespace, quietly = TRUE)))"],
-        capture_output=True, timeout=120)
-    return probe.returncode == 0
-
-
 @pytest.fixture(scope="module")
 def shared(request) -> Path:
     """``../shared/data`` through conftest's ``shared_data`` helper, with this file's reason."""
@@ -68,24 +49,10 @@ def shared(request) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict:
-    """Case name -> lme4 results: a fresh run of the R script when R + lme4 are here,
-    else the committed JSON."""
-    if _r_available():
-        from conftest import SHARED_DATA  # the same place conftest's helper looks
-
-        out = tmp_path_factory.mktemp("lme4") / "lme4_laplace.json"
-        data_arg = str(SHARED_DATA) if SHARED_DATA.is_dir() else str(out.parent / "none")
-        proc = subprocess.run(["Rscript", str(R_SCRIPT), data_arg, str(out)],
-                              capture_output=True, text=True, timeout=600, cwd=REPO)
-        if proc.returncode != 0:
-            pytest.fail(f"{R_SCRIPT.name} failed:\n{proc.stdout}\n{proc.stderr}")
-        ref = json.loads(out.read_text())
-        committed = {c["name"]: c for c in json.loads(REF_JSON.read_text())["cases"]}
-        fresh = {c["name"]: c for c in ref["cases"]}
-        # real-log cases missing from a run without the shared data come from the JSON
-        return {**committed, **fresh}
-    return {c["name"]: c for c in json.loads(REF_JSON.read_text())["cases"]}
+def reference(lme4_laplace_reference) -> dict:
+    """Case name -> lme4 results (tests/glmm/conftest.py: a fresh run of the R script when R
+    + lme4 are here, else the committed JSON)."""
+    return lme4_laplace_reference
 
 
 # ----------------------------------------------------------------------------- designs

@@ -18,38 +18,12 @@
 #   * ranef: all levels of factors with <= 20 levels, the first 20 levels otherwise.
 # Deterministic: same inputs and lme4 version give the same file.
 
-suppressPackageStartupMessages({
-  library(lme4)
-  library(jsonlite)
-})
-
-args <- commandArgs(trailingOnly = TRUE)
 file_arg <- grep("^--file=", commandArgs(trailingOnly = FALSE), value = TRUE)
 here <- if (length(file_arg)) dirname(normalizePath(sub("^--file=", "", file_arg[1]))) else "."
-repo <- normalizePath(file.path(here, "..", ".."), mustWork = FALSE)
-shared <- if (length(args) >= 1 && nzchar(args[1])) args[1] else
-  file.path(dirname(repo), "shared", "data")
-out <- if (length(args) >= 2) args[2] else file.path(here, "lme4_laplace.json")
-
-cfac <- function(x) factor(x, levels = sort(unique(as.character(x)), method = "radix"))
+source(file.path(here, "lme4_common.R"))  # cfac, glmer_quiet, the real logs, the writer
+paths <- reference_paths(here, "lme4_laplace.json")
+shared <- paths$shared
 N_RANEF <- 20L
-
-glmer_quiet <- function(formula, data, control) {
-  warns <- character(0)
-  t0 <- proc.time()[["elapsed"]]
-  m <- withCallingHandlers(
-    glmer(formula, data = data, family = binomial, nAGQ = 1L, control = control),
-    warning = function(w) {
-      warns <<- c(warns, conditionMessage(w))
-      invokeRestart("muffleWarning")
-    },
-    message = function(w) {
-      warns <<- c(warns, sub("\n$", "", conditionMessage(w)))
-      invokeRestart("muffleMessage")
-    })
-  list(m = m, secs = proc.time()[["elapsed"]] - t0,
-       msgs = c(warns, m@optinfo$conv$lme4$messages))
-}
 
 summ <- function(m, groups) {
   vc <- as.data.frame(VarCorr(m))
@@ -99,16 +73,12 @@ fit_case <- function(name, source, formula, data, groups, description, store_dat
 cases <- list()
 
 # ------------------------------------------------------------------ real logs
-if (file.exists(file.path(shared, "storysim_items.csv"))) {
+ss <- read_storysim(shared)
+if (!is.null(ss)) {
   # StorySim triplets, original + spaced prompts, failed run dropped: Bernoulli rows,
   # 8 models crossed with 100 stories.
-  ss <- read.csv(file.path(shared, "storysim_items.csv"), stringsAsFactors = FALSE)
-  d <- ss[ss$experiment == "triplets" & ss$prompt_variant %in% c("original", "spaced") &
-            ss$quality_flag != "failed_run", ]
+  d <- storysim_triplets(ss)
   d$question_type <- cfac(d$question_type)
-  d$prompt_variant <- cfac(d$prompt_variant)
-  d$model <- cfac(d$model)
-  d$item_id <- cfac(d$item_id)
   cases[[length(cases) + 1]] <- fit_case(
     "storysim_triplets", "storysim_items.csv",
     correct ~ question_type + prompt_variant + (1 | model) + (1 | item_id), d,
@@ -129,13 +99,9 @@ if (file.exists(file.path(shared, "storysim_items.csv"))) {
     c("model", "item_id"),
     "experiment == 'number_characters'; lchars = log2(condition) - mean(log2(condition))")
 }
-if (file.exists(file.path(shared, "tombench_items.csv"))) {
+tb <- read_tombench(shared)
+if (!is.null(tb)) {
   # ToMBench: 19 model runs x 1308 items (task + item_idx), 5 tries each: binomial counts.
-  tb <- read.csv(file.path(shared, "tombench_items.csv"), stringsAsFactors = FALSE)
-  tb$item <- cfac(paste(tb$task, tb$item_idx, sep = "_"))
-  tb$run_dir <- cfac(tb$run_dir)
-  tb$lwords <- log2(tb$story_words_en) - mean(log2(tb$story_words_en))
-  tb$prompt_lang <- cfac(tb$prompt_lang)
   cases[[length(cases) + 1]] <- fit_case(
     "tombench_binomial", "tombench_items.csv",
     cbind(n_correct, n_tries - n_correct) ~ lwords + prompt_lang + (1 | run_dir) + (1 | item),
@@ -211,13 +177,7 @@ cases[[length(cases) + 1]] <- fit_case(
   c("model", "item"), "4 models x 200 items, Bernoulli, true model SD 0",
   store_data = sim4)
 
-outl <- list(
-  generator = "tests/reference/lme4_laplace.R",
-  lme4_version = as.character(packageVersion("lme4")),
-  r_version = R.version.string,
-  settings = paste("glmer(family = binomial, nAGQ = 1, control = glmerControl(optimizer =",
-                   "'bobyqa', tolPwrss = 1e-10)); lme4_default: tolPwrss left at 1e-7"),
-  cases = cases
-)
-writeLines(toJSON(outl, auto_unbox = TRUE, digits = NA, pretty = 1), out)
-cat("wrote", out, "\n")
+write_reference("tests/reference/lme4_laplace.R",
+                paste("glmer(family = binomial, nAGQ = 1, control = glmerControl(optimizer =",
+                                 "'bobyqa', tolPwrss = 1e-10)); lme4_default: tolPwrss left at 1e-7"),
+                cases, paths$out)

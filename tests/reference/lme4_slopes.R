@@ -23,38 +23,12 @@
 #     first 10 levels of the case's "ranef_group".
 # Deterministic: same inputs and lme4 version give the same file.
 
-suppressPackageStartupMessages({
-  library(lme4)
-  library(jsonlite)
-})
-
-args <- commandArgs(trailingOnly = TRUE)
 file_arg <- grep("^--file=", commandArgs(trailingOnly = FALSE), value = TRUE)
 here <- if (length(file_arg)) dirname(normalizePath(sub("^--file=", "", file_arg[1]))) else "."
-repo <- normalizePath(file.path(here, "..", ".."), mustWork = FALSE)
-shared <- if (length(args) >= 1 && nzchar(args[1])) args[1] else
-  file.path(dirname(repo), "shared", "data")
-out <- if (length(args) >= 2) args[2] else file.path(here, "lme4_slopes.json")
-
-cfac <- function(x) factor(x, levels = sort(unique(as.character(x)), method = "radix"))
+source(file.path(here, "lme4_common.R"))  # cfac, glmer_quiet, the real logs, the writer
+paths <- reference_paths(here, "lme4_slopes.json")
+shared <- paths$shared
 N_RANEF <- 10L
-
-glmer_quiet <- function(formula, data, control) {
-  warns <- character(0)
-  t0 <- proc.time()[["elapsed"]]
-  m <- withCallingHandlers(
-    glmer(formula, data = data, family = binomial, nAGQ = 1L, control = control),
-    warning = function(w) {
-      warns <<- c(warns, conditionMessage(w))
-      invokeRestart("muffleWarning")
-    },
-    message = function(w) {
-      warns <<- c(warns, sub("\n$", "", conditionMessage(w)))
-      invokeRestart("muffleMessage")
-    })
-  list(m = m, secs = proc.time()[["elapsed"]] - t0,
-       msgs = c(warns, m@optinfo$conv$lme4$messages))
-}
 
 varcorr <- function(m) {
   vc <- as.data.frame(VarCorr(m))
@@ -109,10 +83,12 @@ fit_case <- function(name, source, formula, data, ranef_group, description, colu
                       link_fixed = I(unname(predict(m, re.form = NA)[1:10])))
   if (!is.null(reduced)) {
     m0 <- glmer_quiet(reduced, data, glmerControl(optimizer = "bobyqa", tolPwrss = 1e-10))$m
-    a <- anova(m0, m)
+    a <- anova(m0, m)  # rows: m0, m (the fits as tight as above)
     res$anova <- list(reduced = paste(deparse(reduced, width.cutoff = 500L), collapse = " "),
                       loglik0 = as.numeric(logLik(m0)), npar = I(unname(a$npar)),
-                      chisq = a$Chisq[2], df = a$Df[2], p = a[["Pr(>Chisq)"]][2])
+                      chisq = a$Chisq[2], df = a$Df[2], p = a[["Pr(>Chisq)"]][2],
+                      aic = I(unname(a$AIC)), bic = I(unname(a$BIC)),
+                      loglik = I(unname(a$logLik)), deviance = I(unname(a$deviance)))
   }
   if (profile) {
     ci <- suppressMessages(suppressWarnings(confint(m, parm = "beta_", method = "profile")))
@@ -125,15 +101,11 @@ fit_case <- function(name, source, formula, data, ranef_group, description, colu
 cases <- list()
 
 # ------------------------------------------------------------------ real logs
-if (file.exists(file.path(shared, "storysim_items.csv"))) {
+ss <- read_storysim(shared)
+if (!is.null(ss)) {
   # StorySim triplets (original + spaced prompts, failed run dropped), 8 models x 100
   # stories, Bernoulli: a correlated random slope of ToM order per model.
-  ss <- read.csv(file.path(shared, "storysim_items.csv"), stringsAsFactors = FALSE)
-  d <- ss[ss$experiment == "triplets" & ss$prompt_variant %in% c("original", "spaced") &
-            ss$quality_flag != "failed_run", ]
-  d$prompt_variant <- cfac(d$prompt_variant)
-  d$model <- cfac(d$model)
-  d$item_id <- cfac(d$item_id)
+  d <- storysim_triplets(ss)
   cases[[length(cases) + 1]] <- fit_case(
     "storysim_triplets_slopes", "storysim_items.csv",
     correct ~ tom_order + prompt_variant + (1 + tom_order | model) + (1 | item_id), d,
@@ -142,14 +114,10 @@ if (file.exists(file.path(shared, "storysim_items.csv"))) {
           "quality_flag != 'failed_run'"), list(),
     reduced = correct ~ tom_order + prompt_variant + (1 | model) + (1 | item_id))
 }
-if (file.exists(file.path(shared, "tombench_items.csv"))) {
+tb <- read_tombench(shared)
+if (!is.null(tb)) {
   # ToMBench: 19 model runs x 1308 items, 5 tries each: binomial counts; an uncorrelated
   # random slope of (log) story length per run.
-  tb <- read.csv(file.path(shared, "tombench_items.csv"), stringsAsFactors = FALSE)
-  tb$item <- cfac(paste(tb$task, tb$item_idx, sep = "_"))
-  tb$run_dir <- cfac(tb$run_dir)
-  tb$lwords <- log2(tb$story_words_en) - mean(log2(tb$story_words_en))
-  tb$prompt_lang <- cfac(tb$prompt_lang)
   cases[[length(cases) + 1]] <- fit_case(
     "tombench_uncorrelated_binomial", "tombench_items.csv",
     cbind(n_correct, n_tries - n_correct) ~ lwords + prompt_lang + (1 + lwords || run_dir) +
@@ -247,13 +215,7 @@ cases[[length(cases) + 1]] <- fit_case(
   "8 groups x 60 Bernoulli rows, true slope SD 0", list(), store_data = sim4,
   profile = TRUE, reduced = y ~ x + (1 | g))
 
-outl <- list(
-  generator = "tests/reference/lme4_slopes.R",
-  lme4_version = as.character(packageVersion("lme4")),
-  r_version = R.version.string,
-  settings = paste("glmer(family = binomial, nAGQ = 1, control = glmerControl(optimizer =",
-                   "'bobyqa', tolPwrss = 1e-10)); lme4_default: glmerControl()"),
-  cases = cases
-)
-writeLines(toJSON(outl, auto_unbox = TRUE, digits = NA, pretty = 1), out)
-cat("wrote", out, "\n")
+write_reference("tests/reference/lme4_slopes.R",
+                paste("glmer(family = binomial, nAGQ = 1, control = glmerControl(optimizer =",
+                                 "'bobyqa', tolPwrss = 1e-10)); lme4_default: glmerControl()"),
+                cases, paths$out)
