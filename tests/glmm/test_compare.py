@@ -8,6 +8,8 @@ The fits are small synthetic InferenceData in the layout of :func:`tomstats.glmm
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import arviz as az
 import numpy as np
 import pandas as pd
@@ -197,3 +199,130 @@ def test_python_api_refusals():
     with pytest.raises(ValueError, match="log_likelihood=True"):  # Python syntax here
         compare({"a": make_fit(True), "b": make_fit(True, log_likelihood=False)})
     assert list(fit_names(["x/a.nc", "b=y/a.nc"])) == ["a", "b"]
+
+
+# --------------------------------------------------------------------------- Laplace fits
+# ``tomstats compare`` of maximum-likelihood fits prints lme4's anova(m0, m1); the reference
+# is the R script's anova() of the case below (tests/glmm/conftest.py: run now when R with
+# lme4 is here, the committed JSON otherwise).
+
+LRT_CASE = "sim_singular_slope"
+
+
+@pytest.fixture(scope="module")
+def lrt_fits(lme4_slopes_reference, tmp_path_factory):
+    """The case's two fits as JSON: the slopes model through fit_lme (an LmeFit) and the
+    reduced one through tomstats.glmm.fit's random-intercept path (a LaplaceFit)."""
+    from tomstats.glmm import fit
+    from tomstats.glmm.lme import fit_lme
+
+    case = lme4_slopes_reference[LRT_CASE]
+    df = pd.DataFrame(case["data"])
+    d = tmp_path_factory.mktemp("lrt")
+    full = fit_lme(df, case["formula"]).to_json(d / "slopes.json")
+    reduced = fit(df, case["anova"]["reduced"], "laplace").to_json(d / "intercepts.json")
+    return case, df, reduced, full
+
+
+def test_cli_lrt_equals_lme4_anova(lrt_fits, tmp_path, capsys):
+    case, _, reduced, full = lrt_fits
+    ref = case["anova"]
+    csv = tmp_path / "lrt.csv"
+    rc = main(["compare", f"m1={full}", f"m0={reduced}", "--out", str(csv)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    table = pd.read_csv(csv, index_col="fit")
+    assert list(table.index) == ["m0", "m1"]  # by number of parameters, as lme4
+    assert list(table["npar"]) == ref["npar"]
+    np.testing.assert_allclose(table["logLik"], ref["loglik"], atol=1e-3)
+    for col, key in (("AIC", "aic"), ("BIC", "bic"), ("deviance", "deviance")):
+        np.testing.assert_allclose(table[col], ref[key], atol=2e-3)
+    assert table.loc["m1", "Chisq"] == pytest.approx(ref["chisq"], abs=2e-3)
+    assert table.loc["m1", "Df"] == ref["df"]
+    assert table.loc["m1", "p"] == pytest.approx(ref["p"], rel=1e-2)
+    assert np.isnan(table.loc["m0", "Chisq"])
+    # the printed table is lme4's: its models, its columns, these numbers
+    lines = out.splitlines()
+    assert f"m0: {case['anova']['reduced']}" in lines and f"m1: {case['formula']}" in lines
+    head = next(ln for ln in lines if ln.lstrip().startswith("npar"))
+    assert head.split() == ["npar", "AIC", "BIC", "logLik", "deviance", "Chisq", "Df",
+                            "Pr(>Chisq)"]
+    row = next(ln for ln in lines if ln.startswith("m1 ")).split()
+    assert row[:7] == ["m1", str(ref["npar"][1]), f"{table.loc['m1', 'AIC']:.2f}",
+                       f"{table.loc['m1', 'BIC']:.2f}", f"{table.loc['m1', 'logLik']:.2f}",
+                       f"{table.loc['m1', 'deviance']:.2f}", f"{table.loc['m1', 'Chisq']:.4f}"]
+    assert row[8] == f"{table.loc['m1', 'p']:.4g}"
+    assert "the boundary of their range" in out  # the slope's variance is tested at 0
+
+
+def test_cli_lrt_refusals(lrt_fits, tmp_path, capsys):
+    """Fits of other data, non-nested fits, a sampler fit beside a Laplace fit, --plot, a
+    JSON that is not a fit: one line each, exit 2, nothing written."""
+    from tomstats.glmm import fit
+
+    case, df, reduced, full = lrt_fits
+    csv = tmp_path / "t.csv"
+    fewer = fit(df.iloc[:400], case["anova"]["reduced"], "laplace").to_json(
+        tmp_path / "fewer.json")
+    other = fit(df, "y ~ I(x ** 2) + (1 | g)", "laplace").to_json(tmp_path / "other.json")
+    nc = tmp_path / "sampler.nc"
+    save_fit(make_fit(True), nc)
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"format": "something-else"}')
+    cases = [
+        ([str(full), str(fewer)], "fewer was fitted to 400 rows, slopes to 480"),
+        ([str(reduced), str(other)], "intercepts (y ~ x + (1 | g)) is not nested in other "
+                                     "(y ~ I(x ** 2) + (1 | g)): other lacks the fixed effect(s) "
+                                     "x"),
+        ([str(full), str(nc)], "'slopes' is a maximum-likelihood fit (JSON) and 'sampler' a "
+                               "sampler fit"),
+        ([str(full), str(reduced), "--plot", str(tmp_path / "p.png")], "--plot"),
+        ([str(full), str(junk)], "is not a maximum-likelihood fit"),
+        ([str(full)], "a likelihood-ratio test needs at least two fits, got 1"),
+    ]
+    for args, message in cases:
+        assert main(["compare", *args, "--out", str(csv)]) == 2, message
+        err = _err(capsys)
+        assert len(err) == 1 and message in err[0], (message, err)
+        assert not csv.exists() and not (tmp_path / "p.png").exists()
+
+
+def test_cli_lrt_of_a_fit_that_did_not_converge(lrt_fits, tmp_path, capsys):
+    """The table is printed, and the exit status says the test is unreliable (4), unless
+    --allow-warnings."""
+    import json
+
+    _, _, reduced, full = lrt_fits
+    d = json.loads(full.read_text())
+    d["converged"] = False
+    stuck = tmp_path / "stuck.json"
+    stuck.write_text(json.dumps(d))
+    assert main(["compare", str(reduced), str(stuck)]) == 4
+    cap = capsys.readouterr()
+    assert "Pr(>Chisq)" in cap.out
+    assert cap.err.strip().startswith("tomstats compare: error: the fit(s) stuck did not "
+                                      "converge")
+    assert main(["compare", str(reduced), str(stuck), "--allow-warnings"]) == 0
+    assert "(exit 0: --allow-warnings)" in capsys.readouterr().err
+
+
+def test_nesting_follows_lme4s_terms():
+    """A model is nested in another when its fixed effects, varying effects and
+    correlations are among the other's: (1 + x || g) in (1 + x | g), not the reverse."""
+    from tomstats.glmm.lme_result import LmeTerm, nesting_problem
+
+    def model(fixed, *terms):
+        return SimpleNamespace(coef_names=fixed, terms=[LmeTerm(g, e, c, ()) for g, e, c in
+                                                        terms])
+
+    both = ("(Intercept)", "x")
+    corr = model(both, ("g", both, True))
+    uncorr = model(both, ("g", both, False))
+    split = model(both, ("g", ("(Intercept)",), True), ("g", ("x",), True))
+    intercepts = SimpleNamespace(coef_names=("Intercept", "x"), groups=("g",))  # LaplaceFit
+    assert nesting_problem(uncorr, corr) == "" and nesting_problem(split, uncorr) == ""
+    assert nesting_problem(corr, uncorr) == "the correlation of (Intercept) and x within 'g'"
+    assert nesting_problem(intercepts, corr) == ""
+    assert nesting_problem(corr, intercepts) == "the random effect(s) x of 'g'"
+    assert nesting_problem(model(("(Intercept)",), ("h", ("(Intercept)",), True)), corr) \
+        == "the random effect(s) (Intercept) of 'h'"

@@ -22,10 +22,21 @@ observation has a Pareto :math:`\\hat k` above ArviZ's threshold
 (:math:`\\min(1 - 1/\\log_{10} S, 0.7)` for :math:`S` draws): the LOO estimate of that
 fit is then unreliable. Higher ``elpd_loo`` is better.
 
+Maximum-likelihood fits (``tomstats fit --backend laplace``, JSON) are compared instead by
+likelihood-ratio tests, as lme4's ``anova(m0, m1)`` (:func:`compare_ml`, with
+:func:`tomstats.glmm.lme_result.lme_anova`): ordered by their number of parameters
+:math:`d`, each fit against the one before, :math:`\\chi^2 = 2(\\ell_1 - \\ell_0)` on
+:math:`d_1 - d_0` degrees of freedom, beside AIC :math:`= -2\\ell + 2d`, BIC
+:math:`= -2\\ell + d\\ln N` and the deviance :math:`-2\\ell`. The fits must be of the same
+data (rows and response) and nested, each a special case of the next (its fixed effects,
+varying effects and correlations among the larger model's).
+
 Exit status of ``tomstats compare``: 0 done; 4 the table is printed (and written) but a
-fit has a Pareto-k warning (unless ``--allow-warnings``); 2 bad input (fewer than two
-fits, a fit without log-likelihood, fits of different data, duplicate names, an existing
-``--out``/``--plot`` without ``--force``), nothing written.
+fit has a Pareto-k warning, or a maximum-likelihood fit did not converge (unless
+``--allow-warnings``); 2 bad input (fewer than two fits, a fit without log-likelihood, fits
+of different data, non-nested maximum-likelihood fits, sampler and maximum-likelihood fits
+together, duplicate names, an existing ``--out``/``--plot`` without ``--force``), nothing
+written.
 """
 
 from __future__ import annotations
@@ -49,13 +60,15 @@ from tomstats.glmm.fitting import load_fit
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["COLUMNS", "PLOT_SUFFIXES", "add_compare_arguments", "compare", "fig_compare",
-           "fit_names", "run_compare"]
+__all__ = ["COLUMNS", "ML_FORMATS", "PLOT_SUFFIXES", "add_compare_arguments", "compare",
+           "compare_ml", "fig_compare", "fit_names", "load_ml_fit", "run_compare"]
 
 #: Columns of the comparison table, in the order printed.
 COLUMNS = ("rank", "elpd_loo", "p_loo", "elpd_diff", "se", "dse", "weight", "warning")
 #: Image formats of ``--plot``.
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+#: JSON formats of maximum-likelihood fits (random intercepts; lme4's general terms).
+ML_FORMATS = ("tomstats-laplace-fit", "tomstats-lme-fit")
 
 
 def _n_obs(idata: Any) -> int:
@@ -144,6 +157,83 @@ def _var_name(fits: Mapping[str, Any]) -> str | None:
     return "y" if all("y" in f.log_likelihood for f in fits.values()) else None
 
 
+# --------------------------------------------------------------------------- ML fits
+
+
+def load_ml_fit(path: str | os.PathLike[str]) -> Any:
+    """A maximum-likelihood fit's JSON (:data:`ML_FORMATS`): a
+    :class:`~tomstats.glmm.laplace_backend.LaplaceFit` or a
+    :class:`~tomstats.glmm.lme_result.LmeFit`, by its ``"format"``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Not JSON, or not one of :data:`ML_FORMATS` (the message names the file).
+    """
+    from tomstats.glmm.laplace_backend import LaplaceFit
+    from tomstats.glmm.lme_result import LmeFit
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"fit file {str(p)!r} does not exist")
+    with p.open("rb") as fh:  # the writers put "format" first; from_json checks it again
+        head = fh.read(4096).decode("utf-8", errors="replace")
+    fmt = next((f for f in ML_FORMATS if f'"{f}"' in head), None)
+    if fmt is None:
+        raise ValueError(f"{str(p)!r} is not a maximum-likelihood fit of 'tomstats fit "
+                         f"--backend laplace' (no \"format\" {' or '.join(ML_FORMATS)})")
+    return (LmeFit if fmt == "tomstats-lme-fit" else LaplaceFit).from_json(p)
+
+
+def compare_ml(fits: Mapping[str, Any]) -> pd.DataFrame:
+    """Likelihood-ratio tests of nested maximum-likelihood fits of the same data: lme4's
+    ``anova(m0, m1, ...)`` (:func:`tomstats.glmm.lme_result.lme_anova`, rows by number of
+    parameters, each tested against the row before).
+
+    Raises
+    ------
+    ValueError
+        Fewer than two fits, fits of different data, or fits that are not nested.
+    """
+    from tomstats.glmm.lme_result import lme_anova
+
+    check_type(fits, Mapping, "fits", "a mapping {name: maximum-likelihood fit}")
+    if len(fits) < 2:
+        raise ValueError(f"a likelihood-ratio test needs at least two fits, got {len(fits)}")
+    return lme_anova(*fits.values(), names=list(fits))
+
+
+def _run_compare_ml(args: argparse.Namespace, names: Mapping[str, Path],
+                    out: Path | None) -> int:
+    """``tomstats compare`` of maximum-likelihood fits: lme4's anova table."""
+    from tomstats.glmm.lme_result import fit_structure, format_anova
+
+    fits = {name: load_ml_fit(path) for name, path in names.items()}
+    table = compare_ml(fits)
+    print("Likelihood-ratio tests of nested Laplace fits (lme4's anova): each row against "
+          "the row above")
+    print(format_anova(table, {n: f.formula for n, f in fits.items()}))
+    varying = [fit_structure(fits[n])[1] for n in table.index]
+    if any(a != b for a, b in zip(varying[:-1], varying[1:], strict=True)):
+        print("note: added variance components are tested at 0, the boundary of their "
+              "range, where the chi-square p-value is conservative (as in lme4)")
+    if out is not None:
+        atomic_write_text(out, table.to_csv(index_label="fit", lineterminator="\n"))
+        print(f"wrote {out}")
+    bad = [n for n, f in fits.items() if not f.converged]
+    if not bad:
+        return 0
+    level = "warning" if args.allow_warnings else "error"
+    print(f"tomstats compare: {level}: the fit(s) {', '.join(bad)} did not converge, so "
+          f"their log-likelihood and the tests with them are unreliable"
+          + (" (exit 0: --allow-warnings)" if args.allow_warnings
+             else "; refit them, or pass --allow-warnings to accept the table"),
+          file=sys.stderr)
+    return 0 if args.allow_warnings else EXIT_WARNINGS
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -175,8 +265,10 @@ def fit_names(items: Sequence[str]) -> dict[str, Path]:
 def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``tomstats compare``."""
     p.add_argument("fits", nargs="+", metavar="FIT",
-                   help="netCDF fits written by 'tomstats fit' (at least two), as PATH or "
-                        "NAME=PATH; the name labels the row (default: the file name)")
+                   help="fits written by 'tomstats fit' (at least two), as PATH or "
+                        "NAME=PATH; the name labels the row (default: the file name). "
+                        "netCDF fits of a sampler are ranked by LOO; JSON fits of --backend "
+                        "laplace are tested by likelihood ratios, as lme4's anova(m0, m1)")
     p.add_argument("--out", metavar="TABLE.csv",
                    help="write the comparison table as CSV (unrounded)")
     p.add_argument("--plot", metavar="FILE",
@@ -184,23 +276,35 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace an existing --out or --plot file")
     p.add_argument("--allow-warnings", action="store_true",
-                   help="exit 0 even when a fit's LOO has a Pareto-k warning")
+                   help="exit 0 even when a fit's LOO has a Pareto-k warning (or a "
+                        "maximum-likelihood fit did not converge)")
 
 
 def run_compare(args: argparse.Namespace) -> int:
     """Run ``tomstats compare``: check, load, compare, print, write.
 
-    Returns 0, or 1 when a fit's LOO is unreliable (a high Pareto k) and
-    ``--allow-warnings`` was not given.
+    Returns 0, or 4 (``EXIT_WARNINGS``) when a fit's LOO is unreliable (a high Pareto k) or
+    a maximum-likelihood fit did not converge, and ``--allow-warnings`` was not given.
     """
     with cli_syntax():
         return _run_compare(args)
 
 
 def _run_compare(args: argparse.Namespace) -> int:
-    if len(args.fits) < 2:
-        raise ValueError(f"a LOO comparison needs at least two fits, got {len(args.fits)}")
     names = fit_names(args.fits)
+    ml = [n for n, p in names.items() if p.suffix.lower() == ".json"]
+    if ml and len(ml) < len(names):
+        other = next(n for n in names if n not in ml)
+        raise ValueError(f"fit {ml[0]!r} is a maximum-likelihood fit (JSON) and {other!r} a "
+                         f"sampler fit (netCDF); compare fits of one kind: sampler fits by "
+                         f"LOO, maximum-likelihood fits by likelihood-ratio tests")
+    if len(args.fits) < 2:
+        what = "likelihood-ratio test" if ml else "LOO comparison"
+        raise ValueError(f"a {what} needs at least two fits, got {len(args.fits)}")
+    if ml and args.plot is not None:
+        raise ValueError(f"--plot {args.plot!r}: the plot is of a LOO comparison of sampler "
+                         f"fits; maximum-likelihood fits are compared by the likelihood-ratio "
+                         f"table alone (leave out --plot)")
     out = plot = None
     if args.out is not None:
         if Path(args.out).suffix.lower() != ".csv":
@@ -216,6 +320,8 @@ def _run_compare(args: argparse.Namespace) -> int:
         plot = prepare_out_file(args.plot, force=args.force, field="--plot")
     if out is not None and plot is not None and out.resolve() == plot.resolve():
         raise ValueError("--out and --plot name the same file")
+    if ml:
+        return _run_compare_ml(args, names, out)
     fits = {}
     for name, path in names.items():
         fits[name] = load_fit(path)

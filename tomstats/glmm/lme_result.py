@@ -43,8 +43,8 @@ from tomstats.glmm.laplace_backend import (
     _stars,
 )
 
-__all__ = ["LmeTerm", "LmeFit", "LmeConvergenceWarning", "lme_anova", "SINGULAR_TOL",
-           "SINGULAR_MESSAGE"]
+__all__ = ["LmeTerm", "LmeFit", "LmeConvergenceWarning", "lme_anova", "format_anova",
+           "fit_structure", "nesting_problem", "SINGULAR_TOL", "SINGULAR_MESSAGE"]
 
 _FORMAT = "tomstats-lme-fit"
 _FORMAT_VERSION = 1
@@ -516,6 +516,58 @@ def _format_varcorr(fit: LmeFit) -> list[str]:
     return out
 
 
+def fit_structure(fit: Any) -> tuple[set[str], dict[str, set[str]], set[tuple[str, str, str]]]:
+    """What a fit estimates: its fixed effects, the varying effects of each grouping factor,
+    and the (group, effect, effect) pairs whose correlation it estimates (an LmeFit's terms,
+    or the random intercepts of a LaplaceFit), with lme4's name ``(Intercept)``."""
+    terms = getattr(fit, "terms", None)
+    if terms is None:
+        terms = [LmeTerm(group=g, effects=("(Intercept)",), correlated=True, levels=())
+                 for g in getattr(fit, "groups", ())]
+    effects: dict[str, set[str]] = {}
+    pairs: set[tuple[str, str, str]] = set()
+    for t in terms:
+        effects.setdefault(t.group, set()).update(t.effects)
+        if t.correlated:
+            pairs.update((t.group, a, b) for a in t.effects for b in t.effects if a < b)
+    fixed = {"(Intercept)" if c == "Intercept" else c for c in fit.coef_names}  # LaplaceFit's
+    return fixed, effects, pairs
+
+
+def nesting_problem(small: Any, big: Any) -> str:
+    """Why ``small`` is not a special case of ``big`` (empty when it is): every fixed effect
+    of ``small`` is one of ``big``'s, and so is every varying effect of a grouping factor and
+    every correlation it estimates (a model made by dropping terms, effects or correlations).
+    Coefficients are matched by name."""
+    fixed_s, eff_s, pairs_s = fit_structure(small)
+    fixed_b, eff_b, pairs_b = fit_structure(big)
+    missing = sorted(fixed_s - fixed_b)
+    if missing:
+        return f"the fixed effect(s) {', '.join(missing)}"
+    for g, effects in eff_s.items():
+        extra = sorted(effects - eff_b.get(g, set()))
+        if extra:
+            return f"the random effect(s) {', '.join(extra)} of {g!r}"
+    extra_pairs = sorted(pairs_s - pairs_b)
+    if extra_pairs:
+        g, a, b = extra_pairs[0]
+        return f"the correlation of {a} and {b} within {g!r}"
+    return ""
+
+
+def _response(formula: str) -> tuple[str | None, ...]:
+    """The columns a formula's left-hand side names: (successes, trials, failures), so that
+    ``k | trials(n)`` and ``cbind(k, n - k)`` are one response; the text before ``~`` for
+    a formula outside the language."""
+    from tomstats._expr import ExpressionError, check_formula
+
+    try:
+        parts = check_formula(formula)
+    except ExpressionError:
+        return (formula.split("~")[0].strip(),)
+    return parts.response, parts.trials, parts.failures
+
+
 def lme_anova(*fits: Any, names: Sequence[str] | None = None) -> pd.DataFrame:
     """Likelihood-ratio tests of nested fits of the same data (lme4's ``anova(m0, m1)``).
 
@@ -528,7 +580,9 @@ def lme_anova(*fits: Any, names: Sequence[str] | None = None) -> pd.DataFrame:
     Raises
     ------
     ValueError
-        Fewer than two fits, or fits of different data (rows, data hash or response).
+        Fewer than two fits, fits of different data (rows or response), or a fit that is not
+        nested in the next larger one (:func:`nesting_problem`: a likelihood-ratio test
+        compares a model with a special case of it).
     """
     from scipy.stats import chi2
 
@@ -548,11 +602,18 @@ def lme_anova(*fits: Any, names: Sequence[str] | None = None) -> pd.DataFrame:
             raise ValueError(f"lme_anova: {nm} was fitted to {f.n_rows} rows, {names[0]} to "
                              f"{ref.n_rows}; models compared by a likelihood ratio must be "
                              f"fitted to the same data")
-        if f.formula.split("~")[0].strip() != ref.formula.split("~")[0].strip():
+        if _response(f.formula) != _response(ref.formula):
             raise ValueError(f"lme_anova: {nm} models {f.formula.split('~')[0].strip()!r}, "
                              f"{names[0]} {ref.formula.split('~')[0].strip()!r}; the response "
                              f"must be the same")
     order = sorted(range(len(fits)), key=lambda i: fits[i].n_params)
+    for i, j in zip(order[:-1], order[1:], strict=True):
+        why = nesting_problem(fits[i], fits[j])
+        if why:
+            raise ValueError(f"lme_anova: {names[i]} ({fits[i].formula}) is not nested in "
+                             f"{names[j]} ({fits[j].formula}): {names[j]} lacks {why}; a "
+                             f"likelihood-ratio test compares a model with one made from it "
+                             f"by dropping terms")
     rows = []
     prev = None
     for i in order:
@@ -567,3 +628,32 @@ def lme_anova(*fits: Any, names: Sequence[str] | None = None) -> pd.DataFrame:
         rows.append(row)
         prev = f
     return pd.DataFrame(rows).set_index("model")
+
+
+def format_anova(table: pd.DataFrame, formulas: Mapping[str, str]) -> str:
+    """:func:`lme_anova`'s table as lme4's ``print(anova(m0, m1))``: the models with their
+    formulas, then ``npar``, ``AIC``, ``BIC``, ``logLik``, ``deviance`` (2 decimals),
+    ``Chisq`` (4), ``Df`` and ``Pr(>Chisq)`` (4 significant digits) with R's significance
+    stars."""
+    def num(v: float, fmt: str) -> str:
+        return "" if not np.isfinite(v) else format(v, fmt)
+
+    def pval(p: float) -> str:
+        return "" if not np.isfinite(p) else "< 2.2e-16" if p < 2.2e-16 else f"{p:.4g}"
+
+    shown = pd.DataFrame(index=table.index)
+    shown["npar"] = table["npar"].map(lambda v: f"{int(v)}")
+    for c in ("AIC", "BIC", "logLik", "deviance"):
+        shown[c] = table[c].map(lambda v: num(v, ".2f"))
+    shown["Chisq"] = table["Chisq"].map(lambda v: num(v, ".4f"))
+    shown["Df"] = table["Df"].map(lambda v: num(v, ".0f"))
+    shown["Pr(>Chisq)"] = table["p"].map(pval)
+    stars = table["p"].map(_stars)
+    if stars.str.len().any():
+        shown[""] = stars
+    shown.index.name = None
+    lines = ["Models:"] + [f"{name}: {formulas[name]}" for name in table.index]
+    lines += [ln.rstrip() for ln in shown.to_string().splitlines()]
+    if stars.str.len().any():
+        lines += ["---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
+    return "\n".join(lines)
