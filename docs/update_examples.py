@@ -4,10 +4,14 @@ that output, so that the printed tables of a page are the commands' own.
 A shown example is a ``console`` block that opens with one ``$ tomstats …`` command
 (continuation lines joined) and goes on with what it prints. Each command runs in a scratch
 folder that sees the repository's ``data/``, ``models/`` and ``simulations/`` and the
-``../shared/data`` folder beside it, so files it writes (``--out``) land there.
+``../shared/data`` folder beside it, so files it writes (``--out``) land there; an input
+that an earlier command of the page writes (``tomstats fit … --out fit.nc`` before
+``simulate --posterior fit.nc``) is made first by that command, unless ``--scratch DIR``
+already holds it.
 
     python docs/update_examples.py docs/analysing-logs.md           # rewrite the outputs
     python docs/update_examples.py docs/analysing-logs.md --check   # exit 1 on a difference
+    python docs/update_examples.py docs/glmm-real-data.md --scratch DIR  # reuse DIR's fits
 
 ``tests/test_docs_examples.py`` runs the check on the pages it lists.
 """
@@ -77,6 +81,25 @@ def run(example: Example, scratch: Path) -> str:
     return res.stdout
 
 
+def page_commands(text: str) -> list[tuple[str, ...]]:
+    """Every ``$ tomstats …`` command of the page's console blocks (continuation lines
+    joined), with or without output."""
+    out = []
+    for m in _BLOCK.finditer(text):
+        for line in m.group(1).replace("\\\n", " ").splitlines():
+            if line.startswith("$ tomstats "):
+                out.append(tuple(shlex.split(line.removeprefix("$ "))))
+    return out
+
+
+def prepare(example: Example, text: str, scratch: Path) -> None:
+    """Run the page's commands that write an input of ``example`` absent from ``scratch``."""
+    writers = {w[w.index("--out") + 1]: w for w in page_commands(text) if "--out" in w}
+    for arg in example.argv[2:]:
+        if arg in writers and writers[arg] != example.argv and not (scratch / arg).exists():
+            run(Example(writers[arg], "", 0, 0), scratch)
+
+
 def scratch_folder(root: Path) -> Path:
     """A folder ``root/repo`` that sees the repository's inputs and ``../shared``."""
     repo = root / "repo"
@@ -94,14 +117,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("page", type=Path, help="the Markdown page (e.g. docs/analysing-logs.md)")
     ap.add_argument("--check", action="store_true",
                     help="compare only; exit 1 if an output differs (default: rewrite)")
+    ap.add_argument("--scratch", type=Path, metavar="DIR",
+                    help="run the commands in DIR, reusing the files already there (default: "
+                         "a new temporary folder)")
     args = ap.parse_args(argv)
     text = args.page.read_text(encoding="utf-8")
     found = examples(text)
     stale = []
     with tempfile.TemporaryDirectory() as tmp:
-        scratch = scratch_folder(Path(tmp))
+        scratch = args.scratch or scratch_folder(Path(tmp))
         new = text
         for ex in reversed(found):
+            prepare(ex, text, scratch)
             got = run(ex, scratch)
             if got != ex.output:
                 stale.append(ex.command)
