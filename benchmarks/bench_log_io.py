@@ -15,7 +15,10 @@ reads the whole file into memory; 49 s and 7.3 GB at 1,000,000 records before th
 reader existed): it needs several GB at the default size.
 
     python benchmarks/bench_log_io.py [--records 1000000] [--repeats 1] [--baseline]
-        [--keep DIR]
+        [--keep DIR] [--write-docs]
+
+``--write-docs`` also writes the table into docs/benchmarks.md between this script's markers
+(benchmarks/_docs.py), with the command, the machine and its load.
 """
 
 from __future__ import annotations
@@ -27,9 +30,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docs import add_write_docs_argument, markdown_table, write_docs  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "data" / "smollm2_storysim_log.jsonl"
@@ -90,7 +97,12 @@ def measure(cmd: list[str]) -> tuple[float, float, int, float]:
     return float(out[0]), float(out[1]) / 1024, int(out[2]), float(out[3])
 
 
-def main() -> None:
+#: The columns of the table the script prints (and writes with --write-docs).
+COLUMNS = ("command", "CSV s", "log s", "ratio", "CSV MiB", "log MiB", "CSV CPU s",
+           "log CPU s", "CPU ratio")
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=1)
@@ -98,7 +110,32 @@ def main() -> None:
                     help="also time tomstats.evaluate.read_log (needs several GB)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="write the log and CSV here (default: a temporary folder)")
-    args = ap.parse_args()
+    add_write_docs_argument(ap)
+    return ap
+
+
+def row_keys(args: argparse.Namespace) -> list[str]:
+    """The first cell of each row, in order."""
+    return ["tomstats summarize", "tomstats anova",
+            *(["evaluate.read_log (whole file)"] if args.baseline else [])]
+
+
+def _row(name: str, csv: Path, log: Path, repeats: int) -> list[str]:
+    """One command on the CSV and on the log: the best wall and CPU times, the peak memory."""
+    res = {}
+    for kind, path in (("csv", csv), ("log", log)):
+        runs = [measure([sys.executable, "-c", _CLI, name, str(path)]) for _ in range(repeats)]
+        if any(rc != 0 for _, _, rc, _ in runs):
+            raise SystemExit(f"tomstats {name} {path.name} failed")
+        res[kind] = (min(r[0] for r in runs), max(r[1] for r in runs), min(r[3] for r in runs))
+    (tc, mc, cc), (tl, ml, cl) = res["csv"], res["log"]
+    return [f"tomstats {name}", f"{tc:.1f}", f"{tl:.1f}", f"{tl / tc:.2f}", f"{mc:.0f}",
+            f"{ml:.0f}", f"{cc:.1f}", f"{cl:.1f}", f"{cl / cc:.2f}"]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         d = args.keep or Path(tmp)
         d.mkdir(parents=True, exist_ok=True)
@@ -106,29 +143,23 @@ def main() -> None:
         t0 = time.perf_counter()
         write_log(log, args.records)
         rows = write_csv(log, csv)
-        print(f"{args.records:,} records ({log.stat().st_size / 2**30:.2f} GiB) -> {rows:,} rows;"
-              f" CSV {csv.stat().st_size / 2**20:.0f} MiB; made in "
-              f"{time.perf_counter() - t0:.0f} s")
+        made = (f"{args.records:,} records ({log.stat().st_size / 2**30:.2f} GiB) -> {rows:,} "
+                f"rows; CSV {csv.stat().st_size / 2**20:.0f} MiB")
+        print(f"{made}; made in {time.perf_counter() - t0:.0f} s")
         print(f"{platform.python_version()} on {platform.machine()}, "
               f"repeats {args.repeats} (best shown)")
-        print(f"{'command':<34} {'CSV s':>7} {'log s':>7} {'ratio':>6} {'CSV MiB':>8} "
-              f"{'log MiB':>8} {'CSV cpu':>8} {'log cpu':>8} {'ratio':>6}")
-        for name, extra in (("summarize", []), ("anova", [])):
-            res = {}
-            for kind, path in (("csv", csv), ("log", log)):
-                runs = [measure([sys.executable, "-c", _CLI, name, str(path), *extra])
-                        for _ in range(args.repeats)]
-                if any(rc != 0 for _, _, rc, _ in runs):
-                    raise SystemExit(f"tomstats {name} {path.name} failed")
-                res[kind] = (min(r[0] for r in runs), max(r[1] for r in runs),
-                             min(r[3] for r in runs))
-            (tc, mc, cc), (tl, ml, cl) = res["csv"], res["log"]
-            print(f"tomstats {name:<25} {tc:7.1f} {tl:7.1f} {tl / tc:6.2f} {mc:8.0f} {ml:8.0f} "
-                  f"{cc:8.1f} {cl:8.1f} {cl / cc:6.2f}")
+        table = [_row(name, csv, log, args.repeats) for name in ("summarize", "anova")]
         if args.baseline:
-            t, m, rc, _ = measure([sys.executable, "-c", _RUNNER, str(log)])
-            print(f"{'evaluate.read_log (whole file)':<34} {'':>7} {t:7.1f} {'':>6} {'':>8} "
-                  f"{m:8.0f}" + ("" if rc == 0 else f"  (exit {rc})"))
+            t, m, rc, c = measure([sys.executable, "-c", _RUNNER, str(log)])
+            table.append(["evaluate.read_log (whole file)", "", f"{t:.1f}", "", "",
+                          f"{m:.0f}" + ("" if rc == 0 else f" (exit {rc})"), "", f"{c:.1f}",
+                          ""])
+    text = markdown_table(COLUMNS, table)
+    print(text, end="")
+    if args.write_docs:
+        write_docs("bench_log_io.py", argv,
+                   text + f"\n{made}; seconds are wall time, CPU seconds user + system of the "
+                   "command's process, MiB its peak resident memory (best of the repeats).\n")
 
 
 if __name__ == "__main__":
