@@ -306,6 +306,11 @@ def test_json_round_trip(reference, tmp_path):
     bad["terms"][0]["group"] = "__import__('os')"
     with pytest.raises(ValueError):
         LmeFit.from_dict(bad)
+    # an edited stored formula is refused on load, as the random-intercept fit's is
+    bad = json.loads(path.read_text())
+    bad["formula"] = "k | trials(n) ~ x + I(__import__('os').system('id')) + (1 + x || g)"
+    with pytest.raises(ValueError, match="stored formula"):
+        LmeFit.from_dict(bad)
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -414,13 +414,16 @@ class LmeFit:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LmeFit:
         """Inverse of :meth:`to_dict` (``ValueError`` naming the problem otherwise)."""
-        from tomstats._expr import check_group, check_terms
+        from tomstats._expr import check_formula, check_group, check_terms
 
         if not isinstance(d, Mapping) or d.get("format") != _FORMAT:
             raise ValueError(f"not a tomstats lme fit (no \"format\": {_FORMAT!r})")
         if d.get("format_version") != _FORMAT_VERSION:
             raise ValueError(f"lme fit format version {d.get('format_version')!r}; this "
                              f"tomstats reads {_FORMAT_VERSION}")
+        # the stored formula is data: the same language as a user's (power --from-fit and
+        # reports may rebuild a design from it)
+        check_formula(d.get("formula"), "the fit file's stored formula")
         try:
             terms = []
             for t in d["terms"]:
