@@ -99,7 +99,7 @@ TABLES = (
     Table("tombench", "tombench.nc", (
         Row("story length, logit per 100 words", "beta[coef=I(story_words_en / 100)]"),
         Row("sd of the model-run intercepts", "sd_run_dir"),
-    ), interval="eti", diagnostics=False),
+    ), interval="eti"),
     Table("smollm2", "smollm2.nc", (
         Row("γ (logit per ToM order)", "gamma"),
         Row("α (per word, × c ln(1 + c/500))", "alpha", "e1"),
