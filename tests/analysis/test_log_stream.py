@@ -340,3 +340,23 @@ def test_sort_order_is_pythons(items: list[str]) -> None:
     assert (order is None) == any(s.endswith("\x00") for s in items)
     if order is not None:
         assert df["row"].to_numpy()[order].tolist() == want
+
+
+@pytest.mark.parametrize("field,value", [
+    ("mislead_distance", None), ("mislead_distance", 2.0), ("n_words", 1.5),
+    ("n_words", 2**70), ("mislead_distance", 2**70), ("correct", None),
+])
+def test_integer_columns_are_typed_alike(field: str, value, tmp_path: Path) -> None:
+    """The integer columns are made as the runner's reader makes them (or refused alike)."""
+    recs = _records(1, 6)
+    recs[2] = {**recs[2], field: value, **({"status": "error"} if field == "correct" else {})}
+    p = _write(tmp_path / "run.jsonl", recs)
+    try:
+        want = _runner(p)
+    except (ValueError, TypeError, OverflowError) as exc:
+        with pytest.raises(type(exc)) as stream:
+            read_log_stream(p)
+        assert str(stream.value) == str(exc)
+    else:
+        _same(p)
+        assert want[field].dtype == read_log_stream(p)[field].dtype
