@@ -38,7 +38,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "calibrate": ("tomstats.glmm.cli", "add_calibrate_arguments", "run_calibrate",
                   "turn a structural fit's posterior into simulator parameters"),
     "compare": ("tomstats.glmm.compare", "add_compare_arguments", "run_compare",
-                "compare fits by LOO (ArviZ compare table and plot)"),
+                "compare sampler fits by LOO (ArviZ's table and plot), or Laplace fits by "
+                "likelihood-ratio tests (lme4's anova)"),
     "summarize": ("tomstats.analysis.cli", "add_summarize_arguments", "run_summarize",
                   "accuracy by model × context × ToM order with Wilson intervals and the "
                   "error taxonomy of an evaluation log"),
