@@ -62,6 +62,7 @@ _NAMES: dict[str, str] = {
     "write_study": "tomstats.simulation.reproduce",
     "PowerResult": "tomstats.planning.result",
     "power": "tomstats.planning.run",
+    "power_from_fit": "tomstats.planning.from_fit",
 }
 #: The stages, imported as modules on first use (``tomstats.glmm.fit(...)``).
 _STAGES = ("model", "design", "stories", "evaluate", "analysis", "glmm", "simulation",

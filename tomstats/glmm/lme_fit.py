@@ -564,6 +564,17 @@ def _fit_batch(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_in
                     in_axes=(0, 0 if batch_trials else None))(y, n)
 
 
+@partial(jax.jit, static_argnames=("shapes", "max_iter", "tol", "inner_tol", "max_inner", "se",
+                                   "batch_trials"))
+def _fit_map(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inner, se,
+             batch_trials, theta0=None, beta0=None):
+    f = partial(_fit_one, shapes=shapes, max_iter=max_iter, tol=tol, inner_tol=inner_tol,
+                max_inner=max_inner, se=se, theta0=theta0, beta0=beta0)
+    if batch_trials:
+        return lax.map(lambda a: f(X, a[0], a[1], offset, Zs, gs), (y, n))
+    return lax.map(lambda yy: f(X, yy, n, offset, Zs, gs), y)
+
+
 def _arrays(X, y, trials, offset, Zs, gs, shapes):
     X = jnp.asarray(X)
     if not jnp.issubdtype(X.dtype, jnp.floating):
@@ -590,6 +601,7 @@ def lme_fit_arrays(
     X: Any, y: Any, trials: Any, Zs: tuple[Any, ...], gs: tuple[Any, ...],
     shapes: tuple[TermShape, ...], *, offset: Any = None, max_iter: int = 100,
     tol: float | None = None, se: str = "hessian", max_inner: int = 50,
+    sequential: bool = False, start: tuple[Any, Any] | None = None,
 ) -> LmeArrays:
     """Maximum Laplace-likelihood fit (module docstring) on numeric arrays.
 
@@ -612,6 +624,15 @@ def lme_fit_arrays(
     max_iter, tol, se, max_inner
         Outer Newton iterations, tolerance on the Newton decrement (default 1e-10 in
         float64), ``"hessian"`` or ``"conditional"`` covariance, inner PIRLS iterations.
+    sequential : bool
+        Fit the replicates one after another inside one compiled program (``lax.map``)
+        instead of side by side (``vmap``): each fit stops at its own convergence, and
+        XLA's CPU runtime has been seen to stall on large vmapped batches of these
+        data-dependent loops (many refits of a simulation use this).
+    start : (theta, beta), optional
+        Starting values of the outer Newton iterations (``sequential`` only), e.g. the
+        parameters a simulation drew from; default: lme4's :math:`\theta` start and the
+        fixed effects of the GLM without random effects.
 
     Returns
     -------
@@ -628,8 +649,15 @@ def lme_fit_arrays(
     batch_trials = n.ndim > 1
     if batch_trials:
         n = jnp.broadcast_to(n, y.shape).reshape(yb.shape)
-    res = _fit_batch(X, yb, n, off, Zs, gs, shapes, int(max_iter), float(tol),
-                     float(inner_tol), int(max_inner), se, batch_trials)
+    args = (X, yb, n, off, Zs, gs, shapes, int(max_iter), float(tol), float(inner_tol),
+            int(max_inner), se, batch_trials)
+    if start is not None and not sequential:
+        raise ValueError("lme_fit_arrays: start is taken with sequential=True only")
+    if sequential:
+        th0, be0 = (None, None) if start is None else (jnp.asarray(v, dtype) for v in start)
+        res = _fit_map(*args, theta0=th0, beta0=be0)
+    else:
+        res = _fit_batch(*args)
     return jax.tree_util.tree_map(lambda a: a.reshape(batch + a.shape[1:]), res)
 
 

@@ -35,8 +35,9 @@ def _parse_along(text: str, flag: str = "--along") -> dict[str, list[float]]:
 
 def add_power_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``tomstats power``."""
-    p.add_argument("config", help="simulation TOML (e.g. simulations/power.toml); its [power] "
-                                  "table gives the defaults of the options below")
+    p.add_argument("config", nargs="?", default=None,
+                   help="simulation TOML (e.g. simulations/power.toml); its [power] table gives "
+                        "the defaults of the options below (leave it out with --from-fit)")
     add_out_arguments(p, folder=True, what="output folder", size_guard=True)
     for name, option in spec_options():  # the [power] fields, declared once in PowerSpec
         if not option.cli:
@@ -63,6 +64,30 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
                         "R-hat, ESS; refused otherwise)")
     p.add_argument("--allow-failures", action="store_true",
                    help="report power among valid fits even when more than 1 %% fail")
+    g = p.add_argument_group(
+        "power from a fitted model (--from-fit; simr's powerSim/powerCurve/extend)",
+        "simulate from a Laplace fit's fixed effects, random-effects covariance and design, "
+        "refit every study, test a term; --test wald|lrt, --replicates, --seed, --level, "
+        "--along and --by apply (NAME: a grouping factor = its levels, rows_per_FACTOR, or "
+        "a coefficient = its value)")
+    g.add_argument("--from-fit", default=None, metavar="FIT.json",
+                   help="Laplace fit with random-effects terms (tomstats fit --backend laplace "
+                        "--out FIT.json) to simulate from (default: none, the TOML's model)")
+    g.add_argument("--data", default=None, metavar="LOG",
+                   help="the log the fit was made from (checked by the fit's data hash; "
+                        "required with --from-fit)")
+    g.add_argument("--term", default=None, metavar="NAME",
+                   help="coefficient or formula term tested, e.g. x, 'belief:cue' (all its "
+                        "columns; required with --from-fit)")
+    g.add_argument("--set", action="append", default=None, metavar="NAME=VALUE",
+                   help="simulate with a coefficient set to VALUE, e.g. 'belief:cue=-0.6' "
+                        "(repeatable; default: the fitted values)")
+    g.add_argument("--refit", default=None, metavar="FORMULA",
+                   help="model refitted and tested instead of the fit's, e.g. without its "
+                        "random slope (default: none, the fit's own formula)")
+    g.add_argument("--max-failed", type=float, default=0.1, metavar="SHARE",
+                   help="stop a design point early when more than this share of its fits "
+                        "failed")
     p.add_argument("--no-figures", "--no-figure", action="store_true", help="skip power.png")
     add_progress_argument(p)
     p.add_argument("--quiet", action="store_true",
@@ -76,9 +101,79 @@ def _progress(args: argparse.Namespace) -> bool:
     return False if args.quiet else progress_wanted(args)
 
 
+#: Options of the TOML mode that do not apply with --from-fit (dest, flag).
+_TOML_ONLY = (("questions_per_cell", "--questions-per-cell"), ("posterior", "--posterior"),
+              ("items_per_cell", "--items-per-cell"), ("n_llms", "--n-llms"),
+              ("path", "--path"), ("correction", "--correction"))
+_FIT_ONLY = (("data", "--data"), ("term", "--term"), ("set", "--set"), ("refit", "--refit"))
+
+
+def _parse_set(items: list[str] | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for text in items or []:
+        name, eq, value = text.rpartition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise ValueError(f"--set: expected NAME=VALUE, e.g. 'belief:cue=-0.6', got {text!r}")
+        try:
+            out[name] = float(value)
+        except ValueError as exc:
+            raise ValueError(f"--set {name}: the value must be a number, got {value!r}") from exc
+    return out
+
+
+def _run_from_fit(args: argparse.Namespace) -> int:
+    """``tomstats power --from-fit FIT.json --data LOG --term NAME``."""
+    from tomstats.planning.from_fit import FIT_TESTS, load_laplace_fit, power_from_fit
+
+    if args.config is not None:
+        raise ValueError(f"--from-fit: give a simulation TOML ({args.config!r}) or --from-fit, "
+                         "not both")
+    for dest, flag in _TOML_ONLY:
+        if getattr(args, dest, None) is not None:
+            raise ValueError(f"{flag} does not apply with --from-fit (it belongs to the "
+                             "TOML's model)")
+    for dest, flag, what in (("data", "--data", "the log fitted"),
+                             ("term", "--term", "the coefficient or term tested")):
+        if getattr(args, dest) is None:
+            raise ValueError(f"--from-fit needs {flag} ({what})")
+    tests = args.tests or ["wald"]
+    if len(tests) != 1 or tests[0] not in FIT_TESTS:
+        raise ValueError(f"--test: with --from-fit one of {', '.join(FIT_TESTS)}, got "
+                         f"{', '.join(tests)}")
+    sets = _parse_set(args.set)
+    dims = {k: _parse_along(getattr(args, k), f"--{k}") if getattr(args, k) else None
+            for k in ("along", "by")}
+    fit, df = load_laplace_fit(args.from_fit, args.data)
+    prepare_out_dir(args.out, force=args.force)
+    result = power_from_fit(
+        fit, args.term, data=df, test=tests[0], set_effects=sets, along=dims["along"],
+        by=dims["by"], n_sims=1000 if args.replicates is None else args.replicates,
+        seed=0 if args.seed is None else args.seed,
+        alpha=0.05 if args.alpha is None else args.alpha,
+        target=0.8 if args.target is None else args.target, max_failed=args.max_failed,
+        refit=args.refit,
+        progress=_progress(args), allow_large=args.allow_large)
+    with replaced_dir(args.out) as tmp:
+        files = result.write(tmp)
+    if not args.quiet:
+        print(result)
+        print(f"wrote {len(files)} files to {args.out} ({result.seconds:.1f} s, "
+              f"{result.refits} refits)")
+    return 0
+
+
 def run_power(args: argparse.Namespace) -> int:
-    """``tomstats power``: a power curve from a simulation TOML (nothing is written when the
-    input is refused or the run fails)."""
+    """``tomstats power``: a power curve from a simulation TOML, or from a Laplace fit with
+    ``--from-fit`` (nothing is written when the input is refused or the run fails)."""
+    if args.from_fit is not None:
+        return _run_from_fit(args)
+    for dest, flag in _FIT_ONLY:
+        if getattr(args, dest, None) is not None:
+            raise ValueError(f"{flag} applies with --from-fit only")
+    if args.config is None:
+        raise ValueError("config: give a simulation TOML (e.g. simulations/power.toml), or "
+                         "--from-fit FIT.json for the power of a fitted model")
     if (Path(args.out) / TABLE1).is_file():
         raise ValueError(f"--out: {args.out!r} holds a simulation run (table1.csv, "
                          "summary.json); write the power run into another folder, e.g. "

@@ -1,0 +1,773 @@
+r"""Power for the model a user fitted: simulate from a Laplace fit and refit (simr's
+``powerSim``, ``powerCurve`` and ``extend`` for a ``glmer`` fit).
+
+Each simulated study keeps the fit's design (its rows, predictors, grouping levels and
+trials), possibly extended, and draws new random effects and outcomes from the fitted
+model, with fixed effects optionally set by the user (``set_effects``, e.g. the smallest
+effect of interest):
+
+.. math::
+
+    b_{k,j} = T_k u_{k,j},\quad u_{k,j} \sim N(0, I_{d_k}),\qquad
+    y_i \sim \operatorname{Binomial}\Bigl(n_i,\ \operatorname{logit}^{-1}\bigl(x_i^\top\beta
+        + \textstyle\sum_k z_{ik}^\top b_{k,g_k(i)}\bigr)\Bigr),
+
+with :math:`T_k` the fitted relative covariance factors (:math:`\Sigma_k = T_kT_k^\top`).
+Every study is refitted (the same formula, Laplace, :func:`tomstats.glmm.lme_fit.lme_fit_arrays`
+with ``sequential=True``: one compiled program fits a chunk of studies one after another) and
+the term is tested at level :math:`a`:
+
+- ``"wald"``: one column: reject when :math:`|\hat\beta_j/\mathrm{se}_j| > z_{1-a/2}`;
+  several columns :math:`S` (a factor): reject when
+  :math:`\hat\beta_S^\top V_S^{-1}\hat\beta_S > \chi^2_{|S|, 1-a}`;
+- ``"lrt"``: reject when :math:`2(\ell_1 - \ell_0) > \chi^2_{|S|, 1-a}`, :math:`\ell_0` the
+  refit without the columns :math:`S` (simr's ``fixed(x, "lr")`` / ``fcompare``).
+
+Power is the share of rejections among the studies whose fits converged, with a 95 %
+Wilson interval; the type I error is the same share for studies simulated with the tested
+columns set to 0, reported beside it. Fits that did not converge (or gave no finite
+standard error) are counted as failed, never as "not significant"; singular full fits
+(lme4's ``isSingular``: a diagonal element of some :math:`T_k` below :math:`10^{-4}`) are
+counted and kept. A design point stops early, after a chunk, when more than
+``max_failed`` of its studies so far failed.
+
+Dimensions (``along`` and ``by``, ``{name: values}``):
+
+- a grouping factor ``g`` (a data column of a random-effects term): its number of levels.
+  New levels copy the rows of the existing levels in turn (level :math:`q + i` copies level
+  :math:`i \bmod q`) under new labels, as simr's ``extend(along = "g")``; their random
+  effects are drawn like all others. Fewer levels than fitted keep the first ones;
+- ``rows_per_<g>``: rows per level of ``g``: each level's rows, cycled (simr's
+  ``extend(within = "g")``);
+- a coefficient name: the value it is simulated with.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tomstats.glmm._hints import InputError
+
+__all__ = ["FitPowerResult", "power_from_fit", "simulate_outcomes", "term_columns",
+           "load_laplace_fit", "FIT_TESTS", "ROWS_PREFIX"]
+
+#: Tests of :func:`power_from_fit`.
+FIT_TESTS = ("wald", "lrt")
+#: ``along``/``by`` name prefix for rows per level of a grouping factor.
+ROWS_PREFIX = "rows_per_"
+#: Rough seconds per refit and observation (one CPU core), for the size guard.
+_SECONDS_PER_OBS = 2e-5
+
+
+# --------------------------------------------------------------------------- design
+
+
+@dataclass(frozen=True)
+class _Arrays:
+    """The numeric design of one design point (see :mod:`tomstats.glmm.lme`)."""
+
+    X: np.ndarray          # uncentred fixed design (n_obs, p)
+    Xc: np.ndarray         # centred fixed design
+    intercept: int | None
+    trials: np.ndarray | None
+    Zs: tuple[np.ndarray, ...]
+    gs: tuple[np.ndarray, ...]
+    shapes: tuple[Any, ...]
+    coef_names: tuple[str, ...]
+    n_rows: int
+    levels: tuple[int, ...]
+
+
+def _prepare(fit: Any, data: pd.DataFrame | None,
+             columns: Mapping[str, str] | None) -> tuple[str, pd.DataFrame]:
+    """The formula and data frame as the fit read them (standard columns, ``cbind``
+    rewritten as ``k | trials(n)``)."""
+    from tomstats.glmm.data import prepare_data
+    from tomstats.glmm.lme import CBIND_TRIALS, rewrite_cbind
+
+    if data is None:
+        des = getattr(fit, "design", None)
+        if des is None:
+            raise InputError("power from a fit needs the data it was fitted to: pass data "
+                             "(the log, --data LOG); a fit read from JSON carries none")
+        return rewrite_cbind(fit.formula, des.train.drop(columns=[CBIND_TRIALS],
+                                                         errors="ignore"))
+    if not isinstance(data, pd.DataFrame):
+        raise InputError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+    return rewrite_cbind(fit.formula, prepare_data(data, columns).reset_index(drop=True))
+
+
+def _arrays(fit: Any, formula: str, df: pd.DataFrame, *, check_hash: bool,
+            aggregate: bool | str = "auto", same_coefs: bool = True) -> _Arrays:
+    """Build and check the design of ``formula`` (the fit's, or the model refitted) on
+    ``df``."""
+    from tomstats._expr import check_formula
+    from tomstats.glmm.data import build_design
+    from tomstats.glmm.lme import _check_terms, _effect_name
+    from tomstats.glmm.lme_fit import TermShape
+    from tomstats.glmm.provenance import data_hash, used_columns
+
+    check_formula(formula)
+    spec, md = build_design(formula, df, family=fit.family, aggregate=aggregate, center=True)
+    _check_terms(spec, md, len(df))
+    if check_hash and fit.data_hash and data_hash(df, used_columns(spec, df)) != fit.data_hash:
+        raise InputError(f"data: not the data the fit of {fit.formula!r} was made from (its "
+                         f"data hash differs); pass the same log, with the same selection")
+    names = tuple(_effect_name(c) for c in md.coords["coef"])
+    if same_coefs and names != tuple(fit.coef_names):
+        raise InputError(f"the design has the coefficients {list(names)}, the fit "
+                         f"{list(fit.coef_names)}: a level of a categorical predictor is "
+                         f"missing there; keep more levels or rows")
+    shapes = tuple(TermShape(d=len(md.coords[f"{t.key}_effect"]), q=len(md.coords[t.dim]),
+                             correlated=bool(t.correlated)) for t in spec.random)
+    Xc = np.asarray(md.arrays["X"], dtype=np.float64)
+    mean = np.asarray(md.arrays["X_mean"], dtype=np.float64)
+    X = Xc + mean[None, :]
+    if md.intercept is not None:
+        X[:, md.intercept] = 1.0
+    return _Arrays(X=X, Xc=Xc, intercept=md.intercept,
+                   trials=None if md.trials is None else md.trials.astype(np.float64),
+                   Zs=tuple(np.asarray(md.arrays[f"Z_{t.key}"], np.float64)
+                            for t in spec.random),
+                   gs=tuple(np.asarray(md.arrays[f"g_{t.key}"], np.int32)
+                            for t in spec.random),
+                   shapes=shapes, coef_names=names, n_rows=len(df),
+                   levels=tuple(s.q for s in shapes))
+
+
+def _factors(fit: Any) -> list[str]:
+    """Data columns that group a random-effects term (``a:b`` gives ``a`` and ``b``)."""
+    return list(dict.fromkeys(p for t in fit.terms for p in t.group.split(":")))
+
+
+def _extend(df: pd.DataFrame, factor: str, n_levels: int) -> pd.DataFrame:
+    """``n_levels`` levels of ``factor``: new ones copy the existing levels' rows in turn."""
+    labels = df[factor].astype(str)
+    levels = sorted(set(labels))
+    q = len(levels)
+    if n_levels <= q:
+        return df[labels.isin(levels[:n_levels])].reset_index(drop=True)
+    parts = [df]
+    taken = set(levels)
+    for i in range(q, n_levels):
+        src = levels[(i - q) % q]
+        new = f"{src}~{i}"
+        while new in taken:
+            new += "'"
+        taken.add(new)
+        block = df[labels == src].copy()
+        block[factor] = new
+        parts.append(block)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _rows_per_level(df: pd.DataFrame, factor: str, n: int) -> pd.DataFrame:
+    """Each level of ``factor`` with ``n`` rows: its own rows, cycled."""
+    idx = []
+    for _, rows in df.groupby(df[factor].astype(str), sort=True).indices.items():
+        idx.append(np.asarray(rows)[np.arange(n) % len(rows)])
+    return df.iloc[np.concatenate(idx)].reset_index(drop=True)
+
+
+def term_columns(coef_names: Sequence[str], term: str) -> list[int]:
+    """Columns of a coefficient name or of a formula term (``cue`` or ``belief:cue``: the
+    columns of that main effect or interaction, whatever its levels' names).
+
+    Raises
+    ------
+    InputError
+        When nothing matches (the valid names listed).
+    """
+    if term in coef_names:
+        return [list(coef_names).index(term)]
+    want = sorted(term.replace(" ", "").split(":"))
+    out = []
+    for j, name in enumerate(coef_names):
+        parts = name.split(":")
+        if len(parts) != len(want):
+            continue
+        bases = sorted(p.split("[", 1)[0] for p in parts)
+        if bases == want:
+            out.append(j)
+    if not out:
+        raise InputError(f"term {term!r}: no coefficient or formula term of that name in the "
+                         f"fit (its coefficients: {', '.join(coef_names)})")
+    return out
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+def _beta(fit: Any, set_effects: Mapping[str, float] | None) -> np.ndarray:
+    beta = np.array(fit.beta, dtype=float)
+    for name, value in (set_effects or {}).items():
+        if name not in fit.coef_names:
+            raise InputError(f"set {name}={value}: no coefficient {name!r} in the fit (its "
+                             f"coefficients: {', '.join(fit.coef_names)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
+                or not math.isfinite(value):
+            raise InputError(f"set {name}: the value must be a finite number, got {value!r}")
+        beta[list(fit.coef_names).index(name)] = float(value)
+    return beta
+
+
+def _simulate(fit: Any, a: _Arrays, beta: np.ndarray, n_sims: int,
+              rng: np.random.Generator) -> np.ndarray:
+    eta = np.broadcast_to(a.X @ beta, (n_sims, a.X.shape[0])).copy()
+    for T, Z, g, s in zip(fit.factors(), a.Zs, a.gs, a.shapes, strict=True):
+        b = rng.standard_normal((n_sims, s.q, s.d)) @ T.T
+        eta += np.einsum("nd,snd->sn", Z, b[:, g, :])
+    n = np.ones(a.X.shape[0], np.int64) if a.trials is None else a.trials.astype(np.int64)
+    return rng.binomial(n[None, :], 1.0 / (1.0 + np.exp(-eta))).astype(np.float64)
+
+
+def simulate_outcomes(fit: Any, n_sims: int, seed: int = 0,
+                      set_effects: Mapping[str, float] | None = None, *,
+                      data: pd.DataFrame | None = None) -> np.ndarray:
+    """Successes of ``n_sims`` studies simulated from ``fit`` on its own design (module
+    docstring), shape ``(n_sims, n_obs)``; ``data``: the log fitted (needed for a fit read
+    from JSON)."""
+    _check_fit(fit)
+    a = _arrays(fit, *_prepare(fit, data, None), check_hash=data is not None)
+    return _simulate(fit, a, _beta(fit, set_effects), int(n_sims), np.random.default_rng(seed))
+
+
+# --------------------------------------------------------------------------- refits
+
+
+def _refit(a: _Arrays, X: np.ndarray, ys: np.ndarray, theta: np.ndarray | None,
+           eta: np.ndarray) -> Any:
+    """Fits of every study (rows of ``ys``) with design ``X``, started at ``theta`` and the
+    fixed effects closest to the linear predictor ``eta`` (least squares)."""
+    import jax
+
+    from tomstats.glmm.lme_fit import lme_fit_arrays, theta_start
+
+    beta0 = np.linalg.lstsq(X, eta, rcond=None)[0]
+    theta = theta_start(a.shapes) if theta is None else theta
+    with jax.enable_x64(True):
+        r = lme_fit_arrays(X, ys, a.trials, a.Zs, a.gs, a.shapes, sequential=True,
+                           start=(theta, beta0))
+        return jax.tree_util.tree_map(np.asarray, r)
+
+
+def _reduced_design(a: _Arrays, cols: list[int]) -> np.ndarray:
+    keep = [c for c in range(a.X.shape[1]) if c not in cols]
+    Xr = a.X[:, keep]
+    if a.intercept is not None and a.intercept not in cols:
+        k = keep.index(a.intercept)
+        mean = Xr.mean(axis=0)
+        mean[k] = 0.0
+        Xr = Xr - mean[None, :]
+    return Xr
+
+
+def _to_user(a: _Arrays, r: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Centred estimates -> the user's columns: :math:`\\beta = A\\beta_c`,
+    :math:`V = AV_cA^\\top`."""
+    A = np.eye(a.X.shape[1])
+    if a.intercept is not None:
+        mean = (a.X - a.Xc).mean(axis=0)
+        A[a.intercept] -= mean
+        A[a.intercept, a.intercept] = 1.0
+    return r.beta @ A.T, np.einsum("ij,sjk,lk->sil", A, r.cov, A)
+
+
+def _singular(shapes: Sequence[Any], theta: np.ndarray) -> np.ndarray:
+    from tomstats.glmm.lme_result import SINGULAR_TOL
+
+    diag, o = [], 0
+    for s in shapes:
+        for t, (i, j) in enumerate(s.theta_index()):
+            if i == j:
+                diag.append(o + t)
+        o += s.n_theta
+    return np.any(theta[:, diag] < SINGULAR_TOL, axis=1)
+
+
+@dataclass
+class _Tally:
+    done: int = 0
+    valid: int = 0
+    rejected: int = 0
+    failed: int = 0
+    singular: int = 0
+    estimates: list[float] = field(default_factory=list)
+    stopped: bool = False
+
+
+def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[int],
+               test: str, alpha: float, n_sims: int, rng: np.random.Generator, chunk: int,
+               max_failed: float, bar: Any) -> _Tally:
+    """Simulate with design ``sim`` (the fit's), refit with design ``a`` (the same, or the
+    model refitted on the same rows)."""
+    from scipy.stats import chi2
+
+    eta = sim.X @ beta
+    theta0 = fit.theta if a is sim else None
+
+    crit = float(chi2.ppf(1.0 - alpha, len(cols)))
+    Xr = _reduced_design(a, cols) if test == "lrt" else None
+    tally = _Tally()
+    for start in range(0, n_sims, chunk):
+        m = min(chunk, n_sims - start)
+        ys = _simulate(fit, sim, beta, m, rng)
+        if m < chunk:  # one compiled shape: pad with repeats of the last study
+            ys = np.concatenate([ys, np.repeat(ys[-1:], chunk - m, axis=0)])
+        full = _refit(a, a.Xc, ys, theta0, eta)
+        b, V = _to_user(a, full)
+        ok = full.converged & np.all(np.isfinite(full.se), axis=1)
+        if test == "wald":
+            bs = b[:, cols]
+            Vs = V[:, cols][:, :, cols]
+            with np.errstate(all="ignore"):
+                stat = np.einsum("si,si->s", bs, np.linalg.solve(Vs, bs[..., None])[..., 0])
+        else:
+            red = _refit(a, Xr, ys, theta0, eta)
+            ok = ok & red.converged
+            stat = 2.0 * (full.loglik - red.loglik)
+        ok = (ok & np.isfinite(stat))[:m]
+        reject = (stat[:m] > crit) & ok
+        tally.done += m
+        tally.valid += int(ok.sum())
+        tally.failed += int((~ok).sum())
+        tally.rejected += int(reject.sum())
+        tally.singular += int((_singular(a.shapes, full.theta[:m]) & ok).sum())
+        tally.estimates += b[:m][ok][:, cols[0]].tolist()
+        bar.update(m)
+        if tally.failed > max_failed * tally.done and tally.done < n_sims:
+            tally.stopped = True
+            bar.update(n_sims - tally.done)
+            break
+    return tally
+
+
+# --------------------------------------------------------------------------- result
+
+
+@dataclass(frozen=True)
+class FitPowerResult:
+    """Result of :func:`power_from_fit`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per design point: the ``by`` and ``along`` values (columns named after
+        them), ``n_rows`` and ``n_obs`` of the simulated design, then for the studies
+        simulated at the effect (``power``, ``ci_low``, ``ci_high``, ``n_sims``,
+        ``n_valid``, ``n_failed``, ``n_singular``, ``estimate`` (mean of the first tested
+        coefficient), ``stopped_early``) and with the tested columns at 0 (the same with
+        the prefix ``null_``; ``null_power`` is the type I error).
+    formula : str
+        The model refitted and tested (the fit's, or ``refit``).
+    term, test : str
+    columns : tuple of str
+        The coefficients tested.
+    effects : dict
+        The coefficients set by the user (``set_effects``).
+    along, by : str or None
+    alpha, target : float
+    seed, n_sims : int
+    seconds : float
+    refits : int
+        Model fits run (full and reduced).
+    """
+
+    table: pd.DataFrame
+    formula: str
+    term: str
+    test: str
+    columns: tuple[str, ...]
+    effects: dict[str, float]
+    along: str | None
+    by: str | None
+    alpha: float
+    target: float
+    seed: int
+    n_sims: int
+    seconds: float
+    refits: int
+
+    def __str__(self) -> str:
+        head = (f"power of the {self.test} test of {self.term} "
+                f"({', '.join(self.columns)}) at level {self.alpha:g}, "
+                f"{self.n_sims} studies per point, seed {self.seed}; fit: {self.formula}")
+        if self.effects:
+            head += "\nset: " + ", ".join(f"{k} = {v:g}" for k, v in self.effects.items())
+        rows = []
+        dims = [d for d in (self.by, self.along) if d]
+        for _, r in self.table.iterrows():
+            line = "  ".join(f"{d} = {_num(r[d])}" for d in dims)
+            line += (f"{'  ' if dims else ''}power {100 * r['power']:5.1f} % "
+                     f"[{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]  ")
+            if r["null_n_sims"]:
+                line += (f"type I error {100 * r['null_power']:4.1f} % "
+                         f"[{100 * r['null_ci_low']:.1f}, {100 * r['null_ci_high']:.1f}]  ")
+            line += (f"failed {int(r['n_failed'])}+{int(r['null_n_failed'])}  "
+                     f"singular {int(r['n_singular'])}+{int(r['null_n_singular'])}")
+            if r["stopped_early"] or r["null_stopped_early"]:
+                line += "  STOPPED EARLY: too many failed fits"
+            rows.append(line)
+        return "\n".join([head, *rows])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (non-finite numbers as ``None``)."""
+        def clean(v: Any) -> Any:
+            if isinstance(v, (float, np.floating)):
+                return float(v) if math.isfinite(v) else None
+            if isinstance(v, (np.integer,)):
+                return int(v)
+            if isinstance(v, np.bool_):
+                return bool(v)
+            return v
+
+        return {"format": "tomstats-power-from-fit", "formula": self.formula,
+                "term": self.term, "test": self.test, "columns": list(self.columns),
+                "effects": self.effects, "along": self.along, "by": self.by,
+                "alpha": self.alpha, "target": self.target, "seed": self.seed,
+                "n_sims": self.n_sims, "seconds": self.seconds, "refits": self.refits,
+                "rows": [{k: clean(v) for k, v in r.items()}
+                         for r in self.table.to_dict(orient="records")]}
+
+    def write(self, folder: Any) -> list[Any]:
+        """Write ``power.csv`` and ``power.json`` into ``folder``; return the paths."""
+        import json
+        from pathlib import Path
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        csv = folder / "power.csv"
+        self.table.to_csv(csv, index=False)
+        js = folder / "power.json"
+        js.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n",
+                      encoding="utf-8")
+        return [csv, js]
+
+
+def _num(v: Any) -> str:
+    return f"{int(v)}" if float(v).is_integer() else f"{float(v):g}"
+
+
+# --------------------------------------------------------------------------- entry
+
+
+def _check_fit(fit: Any) -> None:
+    from tomstats.glmm.lme_result import LmeFit
+
+    if isinstance(fit, LmeFit):
+        return
+    name = type(fit).__name__
+    if name == "InferenceData" or hasattr(fit, "posterior"):
+        raise InputError("power from a fit needs a maximum-likelihood (Laplace) fit with "
+                         "random-effects terms (tomstats fit --backend laplace, a .json); "
+                         "a Bayesian fit's assurance over posterior draws is "
+                         "'tomstats power CONFIG --posterior FIT.nc' (the structural model)")
+    raise InputError(f"power from a fit needs a Laplace fit with random-effects terms "
+                     f"(tomstats.glmm.lme.fit_lme, or a .json of tomstats fit --backend "
+                     f"laplace), got {name}")
+
+
+def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
+    """A Laplace fit's JSON and the log it was made from, ready for :func:`power_from_fit`.
+
+    A fit with random-effects terms (``tomstats-lme-fit``) is read as it is; a fit of the
+    random-intercepts backend (``tomstats-laplace-fit``) is refitted from the log with
+    :func:`tomstats.glmm.lme.fit_lme` (its log-likelihood must agree within 1e-3).
+
+    Raises
+    ------
+    InputError
+        A Bayesian fit (netCDF), a file that is not a Laplace fit, or a log that is not the
+        one fitted.
+    """
+    import json
+    from pathlib import Path
+
+    from tomstats.glmm.data import _read_table
+    from tomstats.glmm.lme import fit_lme
+    from tomstats.glmm.lme_result import LmeFit
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--from-fit: {str(p)!r} does not exist")
+    with p.open("rb") as fh:
+        head = fh.read(8)
+    if p.suffix.lower() in (".nc", ".netcdf", ".h5") or head.startswith((b"CDF", b"\x89HDF")):
+        _check_fit(_Posterior())
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"--from-fit: {str(p)!r} is not a fit's JSON ({exc})") from exc
+    fmt = d.get("format") if isinstance(d, dict) else None
+    if fmt not in ("tomstats-lme-fit", "tomstats-laplace-fit"):
+        raise InputError(f"--from-fit: {str(p)!r} is not a Laplace fit (format {fmt!r}); "
+                         f"write one with tomstats fit LOG --model FORMULA --backend laplace")
+    df = _read_table(log, errors="drop")
+    if fmt == "tomstats-lme-fit":
+        try:
+            return LmeFit.from_dict(d), df
+        except ValueError as exc:
+            raise InputError(f"--from-fit: {exc}") from exc
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_lme(df, str(d.get("formula")), family=d.get("family"))
+    stored = d.get("loglik")
+    if not isinstance(stored, (int, float)) or abs(fit.loglik - stored) > 1e-3 * max(
+            1.0, abs(stored)):
+        raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
+                         f"from (log-likelihood {fit.loglik:.4f} refitted, {stored} stored)")
+    return fit, df
+
+
+class _Posterior:
+    """Stands for a Bayesian fit in :func:`_check_fit`'s message."""
+
+    posterior = None
+
+
+def _dimension(fit: Any, name: str, values: Sequence[float], what: str,
+               factors: list[str]) -> tuple[str, list[float]]:
+    """Kind of a dimension ('levels', 'rows' or 'effect') and its checked values."""
+    vals = list(values)
+    if not vals:
+        raise InputError(f"{what} {name}: give at least one value")
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(v)):
+            raise InputError(f"{what} {name}: values must be finite numbers, got {v!r}")
+    if name in fit.coef_names:
+        return "effect", [float(v) for v in vals]
+    factor = name[len(ROWS_PREFIX):] if name.startswith(ROWS_PREFIX) else name
+    if factor in factors:
+        lo = 2 if factor == name else 1
+        for v in vals:
+            if float(v) != int(v) or v < lo:
+                raise InputError(f"{what} {name}: values must be whole numbers >= {lo}, "
+                                 f"got {v!r}")
+        return ("levels" if factor == name else "rows"), [int(v) for v in vals]
+    raise InputError(
+        f"{what} {name!r}: not a grouping factor of the fit, rows per level of one, nor a "
+        f"coefficient; use one of {', '.join(factors)} (levels), "
+        f"{', '.join(ROWS_PREFIX + f for f in factors)} (rows per level) or a coefficient: "
+        f"{', '.join(fit.coef_names)}")
+
+
+def _one_dim(spec: Mapping[str, Sequence[float]] | None, what: str
+             ) -> tuple[str, Sequence[float]] | None:
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping) or len(spec) != 1:
+        raise InputError(f"{what} must be one {{name: values}}, got {spec!r}")
+    return next(iter(spec.items()))
+
+
+def power_from_fit(
+    fit: Any,
+    term: str,
+    *,
+    data: pd.DataFrame | None = None,
+    columns: Mapping[str, str] | None = None,
+    test: str = "wald",
+    set_effects: Mapping[str, float] | None = None,
+    along: Mapping[str, Sequence[float]] | None = None,
+    by: Mapping[str, Sequence[float]] | None = None,
+    n_sims: int = 200,
+    seed: int = 0,
+    alpha: float = 0.05,
+    target: float = 0.8,
+    chunk: int = 25,
+    max_failed: float = 0.1,
+    type_one: bool = True,
+    refit: str | None = None,
+    progress: bool | None = None,
+    allow_large: bool = False,
+) -> FitPowerResult:
+    """Power (and type I error) of a test of ``term`` for studies simulated from ``fit``.
+
+    Parameters
+    ----------
+    fit : LmeFit
+        A Laplace fit with random-effects terms (:func:`tomstats.glmm.lme.fit_lme`, or
+        :meth:`~tomstats.glmm.lme_result.LmeFit.from_json` of ``tomstats fit --backend
+        laplace``'s JSON).
+    term : str
+        A coefficient (``"x"``, ``"belief[T.true]:cue[T.b]"``) or a formula term
+        (``"cue"``, ``"belief:cue"``: all its columns).
+    data : pandas.DataFrame, optional
+        The log the fit was made from (checked by the fit's data hash); needed for a fit
+        read from JSON, taken from an in-memory fit otherwise.
+    columns : mapping, optional
+        ``{standard_name: your_column}`` as given to the fit.
+    test : {"wald", "lrt"}
+    set_effects : mapping, optional
+        ``{coefficient: value}`` to simulate with instead of the fitted values.
+    along, by : mapping, optional
+        ``{name: values}``: a grouping factor (levels), ``rows_per_<factor>`` or a
+        coefficient (module docstring). ``by`` repeats the curve along ``along``.
+    n_sims : int
+        Studies per design point (and as many with the tested effect at 0).
+    seed : int
+        Same seed, same result.
+    alpha : float
+        Level of the test.
+    target : float
+        Power aimed at (reported only).
+    chunk : int
+        Studies refitted per compiled call (the progress bar and the early stop advance by
+        chunks).
+    max_failed : float
+        Share of failed fits after which a design point stops early.
+    type_one : bool
+        Also simulate every design point with the tested columns at 0 (the ``null_``
+        columns of the table, NaN without).
+    refit : str, optional
+        Formula of the model refitted and tested (default: the fit's), e.g. the fit
+        without its random slope, to see what a misspecified analysis does (the rows are
+        then not aggregated, so that both designs have the same observations).
+    progress : bool, optional
+        Progress bar on stderr (None: when stderr is a terminal).
+    allow_large : bool
+        Skip the size guard.
+
+    Returns
+    -------
+    FitPowerResult
+    """
+    import time
+
+    from tqdm.auto import tqdm
+
+    from tomstats._guards import Footprint, check_footprint
+
+    t0 = time.perf_counter()
+    _check_fit(fit)
+    if test not in FIT_TESTS:
+        raise InputError(f"test must be one of {', '.join(FIT_TESTS)}, got {test!r}")
+    for name, v, lo in (("n_sims", n_sims, 1), ("chunk", chunk, 1), ("seed", seed, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
+    for name, v in (("alpha", alpha), ("target", target), ("max_failed", max_failed)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+            raise InputError(f"{name} must be a number in (0, 1), got {v!r}")
+    if not isinstance(term, str) or not term.strip():
+        raise InputError(f"term must be a coefficient or formula term name, got {term!r}")
+    if refit is not None and (not isinstance(refit, str) or "~" not in refit):
+        raise InputError(f"refit must be an lme4-style formula 'y ~ x + (1 | g)', got "
+                         f"{refit!r}")
+    base_beta = _beta(fit, set_effects)
+    factors = _factors(fit)
+    dims = []
+    for what, spec in (("along", along), ("by", by)):
+        d = _one_dim(spec, what)
+        dims.append(None if d is None else (d[0], *_dimension(fit, d[0], d[1], what,
+                                                                factors)))
+    if dims[0] and dims[1] and dims[0][0] == dims[1][0]:
+        raise InputError(f"by: {dims[1][0]!r} is already the dimension along varies")
+    formula, df0 = _prepare(fit, data, columns)
+    agg: bool | str = "auto" if refit is None else False
+    _arrays(fit, formula, df0, check_hash=data is not None)  # the fitted design, checked first
+    ana_formula = formula if refit is None else refit
+    if refit is not None:
+        from tomstats.glmm.lme import rewrite_cbind
+
+        ana_formula = rewrite_cbind(refit, df0)[0]
+        ana_names = _arrays(fit, ana_formula, df0, check_hash=False, aggregate=False,
+                            same_coefs=False).coef_names
+    else:
+        ana_names = tuple(fit.coef_names)
+    cols = term_columns(ana_names, term)
+    sim_cols = [list(fit.coef_names).index(ana_names[c]) for c in cols
+                if ana_names[c] in fit.coef_names]
+
+    def point(settings: list[tuple[str, str, Any]]) -> tuple[pd.DataFrame, np.ndarray]:
+        df, beta = df0, base_beta.copy()
+        for name, kind, v in settings:
+            if kind == "levels":
+                df = _extend(df, name, int(v))
+            elif kind == "rows":
+                df = _rows_per_level(df, name[len(ROWS_PREFIX):], int(v))
+            else:
+                beta[list(fit.coef_names).index(name)] = float(v)
+        return df, beta
+
+    axes = [[(d[0], d[1], v) for v in d[2]] if d else [None] for d in (dims[1], dims[0])]
+    points = []
+    for b_set in axes[0]:  # by outermost, then along
+        for a_set in axes[1]:
+            settings = [x for x in (b_set, a_set) if x is not None]
+            # the design first (levels, rows), then the effects
+            df, beta = point(sorted(settings, key=lambda x: x[1] == "effect"))
+            sim = _arrays(fit, formula, df, check_hash=False, aggregate=agg)
+            a = sim if refit is None else _arrays(fit, ana_formula, df, check_hash=False,
+                                                  aggregate=False, same_coefs=False)
+            points.append((settings, sim, a, beta))
+    fits_per = 2 if test == "lrt" else 1
+    n_fits = len(points) * (1 + bool(type_one)) * int(n_sims) * fits_per
+    obs = max(p[2].X.shape[0] for p in points)
+    m_theta = max(sum(s.n_theta for s in p[2].shapes) + p[2].X.shape[1] for p in points)
+    check_footprint(Footprint(
+        "power from a fit", 8.0 * 4 * min(int(n_sims), int(chunk)) * obs * (1 + m_theta),
+        n_fits * obs * _SECONDS_PER_OBS * m_theta,
+        f"{len(points)} design point(s) x 2 x {n_sims} studies x {fits_per} fit(s) of up to "
+        f"{obs} observations"), allow_large=allow_large)
+
+    rows, null_cache, refits = [], {}, 0
+    disable = None if progress is None else not progress
+    with tqdm(total=n_fits // fits_per, desc="power from fit", unit="study", disable=disable,
+              leave=False) as bar:
+        if not bar.disable:
+            bar.write("compiling the refit program once per design size (a minute or so)",
+                      file=bar.fp)
+        for pi, (settings, sim, a, beta) in enumerate(points):
+            rng = np.random.default_rng([int(seed), pi, 1])
+            alt = _run_point(fit, sim, a, beta, cols, test, alpha, int(n_sims), rng,
+                             int(chunk), max_failed, bar)
+            nb = beta.copy()
+            nb[sim_cols] = 0.0
+            key = (tuple((s[0], s[2]) for s in settings if s[1] != "effect"), nb.tobytes())
+            if not type_one:
+                null_cache[key] = _Tally()
+            elif key not in null_cache:
+                nrng = np.random.default_rng([int(seed), pi, 0])
+                null_cache[key] = _run_point(fit, sim, a, nb, cols, test, alpha, int(n_sims),
+                                             nrng, int(chunk), max_failed, bar)
+                refits += null_cache[key].done * fits_per
+            else:
+                bar.update(int(n_sims))  # the same null studies as an earlier point
+            null = null_cache[key]
+            refits += alt.done * fits_per
+            row: dict[str, Any] = {s[0]: s[2] for s in settings}
+            row.update(n_rows=a.n_rows, n_obs=a.X.shape[0])
+            for prefix, t in (("", alt), ("null_", null)):
+                lo, hi = _wilson(t.rejected, t.valid)
+                row.update({f"{prefix}power": t.rejected / t.valid if t.valid else np.nan,
+                            f"{prefix}ci_low": lo, f"{prefix}ci_high": hi,
+                            f"{prefix}n_sims": t.done, f"{prefix}n_valid": t.valid,
+                            f"{prefix}n_failed": t.failed, f"{prefix}n_singular": t.singular,
+                            f"{prefix}estimate": float(np.mean(t.estimates)) if t.estimates
+                            else np.nan, f"{prefix}stopped_early": t.stopped})
+            rows.append(row)
+    return FitPowerResult(
+        table=pd.DataFrame(rows), formula=fit.formula if refit is None else refit,
+        term=term, test=test, columns=tuple(ana_names[c] for c in cols),
+        effects={k: float(v) for k, v in (set_effects or {}).items()},
+        along=None if dims[0] is None else dims[0][0], by=None if dims[1] is None
+        else dims[1][0], alpha=float(alpha), target=float(target), seed=int(seed),
+        n_sims=int(n_sims), seconds=time.perf_counter() - t0, refits=refits)
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    from tomstats.analysis.intervals import wilson_interval
+
+    if n == 0:
+        return float("nan"), float("nan")
+    lo, hi = wilson_interval(k, n)
+    return float(lo), float(hi)
