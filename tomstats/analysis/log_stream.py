@@ -102,10 +102,10 @@ _HIGH = np.array([~((1 << (8 * (8 - i))) - 1) & (2**64 - 1) for i in range(9)],
                  dtype=np.uint64)
 
 
-def _flat_keys(blob: bytes, lengths: Sequence[int], keys: Sequence[str]) -> bool:
-    """Whether every line of ``blob`` (valid JSON objects of ``lengths`` bytes, each followed
-    by a newline) is a flat object whose keys are ``keys`` (the first line's, none twice), in
-    that order, each written as itself; ``False`` when that cannot be shown (the caller then
+def _flat_keys(blob: bytes, n: int, keys: Sequence[str]) -> bool:
+    """Whether ``blob`` (``n`` valid JSON objects, each line ending with a newline) holds one
+    object a line, each a flat object whose keys are ``keys`` (the first line's, none twice),
+    in that order, each written as itself; ``False`` when that cannot be shown (the caller then
     reads the block another way).
 
     A few NumPy passes over the block's bytes. Escaped backslashes and then escaped quotes are
@@ -117,7 +117,7 @@ def _flat_keys(blob: bytes, lengths: Sequence[int], keys: Sequence[str]) -> bool
     first character would follow a string outside strings, where only ``,:}]`` and blanks may
     stand (keys starting with one of these: unsure). One brace a line: no object within.
     """
-    k, n = len(keys), len(lengths)
+    k = len(keys)
     spelt = [b'"' + key.encode("utf-8") for key in keys]
     if not k or any(s[1:2] in b",:}] \t\r\n" or b"\\" in s for s in spelt):
         return False
@@ -135,8 +135,7 @@ def _flat_keys(blob: bytes, lengths: Sequence[int], keys: Sequence[str]) -> bool
     longest = int(size.max())
     if len(close) != n * k:
         return False
-    ends = (np.cumsum(np.fromiter(lengths, dtype=np.int64, count=n) + 1) - 1
-            if len(a) == sum(lengths) + n else np.flatnonzero(a == _NEWLINE))
+    ends = np.flatnonzero(a == _NEWLINE)
     rows = close.reshape(n, k)
     if len(ends) != n or (rows[1:, 0] <= ends[:-1]).any() or (rows[:, -1] >= ends).any():
         return False  # not k of them on every line
@@ -195,42 +194,44 @@ class _Reader:
         record = msgspec.defstruct(
             "_Record", [(f, typed.get(f, Any)) if f in self.required else (f, Any, None)
                         for f in fields], kw_only=True, gc=False)
-        self.decode = msgspec.json.Decoder(record).decode
+        self.decode_lines = msgspec.json.Decoder(record).decode_lines
 
     # ------------------------------------------------------------------ the fast paths
     def block(self, blob: bytes, first: int, *, last: bool = False) -> int:
         """Read the lines of ``blob``, which ends with a newline unless it is the file's
         ``last`` piece (``first``: the first line's number); returns the lines read."""
+        if not last:
+            try:
+                field, n = self._decoded(blob)
+            except _Fallback:
+                pass
+            else:
+                self._commit(field, range(first, first + n), n)
+                return n
         lines = blob.split(b"\n")
         if not last:
             lines.pop()  # the empty piece after the final newline
         linenos: Sequence[int] = range(first, first + len(lines))
         raws: Sequence[bytes] = lines
-        clean = not (b"" in lines or any(map(bytes.isspace, lines)))
-        if not clean:  # blank lines: skipped
+        if b"" in lines or any(map(bytes.isspace, lines)):  # blank lines: skipped
             numbered = [(i, raw) for i, raw in zip(linenos, lines, strict=True)
                         if raw and not raw.isspace()]
             linenos, raws = zip(*numbered, strict=True) if numbered else ((), ())
         if not raws:
             return len(lines)
         try:
-            if not (clean and blob.endswith(b"\n")):
-                raise _Fallback
-            field, recs = self._decoded(raws, blob)
+            field, recs = self._parsed(raws, blob)
         except _Fallback:
-            try:
-                field, recs = self._parsed(raws, blob)
-            except _Fallback:
-                for i, (lineno, raw) in enumerate(zip(linenos, raws, strict=True)):
-                    self.one(raw, lineno, torn=last and i == len(raws) - 1)
-                return len(lines)
+            for i, (lineno, raw) in enumerate(zip(linenos, raws, strict=True)):
+                self.one(raw, lineno, torn=last and i == len(raws) - 1)
+            return len(lines)
         self._commit(field, linenos, len(raws))
         return len(lines)
 
-    def _decoded(self, raws: Sequence[bytes], blob: bytes) -> tuple[Any, list[Any]]:
-        """The block read by msgspec, only the fields used, when every record is a flat object
-        with the same keys, all the required ones, and passes the runner's checks; else
-        :class:`_Fallback`."""
+    def _decoded(self, blob: bytes) -> tuple[Any, int]:
+        """The block (whole lines) read by msgspec, only the fields used, and its number of
+        records, when every line is one flat record with the first record's keys, all the
+        required ones, and passes the runner's checks; else :class:`_Fallback`."""
         from tomstats.evaluate.log import LOG_FORMAT
 
         if not blob.isascii():
@@ -238,15 +239,12 @@ class _Reader:
                 blob.decode("utf-8")
             except UnicodeDecodeError:
                 raise _Fallback from None
-        try:
-            recs = list(map(self.decode, raws))
-        except (ValueError, RecursionError):  # msgspec's errors are ValueErrors
+        try:  # (a stream of JSON values: one a line is checked by _flat_keys)
+            recs = self.decode_lines(blob)
+            keys = tuple(orjson.loads(blob[:blob.index(b"\n")]))  # (one of each)
+        except (ValueError, RecursionError):  # msgspec's and orjson's errors are ValueErrors
             raise _Fallback from None
-        try:  # the first record's keys, in order (one of each)
-            keys = tuple(orjson.loads(raws[0]))
-        except orjson.JSONDecodeError:
-            raise _Fallback from None
-        if not (self.required.issubset(keys) and _flat_keys(blob, list(map(len, raws)), keys)):
+        if not (recs and self.required.issubset(keys) and _flat_keys(blob, len(recs), keys)):
             raise _Fallback
 
         def field(c: str) -> list[Any]:
@@ -256,7 +254,7 @@ class _Reader:
             raise _Fallback  # the types are msgspec's; the pairs are not
         if self.first_format is None:
             self.first_format = (-1, LOG_FORMAT)  # the line is set when the block is added
-        return field, recs
+        return field, len(recs)
 
     def _parsed(self, raws: Sequence[bytes], blob: bytes) -> tuple[Any, list[Any]]:
         """The block read by orjson, every record whole, when every check passes at once;
