@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from tomstats.glmm.compare import ML_FORMATS, load_ml_fit
 from tomstats.report._document import (
     Check,
     Document,
@@ -37,8 +38,8 @@ LEVEL = 0.95
 
 
 #: JSON formats of maximum-likelihood fits: random intercepts (LaplaceFit) and lme4's general
-#: random-effects terms (LmeFit).
-FORMATS = ("tomstats-laplace-fit", "tomstats-lme-fit")
+#: random-effects terms (LmeFit); owned by :mod:`tomstats.glmm.compare`.
+FORMATS = ML_FORMATS
 
 
 def is_laplace_fit(path: str | os.PathLike[str]) -> bool:
@@ -57,12 +58,9 @@ def is_laplace_fit(path: str | os.PathLike[str]) -> bool:
 
 def load_laplace_fit(path: str | os.PathLike[str]) -> Any:
     """A :class:`~tomstats.glmm.laplace_backend.LaplaceFit` or
-    :class:`~tomstats.glmm.lme_result.LmeFit`, by the file's format."""
-    from tomstats.glmm.laplace_backend import LaplaceFit
-    from tomstats.glmm.lme_result import LmeFit
-
-    head = Path(path).read_text(encoding="utf-8", errors="replace")[:4096]
-    return (LmeFit if '"tomstats-lme-fit"' in head else LaplaceFit).from_json(path)
+    :class:`~tomstats.glmm.lme_result.LmeFit`, by the file's ``"format"``
+    (:func:`tomstats.glmm.compare.load_ml_fit`)."""
+    return load_ml_fit(path)
 
 
 def _wald(fit: Any, level: float) -> pd.DataFrame:
