@@ -126,3 +126,22 @@ def test_edge_cases():
     assert np.isnan(lo[0]) and np.isnan(hi[0])
     lo, hi = bca_interval(boot, [np.nan], np.zeros((3, 1)), [0, 0, 0])
     assert np.isnan(lo[0]) and np.isnan(hi[0])
+
+
+def test_subsampled_jackknife_gives_nearly_the_same_interval(monkeypatch):
+    """Many distinct clusters: the acceleration from a weighted subsample of them moves the
+    bounds by far less than the interval's width."""
+    import tomstats.analysis.row_anova as ra
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    df = pd.DataFrame({"a": rng.integers(0, 3, n), "b": rng.integers(0, 2, n)})
+    df["y"] = rng.gamma(2.0, size=n) + 0.15 * df["a"]
+    full = tomstats.anova(df, "y", ["a", "b"], ci=0.95, n_boot=2000, seed=3)
+    monkeypatch.setattr(ra, "_MAX_JACKKNIFE", 300)
+    sub = tomstats.anova(df, "y", ["a", "b"], ci=0.95, n_boot=2000, seed=3)
+    width = (full["eta2_high"] - full["eta2_low"]).iloc[:3]
+    for side in ("eta2_low", "eta2_high"):
+        assert ((sub[side] - full[side]).abs().iloc[:3] < 0.1 * width).all(), (sub, full)
+    again = tomstats.anova(df, "y", ["a", "b"], ci=0.95, n_boot=2000, seed=3)
+    pd.testing.assert_frame_equal(sub, again)  # the subsample is seeded

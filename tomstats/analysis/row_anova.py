@@ -48,6 +48,9 @@ RM_COLUMNS: tuple[str, ...] = ("eps_gg", "eps_hf", "p_gg", "p_hf", "mauchly_W", 
 
 _Term = tuple[int, ...]
 _MAX_GATHER = 10_000_000  # elements per chunk of bootstrap index draws
+#: Distinct jackknife units (clusters, or rows, with their cell) evaluated for the BCa
+#: acceleration at most; more are subsampled (identical units are pooled first).
+_MAX_JACKKNIFE = 5_000
 
 
 def _factorial_terms(k: int) -> list[_Term]:
@@ -422,14 +425,38 @@ def _jackknife_cells(cell_of_cluster: np.ndarray, stats: np.ndarray, n_cells: in
     return full, uniq[:, 0].astype(np.int64), uniq[:, 1:], counts.astype(float)
 
 
+def _jackknife_sample(cells: np.ndarray, weights: np.ndarray, rng: np.random.Generator,
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """At most about :data:`_MAX_JACKKNIFE` of the distinct jackknife units: in each cell a
+    uniform sample of its units, in proportion to the cell's share (at least 2), reweighted
+    so that each cell's weights still sum to its number of clusters. Returns the kept rows
+    and their weights; all rows, unchanged, when there are few enough."""
+    if len(cells) <= _MAX_JACKKNIFE:
+        return np.arange(len(cells)), weights
+    keep, new_w = [], []
+    for c in np.unique(cells):
+        rows = np.flatnonzero(cells == c)
+        k = min(len(rows), max(2, round(_MAX_JACKKNIFE * len(rows) / len(cells))))
+        pick = np.sort(rng.choice(rows, size=k, replace=False))
+        keep.append(pick)
+        new_w.append(weights[pick] * weights[rows].sum() / weights[pick].sum())
+    return np.concatenate(keep), np.concatenate(new_w)
+
+
 def _intervals(sizes_of: Callable[[np.ndarray], dict[str, np.ndarray]], boot: np.ndarray,
                est: dict[str, np.ndarray], cell_of_cluster: np.ndarray, stats: np.ndarray,
-               n_cells: int, ci: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+               n_cells: int, ci: float, rng: np.random.Generator,
+               ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """BCa intervals (:func:`tomstats.analysis.intervals.bca_interval`) of every effect size:
     ``sizes_of`` maps cell statistics (K, C, 3) to each effect size's (K, R) values; the
     resamples ``boot`` (B, C, 3) give the bootstrap distribution, the clusters left out one at
-    a time (within their cell, the bootstrap's strata) the acceleration."""
+    a time (within their cell, the bootstrap's strata) the acceleration — from a weighted
+    random subsample of them when there are more than :data:`_MAX_JACKKNIFE` distinct ones
+    (the acceleration is a small correction; its sampling error is well below the
+    bootstrap's)."""
     full, cells, left_out, weights = _jackknife_cells(cell_of_cluster, stats, n_cells)
+    rows, weights = _jackknife_sample(cells, weights, rng)
+    cells, left_out = cells[rows], left_out[rows]
     step = max(1, _MAX_GATHER // (3 * n_cells))
     parts = []
     for lo in range(0, len(cells), step):
@@ -856,8 +883,8 @@ def _anova_between(
 
         est = {k: np.asarray(out[k][: len(terms) + (k == "eta2")], dtype=float)
                for k in EFFECT_SIZES}
-        for k, (lo, hi) in _intervals(sizes_of, boot, est, cell_of, stats, n_cells,
-                                      ci).items():
+        for k, (lo, hi) in _intervals(sizes_of, boot, est, cell_of, stats, n_cells, ci,
+                                      rng).items():
             pad = [] if k == "eta2" else [nan]
             out[f"{k}_low"] = [*lo, *pad]
             out[f"{k}_high"] = [*hi, *pad]
@@ -993,7 +1020,7 @@ def _anova_rm(
                                      obs_a)
 
         for k, (lo, hi) in _intervals(sizes_of, boot, sizes, cell_of, stats_c, n_subj * n_w,
-                                      ci).items():
+                                      ci, rng).items():
             out[f"{k}_low"], out[f"{k}_high"] = lo, hi
     frame = pd.DataFrame(out, columns=_columns(True, ci))
     frame.attrs.update({
