@@ -285,3 +285,34 @@ def test_planning_assurance_table(tmp_path):
     for quoted_n, key in zip(sizes.groups(), (("plug-in", "anova:tom_order"),
                                               ("assurance", "anova:tom_order")), strict=True):
         assert int(quoted_n) == round(targets[key]["interpolated"], -1), (quoted_n, key)
+
+
+ANALYSING = REPO / "docs" / "analysing-logs.md"
+
+
+def test_analysing_logs_prose_quotes_the_shown_anova():
+    """docs/analysing-logs.md's reading of the shipped log's ANOVA quotes the table printed
+    above it (which tests/test_docs_examples.py checks against the command byte for byte):
+    F, p, η² of ToM order and context, the context interval and the residual share. A new log
+    changes the table, and this test then says which sentence to rewrite."""
+    text = ANALYSING.read_text(encoding="utf-8")
+    cmd = "$ tomstats anova data/smollm2_storysim_log.jsonl --ci 0.95\n"
+    table, prose = text.split(cmd, 1)[1].split("```", 1)
+    rows = {}
+    for line in table.splitlines():
+        words = line.split()
+        if words and words[0] in ("context_words", "tom_order", "Residual"):
+            rows[words[0]] = words
+    order, ctx, res = rows["tom_order"], rows["context_words"], rows["Residual"]
+    prose = " ".join(prose.split("\n\n", 3)[1].split())
+    m = re.search(r"F\((\d+), (\d+)\) = ([\d.]+), p = ([\d.]+)\), and it explains ([\d.]+) % "
+                  r"of the variance.*?context length explains ([\d.]+) % with an interval "
+                  r"reaching from ([\d.]+) to ([\d.]+) %.*? holds ([\d.]+) %", prose)
+    assert m, "the sentence reading the ANOVA changed shape; update this test with it"
+    df1, df2, f, p, eta_order, eta_ctx, lo, hi, eta_res = m.groups()
+    assert (df1, df2) == (order[2], res[2])
+    assert agrees(f, float(order[4])) and agrees(p, float(order[5]))
+    assert agrees(eta_order, 100 * float(order[6])) and agrees(eta_ctx, 100 * float(ctx[6]))
+    low, high = (100 * float(v) for v in " ".join(ctx[7:9]).strip("[]").split(", "))
+    assert agrees(lo, low) and agrees(hi, high), (lo, hi, low, high)
+    assert agrees(eta_res, 100 * float(res[6]))
