@@ -6,7 +6,7 @@ median wall time, its ratio to ``python -c pass`` and whether JAX was imported (
 ``sys.modules`` at exit). The goals of the layout: ``tomstats --help`` within 15 × a bare
 interpreter, ``tomstats summarize`` on the shipped log under 1.5 s.
 
-    python benchmarks/bench_startup.py [--repeat 7]
+    python benchmarks/bench_startup.py [--repeat 7] [--write-docs]
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docs import add_write_docs_argument, markdown_table, write_docs  # noqa: E402
+
+#: The columns of the table the script prints (and writes with --write-docs).
+COLUMNS = ("command", "median s", "× bare python", "JAX imported")
 
 REPO = Path(__file__).resolve().parents[1]
 LOG = REPO / "data" / "smollm2_storysim_log.jsonl"
@@ -53,10 +60,21 @@ def _time(cmd: list[str]) -> tuple[float, bool]:
     return dt, "jax=1" in res.stderr
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7, help="runs per command (default 7)")
-    args = ap.parse_args()
+    add_write_docs_argument(ap)
+    return ap
+
+
+def row_keys(args: argparse.Namespace) -> list[str]:
+    """The first cell of each row, in order."""
+    return [f"`{name}`" for name, _ in _cases(Path("."))]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser().parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         cases = _cases(Path(tmp))
         for _name, cmd in cases:  # warm the file cache and compiled bytecode
@@ -68,13 +86,15 @@ def main() -> None:
                 dt, jax[name] = _time(cmd)
                 times[name].append(dt)
     bare = statistics.median(times["python -c pass"])
-    width = max(len(n) for n in times)
-    print(f"{'command':<{width}}  median s  × bare python  JAX imported")
-    for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"{name:<{width}}  {med:8.3f}  {med / bare:13.1f}  {'yes' if jax[name] else 'no'}")
-    print(f"\n{args.repeat} runs each (median), Python {sys.version.split()[0]}; goals: "
-          "tomstats --help within 15 × bare python, summarize under 1.5 s")
+    rows = [[key, f"{statistics.median(ts):.3f}", f"{statistics.median(ts) / bare:.1f}",
+             "yes" if jax[name] else "no"]
+            for key, (name, ts) in zip(row_keys(args), times.items(), strict=True)]
+    text = markdown_table(COLUMNS, rows) + (
+        f"\n{args.repeat} runs each (median), interleaved; goals: `tomstats --help` within "
+        "15 × bare python, `summarize` under 1.5 s, none importing JAX.\n")
+    print(text, end="")
+    if args.write_docs:
+        write_docs("bench_startup.py", argv, text)
 
 
 if __name__ == "__main__":

@@ -22,22 +22,32 @@ to its length with the natural sentence forms and answered by the tracker), besi
 obvious cheaper alternative in the same run, writing the same items to JSON Lines (the
 cost any item set pays); the issue's target is under a minute.
 
-Run: ``python benchmarks/bench_stories.py [n_stories] [repeats] [paper_per_cell]``. The
-issue's target is ≥ 5,000 stories/s on one core of an idle machine; timings are noisy on a
-shared machine, so the best and the median of several repeats are printed.
+Run: ``python benchmarks/bench_stories.py [n_stories] [repeats] [paper_per_cell]
+[--write-docs]``. The issue's target is ≥ 5,000 stories/s on one core of an idle machine;
+timings are noisy on a shared machine, so the best and the median of several repeats are
+printed.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from tomstats.stories import SETTINGS, belief, second_order_storyboard
 from tomstats.stories.coded_tracker import beliefs_along, encode_story, wm_answer_fast
 from tomstats.stories.questions import wm_answer
 from tomstats.stories.storyboard import Story, generate_story, generate_story_reference
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docs import add_write_docs_argument, markdown_table, write_docs  # noqa: E402
+
+#: The columns of the table the script prints (and writes with --write-docs).
+COLUMNS = ("path", "stories × repeats", "stories per CPU-s, best / median",
+           "stories per wall-s, best / median")
 
 ST = SETTINGS["rooms"]
 CHARS = ("Alice", "Bob", "Charlie", "Danny", "Edward", "Frank", "Georgia", "Hank")
@@ -83,26 +93,43 @@ def rate(fn: Callable[[int], object], n: int,
     return max(wall), statistics.median(wall), max(cpu), statistics.median(cpu)
 
 
-def main(n: int = 2000, repeats: int = 5) -> None:
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("n", type=int, nargs="?", default=2000,
+                    help="stories timed on the fast path (the reference path: a fifth)")
+    ap.add_argument("repeats", type=int, nargs="?", default=5, help="repeats of each")
+    ap.add_argument("paper_per_cell", type=int, nargs="?", default=500,
+                    help="stories per length of the paper item set with text")
+    add_write_docs_argument(ap)
+    return ap
+
+
+def row_keys(args: argparse.Namespace) -> list[str]:
+    """The first cell of each row, in order."""
+    return ["fast", "reference"]
+
+
+def throughput(n: int = 2000, repeats: int = 5) -> tuple[list[list[str]], str]:
+    """The table rows of the two paths and the line with their ratio."""
     for seed in range(200):  # same stories, same answers
         (s1, a1), (s2, a2) = fast(seed), reference(seed)
         if s1.events != s2.events or a1 != a2:
             raise AssertionError(f"seed {seed}: fast path differs from the reference")
     m = max(1, n // 5)
     f, r = rate(fast, n, repeats), rate(reference, m, repeats)
-    print("stories of 100 events + ground truth (reality, order 1, order 2, WM-Human); "
-          "storyboard and validation included, text rendering not included")
-    for name, x, k in (("fast", f, n), ("reference", r, m)):
-        print(f"{name:9} : wall best {x[0]:7,.0f} median {x[1]:7,.0f} stories/s | "
-              f"per CPU-s best {x[2]:7,.0f} median {x[3]:7,.0f} ({k} stories x {repeats})")
-    print(f"ratio fast/reference (median): wall {f[1] / r[1]:.1f}x, CPU {f[3] / r[3]:.1f}x "
-          "(target: >= 5,000 stories/s on one idle core)")
+    rows = [[name, f"{k:,} × {repeats}", f"{x[2]:,.0f} / {x[3]:,.0f}",
+             f"{x[0]:,.0f} / {x[1]:,.0f}"] for name, x, k in (("fast", f, n),
+                                                             ("reference", r, m))]
+    line = (f"Stories of 100 events with ground truth (reality, order 1, order 2, WM-Human), "
+            f"storyboard and validation included, text not; fast / reference (median): "
+            f"{f[3] / r[3]:.1f} × per CPU-second, {f[1] / r[1]:.1f} × per wall-second "
+            f"(target: ≥ 5,000 stories/s on one idle core).")
+    return rows, line
 
 
-def paper_set(per_cell: int = 500) -> None:
+def paper_set(per_cell: int = 500) -> str:
     """Time the paper item set with text (CPU and wall), and writing it out."""
     import tempfile
-    from pathlib import Path
 
     from tomstats.stories import build_design_items, write_items
 
@@ -114,12 +141,21 @@ def paper_set(per_cell: int = 500) -> None:
         write_items(Path(d) / "items.jsonl", items)
         write = time.perf_counter() - t1
     words = sum(it.n_words for it in items if it.tom_order == 0)
-    print(f"paper set with text: {len(items):,} items ({per_cell} stories per length, "
-          f"{words:,} words of stories) in {cpu:.1f} CPU-s / {wall:.1f} s wall "
-          f"(target: under 60 s); writing them: {write:.1f} s wall "
-          f"(generation / writing: {wall / write:.1f}x)")
+    return (f"Paper item set with text: {len(items):,} items ({per_cell} stories per length, "
+            f"{words:,} words of stories) in {cpu:.1f} CPU-s / {wall:.1f} s wall (target: "
+            f"under 60 s); writing them: {write:.1f} s wall (generation / writing: "
+            f"{wall / write:.1f} ×).")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser().parse_args(argv)
+    rows, line = throughput(args.n, args.repeats)
+    text = markdown_table(COLUMNS, rows) + f"\n{line} {paper_set(args.paper_per_cell)}\n"
+    print(text, end="")
+    if args.write_docs:
+        write_docs("bench_stories.py", argv, text)
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:3]))
-    paper_set(*(int(a) for a in sys.argv[3:4]))
+    main()
