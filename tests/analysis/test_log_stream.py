@@ -271,6 +271,11 @@ def test_clean_blocks_take_the_msgspec_path(tmp_path: Path, small_blocks, monkey
     recs[7] = dict(reversed(list(recs[7].items())))  # the same keys, another order
     _same(_write(p, recs))
     assert len(calls) == 1
+    calls.clear()
+    recs = _records()  # braces, colons and quoted keys within answers: still msgspec's
+    recs[7] = {**recs[7], "response": '{"correct": 0} a : b ":x'}
+    _same(_write(p, recs))
+    assert calls == []
 
 
 _MUTATIONS = [
@@ -287,6 +292,8 @@ _MUTATIONS = [
     lambda s, r: s.replace('"seed": 0', '"seed": "a\\\\\\"b\\": 1"', 1),  # escapes in a value
     lambda s, r: s.replace(', "seed": 0', "", 1),                   # a key left out
     lambda s, r: s.replace('"answer": ', '"answer":', 1),           # other blanks: fine
+    lambda s, r: s.replace('"response": "', '"response": "{x} a : b \\": {', 1),  # in text
+    lambda s, r: s.replace('"response": "', '"response": ":{\\"seed\\": 1}', 1),
     lambda s, r: s,
 ]
 

@@ -110,27 +110,37 @@ def _flat_keys(blob: bytes, n: int, keys: Sequence[str]) -> bool:
 
     A few NumPy passes over the block's bytes. Escaped backslashes and then escaped quotes are
     removed (as :func:`tomstats.evaluate.log.key_count` does), so that every quote left
-    delimits a string. A colon preceded by a blank: unsure. Every other key ends with a quote
-    followed by a colon (as may a string value that begins with a colon); a line must hold
-    ``len(keys)`` of these, the ``j``-th preceded by ``"`` and ``keys[j]`` (compared eight
-    bytes at a time). Such bytes are a key: were that quote not a key's opening one, the key's
-    first character would follow a string outside strings, where only ``,:}]`` and blanks may
-    stand (keys starting with one of these: unsure). One brace a line: no object within.
+    delimits a string, and a byte after an even number of quotes lies outside strings (looked
+    at only when a brace or a colon may lie within one). One brace outside strings a line: no
+    object within. A colon outside strings preceded by a blank: unsure. Every other key ends
+    with a quote followed by a colon; a line must hold ``len(keys)`` of these, the ``j``-th
+    preceded by ``"`` and ``keys[j]`` (compared eight bytes at a time). Such bytes are a key:
+    were that quote not a key's opening one, the key's first character would follow a string
+    outside strings, where only ``,:}]`` and blanks may stand (keys starting with one of
+    these, or holding a quote or a backslash: unsure).
     """
     k = len(keys)
     spelt = [b'"' + key.encode("utf-8") for key in keys]
-    if not k or any(s[1:2] in b",:}] \t\r\n" or b"\\" in s for s in spelt):
+    if not k or any(s[1:2] in b",:}] \t\r\n" or b"\\" in s or b'"' in s[1:] for s in spelt):
         return False
     if _BACKSLASH in blob:
         blob = blob.replace(b"\\\\", b"").replace(b'\\"', b"")
     a = np.frombuffer(blob, dtype=np.uint8)
-    if np.count_nonzero(a == _BRACE) != n:
-        return False  # an object within a record, or a brace within a string: unsure
     colons = np.flatnonzero(a == _COLON)
     before = a[colons - 1]  # (no line starts with a colon)
-    if (before <= ord(" ")).any():
-        return False  # maybe a key, blanks, then its colon
     close = colons[before == _QUOTE] - 1
+    if (np.count_nonzero(a == _BRACE) != n or len(close) != n * k
+            or (before <= ord(" ")).any()):
+        # braces or colons within strings, or a key, blanks and its colon: the quotes tell
+        # (an even number of them before a byte: it lies outside strings)
+        quotes = np.flatnonzero(a == _QUOTE)
+        braces = np.flatnonzero(a == _BRACE)
+        if np.count_nonzero(np.searchsorted(quotes, braces) % 2 == 0) != n:
+            return False  # an object within a record
+        outside = np.searchsorted(quotes, colons) % 2 == 0
+        if (outside & (before <= ord(" "))).any():
+            return False  # maybe a key, blanks, then its colon
+        close = colons[outside & (before == _QUOTE)] - 1
     size = np.array(list(map(len, spelt)))
     longest = int(size.max())
     if len(close) != n * k:
