@@ -315,3 +315,35 @@ def test_docs_numbers_are_the_commands(fit):
     tables = docs_tables(docs_examples(fit))
     assert _page_table("<!-- table: curve -->") == tables["curve"]
     assert _page_table("<!-- table: barr -->") == tables["barr"]
+
+
+def test_a_random_intercepts_fit_json_is_refitted_from_its_log(fit, tmp_path):
+    """`tomstats fit --backend laplace` writes a random-intercepts formula with its own
+    backend's JSON; --from-fit refits it from the log (and refuses another log)."""
+    from tomstats.glmm import fit as glmm_fit
+    from tomstats.planning.from_fit import load_laplace_fit
+
+    log = fit.design.train[["y", "x", "g"]]
+    log.to_csv(tmp_path / "log.csv", index=False)
+    glmm_fit(log, "y ~ x + (1 | g)", "laplace").to_json(tmp_path / "ri.json")
+    back, df = load_laplace_fit(tmp_path / "ri.json", tmp_path / "log.csv")
+    assert isinstance(back, LmeFit) and back.formula == "y ~ x + (1 | g)"
+    res = power_from_fit(back, "x", data=df, n_sims=10, seed=1, type_one=False,
+                         progress=False)
+    assert res.table["n_sims"].iloc[0] == 10
+    log.assign(y=1 - log["y"]).to_csv(tmp_path / "other.csv", index=False)
+    with pytest.raises(InputError, match="is not the log the fit"):
+        load_laplace_fit(tmp_path / "ri.json", tmp_path / "other.csv")
+
+
+def test_all_columns_of_a_factor_are_tested_together(ref):
+    """A three-level factor: Wald chi-square and LRT on its 2 columns (simr's fcompare)."""
+    df = pd.DataFrame(ref["data"])
+    df["arm"] = np.array(["a", "b", "c"])[np.arange(len(df)) % 3]
+    m = fit_lme(df, "y ~ x + arm + (1 + x | g)")
+    for test in ("wald", "lrt"):
+        res = power_from_fit(m, "arm", test=test, n_sims=20, seed=4, progress=False,
+                             set_effects={"arm[T.b]": 1.0, "arm[T.c]": -1.0})
+        assert res.columns == ("arm[T.b]", "arm[T.c]")
+        row = res.table.iloc[0]
+        assert row["power"] >= 0.9 and row["null_power"] <= 0.25

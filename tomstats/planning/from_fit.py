@@ -478,7 +478,8 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
 
     A fit with random-effects terms (``tomstats-lme-fit``) is read as it is; a fit of the
     random-intercepts backend (``tomstats-laplace-fit``) is refitted from the log with
-    :func:`tomstats.glmm.lme.fit_lme` (its log-likelihood must agree within 1e-3).
+    :func:`tomstats.glmm.lme.fit_lme` (the data hash must be the fit's, the log-likelihood
+    agree within 1e-3).
 
     Raises
     ------
@@ -520,8 +521,8 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
         warnings.simplefilter("ignore")
         fit = fit_lme(df, str(d.get("formula")), family=d.get("family"))
     stored = d.get("loglik")
-    if not isinstance(stored, (int, float)) or abs(fit.loglik - stored) > 1e-3 * max(
-            1.0, abs(stored)):
+    if (d.get("data_hash") and d.get("data_hash") != fit.data_hash) or not isinstance(
+            stored, (int, float)) or abs(fit.loglik - stored) > 1e-3 * max(1.0, abs(stored)):
         raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
                          f"from (log-likelihood {fit.loglik:.4f} refitted, {stored} stored)")
     return fit, df
