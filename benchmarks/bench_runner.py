@@ -54,6 +54,9 @@ from tomstats.evaluate import ModelConfig, build_request, evaluate_async, read_l
 from tomstats.stories import build_design_items
 from tomstats.stories.items import Item
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docs import add_write_docs_argument, markdown_table, write_docs  # noqa: E402
+
 _LOCATION = re.compile(r"\b(room_\d+|hallway)\b")
 
 
@@ -190,19 +193,36 @@ def chat_body(config: ModelConfig, item: Item) -> dict[str, Any]:
             "messages": [dict(m) for m in req.messages]}
 
 
+#: The columns of the table the script prints (and writes with --write-docs).
+COLUMNS = ("ms per question", "wall, median", "wall, best", "CPU, median",
+           "overhead vs raw HTTP: wall, paired median", "overhead: CPU, paired median")
+NAMES = ("raw HTTP", "runner", "runner + bar")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-per-cell", type=int, default=20, help="items per design cell")
+    ap.add_argument("--seed", type=int, default=2024, help="seed of the item set")
+    ap.add_argument("--repeats", type=int, default=5, help="timed rounds")
+    ap.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    ap.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    add_write_docs_argument(ap)
+    return ap
+
+
+def row_keys(args: argparse.Namespace) -> list[str]:
+    """The first cell of each row, in order."""
+    return list(NAMES)
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; print a table; return the numbers."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n-per-cell", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=2024)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--json", type=Path, default=None, help="also write the numbers here")
-    args = ap.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser().parse_args(argv)
 
     items = build_design_items(args.n_per_cell, args.seed, progress=False)
     n = len(items)
-    names = ("raw HTTP", "runner", "runner + bar")
+    names = NAMES
     with fast_server() as url:
         config = ModelConfig(name="fast-server", backend="openai", endpoint=url, model="fast",
                              temperature=0.0, max_tokens=1, prompt=1, prompt_form="chat",
@@ -235,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                                  for a, r in zip(times[k], times["raw HTTP"], strict=True))
 
     result: dict[str, Any] = {
-        "command": "python benchmarks/bench_runner.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/bench_runner.py " + " ".join(argv),
         "questions": n, "concurrency": args.concurrency, "repeats": args.repeats,
         "body_kb_min_median_max": [min(kb), statistics.median(kb), max(kb)],
         "loadavg_1min": os.getloadavg()[0], "cpus": os.cpu_count(),
@@ -248,15 +268,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"{n} questions (request bodies {min(kb):.1f}-{max(kb):.1f} kB), concurrency "
           f"{args.concurrency}, {args.repeats} repeats; load average "
           f"{result['loadavg_1min']:.1f} on {result['cpus']} CPUs")
-    print(f"{'ms per question':22s}{'wall median':>12s}{'wall best':>11s}{'CPU median':>12s}")
+    rows = []
     for k in names:
-        print(f"{k:22s}{wall[k]['median']:12.3f}{wall[k]['best']:11.3f}{cpu[k]['median']:12.3f}")
-    print(f"{'overhead per question':22s}{'wall':>12s}{'wall paired':>12s}{'CPU paired':>12s}"
-          "   (runner - raw HTTP; target < 2 ms)")
-    for k in names[1:]:
-        o = result["overhead_ms_per_question"][k]
-        print(f"{k:22s}{o['wall_median_difference']:12.3f}{o['wall_paired_median']:12.3f}"
-              f"{o['cpu_paired_median']:12.3f}")
+        o = result["overhead_ms_per_question"].get(k)
+        rows.append([k, f"{wall[k]['median']:.3f}", f"{wall[k]['best']:.3f}",
+                     f"{cpu[k]['median']:.3f}",
+                     "—" if o is None else f"{o['wall_paired_median']:.3f}",
+                     "—" if o is None else f"{o['cpu_paired_median']:.3f}"])
+    text = markdown_table(COLUMNS, rows) + (
+        f"\n{n} questions (request bodies {min(kb):.1f}–{max(kb):.1f} kB), concurrency "
+        f"{args.concurrency}, {args.repeats} rounds after a warm-up round; overhead = runner "
+        "minus raw HTTP in the same round (target: under 2 ms per question).\n")
+    print(text, end="")
+    if args.write_docs:
+        write_docs("bench_runner.py", argv, text)
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return result
