@@ -255,3 +255,23 @@ def test_light_commands_start_without_jax(argv: list[str], tmp_path: Path) -> No
             "assert rc == 0, rc\n")
     got = _run(code, watch=(*HEAVY, *RUNNER))
     assert not {"jax", *RUNNER} & set(got["heavy"]), got["heavy"]
+
+
+#: What the help of the model commands must not load: the samplers' stack (ArviZ brings
+#: matplotlib and numba), xarray's netCDF files, and JAX for ``fit --help``.
+SAMPLER_STACK = ("arviz", "xarray", "numpyro", "pymc")
+
+
+@pytest.mark.parametrize("command, unloaded", [
+    ("fit", ("jax", "jaxlib", "matplotlib", *SAMPLER_STACK)),
+    # report --help still reads the sweep's default draws from report.posterior_sweep,
+    # whose figures import the simulator (JAX); the fit reports' ArviZ stays unloaded
+    ("report", SAMPLER_STACK),
+])
+def test_model_commands_help_starts_light(command: str, unloaded: tuple[str, ...]) -> None:
+    code = ("import sys\nfrom tomstats.cli import main\n"
+            f"sys.argv = ['tomstats', {command!r}, '--help']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n")
+    got = _run(code, watch=unloaded + ("pandas",))
+    assert set(got["heavy"]) == {"pandas"}, got["heavy"]  # the check can fail: pandas loads
+    assert "usage: tomstats " + command in got["out"]

@@ -21,83 +21,53 @@ Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
 :mod:`~tomstats.glmm.ppc` (calibration, separation, cell accuracy),
 :mod:`~tomstats.glmm.compare` (the LOO/WAIC comparison of fits),
 :mod:`~tomstats.glmm.calibrate` (posterior → simulator parameters).
+
+Nothing is imported until it is first used (:pep:`562`): ``tomstats fit --help`` and a
+Laplace fit come without ArviZ, xarray and the samplers.
 """
+
 
 from __future__ import annotations
 
-from tomstats.glmm.calibrate import posterior_params, posterior_summary
-from tomstats.glmm.compare import compare as compare_fits
-from tomstats.glmm.data import STANDARD_COLUMNS, prepare_data, read_table
-from tomstats.glmm.diagnostics import (
-    DiagnosticCheck,
-    DiagnosticsReport,
-    DiagnosticsWarning,
-    check_diagnostics,
-)
-from tomstats.glmm.fitting import (
-    BACKENDS,
-    fit,
-    fit_spec,
-    load_fit,
-    predict,
-    save_fit,
-    training_data,
-)
-from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning, LaplaceFit
-from tomstats.glmm.ppc import accuracy_by_cell, calibration_curve, separation_data
-from tomstats.glmm.rhat_ess import convergence, ess_bulk, ess_tail, rhat_rank
-from tomstats.glmm.spec import (
-    DEFAULT_STRUCTURAL_PRIORS,
-    FormulaSpec,
-    Prior,
-    RandomTerm,
-    StructuralSpec,
-    exponential,
-    half_normal,
-    half_student_t,
-    lkj,
-    normal,
-    parse_formula,
-    student_t,
-)
+from tomstats._lazy import lazy_face
 
-__all__ = [
-    "BACKENDS",
-    "DEFAULT_STRUCTURAL_PRIORS",
-    "STANDARD_COLUMNS",
-    "DiagnosticCheck",
-    "DiagnosticsReport",
-    "DiagnosticsWarning",
-    "FormulaSpec",
-    "LaplaceConvergenceWarning",
-    "LaplaceFit",
-    "Prior",
-    "RandomTerm",
-    "StructuralSpec",
-    "accuracy_by_cell",
-    "calibration_curve",
-    "check_diagnostics",
-    "compare_fits",
-    "convergence",
-    "ess_bulk",
-    "ess_tail",
-    "exponential",
-    "fit",
-    "fit_spec",
-    "half_normal",
-    "half_student_t",
-    "lkj",
-    "load_fit",
-    "normal",
-    "parse_formula",
-    "posterior_params",
-    "posterior_summary",
-    "predict",
-    "prepare_data",
-    "read_table",
-    "rhat_rank",
-    "save_fit",
-    "separation_data",
-    "student_t",
-    "training_data",
-]
+__getattr__, __dir__, __all__ = lazy_face(__name__, {
+    "BACKENDS": "tomstats.glmm.fitting",
+    "DEFAULT_STRUCTURAL_PRIORS": "tomstats.glmm.spec",
+    "DiagnosticCheck": "tomstats.glmm.diagnostics",
+    "DiagnosticsReport": "tomstats.glmm.diagnostics",
+    "DiagnosticsWarning": "tomstats.glmm.diagnostics",
+    "FormulaSpec": "tomstats.glmm.spec",
+    "LaplaceConvergenceWarning": "tomstats.glmm.laplace_backend",
+    "LaplaceFit": "tomstats.glmm.laplace_backend",
+    "Prior": "tomstats.glmm.spec",
+    "RandomTerm": "tomstats.glmm.spec",
+    "STANDARD_COLUMNS": "tomstats.glmm.data",
+    "StructuralSpec": "tomstats.glmm.spec",
+    "accuracy_by_cell": "tomstats.glmm.ppc",
+    "calibration_curve": "tomstats.glmm.ppc",
+    "check_diagnostics": "tomstats.glmm.diagnostics",
+    "compare_fits": ("tomstats.glmm.compare", "compare"),
+    "convergence": "tomstats.glmm.rhat_ess",
+    "ess_bulk": "tomstats.glmm.rhat_ess",
+    "ess_tail": "tomstats.glmm.rhat_ess",
+    "exponential": "tomstats.glmm.spec",
+    "fit": "tomstats.glmm.fitting",
+    "fit_spec": "tomstats.glmm.fitting",
+    "half_normal": "tomstats.glmm.spec",
+    "half_student_t": "tomstats.glmm.spec",
+    "lkj": "tomstats.glmm.spec",
+    "load_fit": "tomstats.glmm.fitting",
+    "normal": "tomstats.glmm.spec",
+    "parse_formula": "tomstats.glmm.spec",
+    "posterior_params": "tomstats.glmm.calibrate",
+    "posterior_summary": "tomstats.glmm.calibrate",
+    "predict": "tomstats.glmm.fitting",
+    "prepare_data": "tomstats.glmm.data",
+    "read_table": "tomstats.glmm.data",
+    "rhat_rank": "tomstats.glmm.rhat_ess",
+    "save_fit": "tomstats.glmm.fitting",
+    "separation_data": "tomstats.glmm.ppc",
+    "student_t": "tomstats.glmm.spec",
+    "training_data": "tomstats.glmm.fitting",
+})

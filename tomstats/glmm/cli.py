@@ -27,8 +27,6 @@ import sys
 import warnings
 from typing import Any
 
-import pandas as pd
-
 from tomstats._args import seed_arg
 from tomstats._cli_options import add_progress_argument, progress_wanted
 from tomstats._expr import check_formula, parse_query
@@ -37,19 +35,12 @@ from tomstats._io import prepare_out_file
 from tomstats.analysis.table import add_selection_arguments, apply_query, parse_mapping
 from tomstats.cli import EXIT_WARNINGS
 from tomstats.glmm._hints import cli_syntax
-from tomstats.glmm.calibrate import params_format, posterior_summary, write_params
 from tomstats.glmm.data import ERROR_POLICIES, _read_table
-from tomstats.glmm.diagnostics import (
-    INTERVAL_PROB,
-    DiagnosticsWarning,
-    arviz_log_quiet,
-    check_diagnostics,
-)
-from tomstats.glmm.fitting import BACKENDS, fit, save_fit
-from tomstats.glmm.header import fit_header
-from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning
-from tomstats.glmm.prior_width import prior_dominated_note
-from tomstats.glmm.verdict import failed_checks_note, load_sound_fit
+from tomstats.glmm.fitting import BACKENDS, fit
+
+# Lazy, each where it is used: ``fit --help`` and a Laplace fit need none of them. The
+# samplers' tables and checks (ArviZ brings matplotlib and numba, ~1.5 s), the netCDF writer
+# (xarray) and ``calibrate`` (the simulator's parameters, JAX) load for those commands only.
 
 __all__ = ["add_fit_arguments", "run_fit", "add_calibrate_arguments", "run_calibrate",
            "parse_options"]
@@ -174,6 +165,11 @@ def _run_fit(args: argparse.Namespace) -> int:
     if args.backend == "laplace":
         return _run_laplace(args, df, columns, options, out)
     _check_sampler_sizes(args, len(df))
+    from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
+    from tomstats.glmm.fitting import save_fit
+    from tomstats.glmm.header import fit_header
+    from tomstats.glmm.prior_width import prior_dominated_note
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DiagnosticsWarning)  # reported below instead
         idata = fit(df, args.model, args.backend, chains=args.chains, draws=args.draws,
@@ -240,8 +236,10 @@ def summary_text(idata: Any, var_names: list[str] | None = None,
     ``corr_*`` only the upper triangle is shown (the diagonal is 1 by construction, the lower
     triangle repeats the upper one).
     """
-    # lazy: ArviZ brings matplotlib and numba (~1.5 s); only a sampler's fit is tabulated
     import arviz as az
+    import pandas as pd
+
+    from tomstats.glmm.diagnostics import INTERVAL_PROB, arviz_log_quiet
 
     prob = INTERVAL_PROB if prob is None else prob
     with az.rc_context({"plot.max_subplots": 40}), warnings.catch_warnings(), \
@@ -341,6 +339,8 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
     Exit status 0, or 1 (the JSON is written, its ``converged`` false) when the fit did not
     converge; the last line printed (stderr) says so.
     """
+    from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LaplaceConvergenceWarning)  # reported below instead
         res = fit(df, args.model, "laplace", family=args.family, columns=columns, **options)
@@ -387,6 +387,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 
 def _run_calibrate(args: argparse.Namespace) -> int:
+    from tomstats.glmm.calibrate import params_format, posterior_summary, write_params
+    from tomstats.glmm.verdict import failed_checks_note, load_sound_fit
+
     params_format(args.out, field="--out")  # the suffix, before any work
     if not 0 < args.prob < 1:
         raise ValueError(f"--prob must be in (0, 1), got {args.prob!r}")

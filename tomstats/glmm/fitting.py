@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
 from tomstats._io import atomic_path, ensure_writable_file
 from tomstats._validate import check_type
@@ -50,11 +49,11 @@ from tomstats.glmm.data import (
     prepare_data,
     structural_columns,
 )
-from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
 from tomstats.glmm.provenance import data_hash, package_versions, used_columns
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec, spec_from_json
 
 if TYPE_CHECKING:  # annotations only: the backends' stacks load when a fit runs
+    import xarray as xr
     from arviz import InferenceData
 
     from tomstats.glmm.laplace_backend import LaplaceFit
@@ -124,6 +123,7 @@ def _assemble(
     attrs: dict[str, Any],
 ) -> Any:
     import arviz as az
+    import xarray as xr
 
     coords = _coords(md, len(df))
     dims = _dims(spec)
@@ -366,6 +366,8 @@ def fit(
         # questions of the log that ended in an error, and what read_table did with them
         attrs["errored_questions"] = json.dumps(dict(errored), sort_keys=True)
     idata = _assemble(spec, md, df, res, attrs)
+    from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
+
     report = check_diagnostics(idata)
     if not report.passed:
         warnings.warn("tomstats.glmm.fit: " + report.message(), DiagnosticsWarning,
@@ -417,7 +419,8 @@ def save_fit(idata: Any, path: str | os.PathLike[str]) -> Path:
     check_fit_type(idata)
     check_type(path, (str, os.PathLike), "path")
     p = ensure_writable_file(path, field="path")
-    if _FORMAT_KEY not in getattr(idata, "posterior", xr.Dataset()).attrs:
+    posterior = getattr(idata, "posterior", None)
+    if _FORMAT_KEY not in getattr(posterior, "attrs", {}):
         raise ValueError("save_fit expects an InferenceData made by tomstats.glmm.fit")
     with atomic_path(p) as tmp:
         idata.to_netcdf(str(tmp), engine=_netcdf_engine())
@@ -555,6 +558,8 @@ def predict(
             parts.append(_formula_eta_draws(spec, post, sub, train, df, new_levels, rng))
     eta = np.concatenate(parts, axis=0)
     p = 1.0 / (1.0 + np.exp(-eta))
+    import xarray as xr  # lazy: a Laplace fit and ``fit --help`` do without it
+
     return xr.DataArray(p, dims=("sample", "row"),
                         coords={"sample": idx, "row": np.arange(len(df))}, name="p")
 

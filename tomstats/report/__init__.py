@@ -11,23 +11,22 @@
 
 The command line is ``tomstats report FIT.nc --out report.html`` and
 ``tomstats report --simulation DIR --out report.html`` (``--format md`` for Markdown).
+
+Nothing is imported until it is first used (:pep:`562`), so ``tomstats report --help`` and
+the report of a log or a Laplace fit come without what the others need (ArviZ, JAX).
 """
+
 
 from __future__ import annotations
 
-from tomstats.report.fit import diagnostics_verdict, fit_document, load_fit, write_fit_report
-from tomstats.report.simulation import (
-    posterior_sweep_document,
-    simulation_document,
-    write_simulation_report,
-)
+from tomstats._lazy import lazy_face
 
-__all__ = [
-    "diagnostics_verdict",
-    "fit_document",
-    "load_fit",
-    "posterior_sweep_document",
-    "simulation_document",
-    "write_fit_report",
-    "write_simulation_report",
-]
+__getattr__, __dir__, __all__ = lazy_face(__name__, {
+    "diagnostics_verdict": "tomstats.report.fit",
+    "fit_document": "tomstats.report.fit",
+    "load_fit": "tomstats.report.fit",
+    "posterior_sweep_document": "tomstats.report.simulation",
+    "simulation_document": "tomstats.report.simulation",
+    "write_fit_report": "tomstats.report.fit",
+    "write_simulation_report": "tomstats.report.simulation",
+})

@@ -23,12 +23,10 @@ from tomstats._cli_options import add_progress_argument, progress_wanted
 from tomstats._io import prepare_out_dir, prepare_out_file, replaced_dir
 from tomstats.analysis.sizes import check_bootstrap_size
 from tomstats.analysis.table import add_selection_arguments, parse_mapping
-from tomstats.report._document import check_output
-from tomstats.report.fit import write_fit_report
-from tomstats.report.log import is_log, write_log_report
 from tomstats.report.posterior_sweep import SWEEP_DRAWS
-from tomstats.report.sections.effects import parse_rope
-from tomstats.report.simulation import write_simulation_report
+
+# The writers are imported by run_report, each report's stack only for that report (a fit's
+# report loads ArviZ; ``report --help`` and a log's report do not).
 
 __all__ = ["add_report_arguments", "run_report"]
 
@@ -77,6 +75,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_out(out: str, fmt: str, force: bool) -> None:
     """``--out`` is valid for ``fmt`` and, unless ``force``, does not hold an earlier report."""
+    from tomstats.report._document import check_output
+
     check_output(out, fmt)
     if fmt == "html":
         prepare_out_file(out, force=force)
@@ -86,6 +86,9 @@ def _check_out(out: str, fmt: str, force: bool) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     """Run ``tomstats report``; returns the exit status (errors raise ``ValueError``)."""
+    from tomstats.report.log import is_log
+    from tomstats.report.sections.effects import parse_rope
+
     fmt = getattr(args, "format", "html")
     if fmt not in _DEFAULT_OUT:
         raise ValueError(f"--format: expected 'html' or 'md', got {fmt!r}")
@@ -117,6 +120,8 @@ def run_report(args: argparse.Namespace) -> int:
     _check_out(out, fmt, getattr(args, "force", False))
     if args.simulation is not None:
         def write(dest: Path) -> Path:
+            from tomstats.report.simulation import write_simulation_report
+
             return write_simulation_report(args.simulation, dest, fmt)
     elif log:
         n_boot = 2000 if args.n_boot is None else args.n_boot
@@ -126,12 +131,16 @@ def run_report(args: argparse.Namespace) -> int:
         columns = parse_mapping(args.map)
 
         def write(dest: Path) -> Path:
+            from tomstats.report.log import write_log_report
+
             return write_log_report(args.fit, dest, fmt, columns=columns, query=args.query,
                                     n_boot=n_boot)
     else:
         draws = SWEEP_DRAWS if sweep_draws is None else sweep_draws
 
         def write(dest: Path) -> Path:
+            from tomstats.report.fit import write_fit_report
+
             return write_fit_report(args.fit, dest, fmt, sweep_draws=draws, rope=rope,
                                     progress=progress_wanted(args))
     if fmt == "html":
