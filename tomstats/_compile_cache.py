@@ -1,4 +1,4 @@
-"""JAX's persistent compilation cache for the samplers, on by default.
+"""JAX's persistent compilation cache for the samplers and the Laplace fit, on by default.
 
 Compiling NumPyro's NUTS for a model takes seconds to tens of seconds on a CPU, often longer
 than the sampling itself for the small GLMMs of an evaluation log. JAX can keep every
@@ -8,7 +8,9 @@ structure, data shapes, sampler settings, JAX version and device): the second
 modules (its ``compiledir``) spare its second fit.
 
 :func:`enable_compilation_cache` is called by :func:`tomstats.glmm.fit` for the NumPyro
-samplers. Its directory, in order:
+samplers and the Laplace backend. The Laplace fit also keeps its traced program there
+(``tomstats-laplace/``, exported StableHLO; :func:`tomstats.glmm.laplace._fit_stored`), so a
+new process skips tracing as well as compiling. Its directory, in order:
 
 1. the one JAX already uses (``jax_compilation_cache_dir`` set by you, or the
    ``JAX_COMPILATION_CACHE_DIR`` environment variable): left as it is, thresholds included;

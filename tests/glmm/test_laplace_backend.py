@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from _crossed import crossed_frame, crossed_grid
 
 from tomstats import glmm
 from tomstats.glmm import LaplaceConvergenceWarning, LaplaceFit
@@ -269,3 +270,105 @@ def test_cli(tmp_path, capsys, monkeypatch, crossed, fit_crossed):
     assert main([*args, "--force"]) == 0
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("tomstats fit: warning: the Laplace fit did not converge")
+
+
+# ---------------------------------------------------------------- shapes of the compiled fit
+
+
+def test_bucket_sizes_are_a_ladder():
+    """q itself up to 8, then four sizes per doubling: at least q, at most 25 % more."""
+    from tomstats.glmm.laplace import bucket_size
+
+    sizes = [bucket_size(q) for q in range(1, 5000)]
+    assert sizes[:8] == list(range(1, 9))
+    assert all(b >= q and b <= 1.25 * q for q, b in enumerate(sizes, start=1))
+    assert sizes == sorted(sizes)
+    assert len(set(sizes)) < 60  # a few dozen programs cover every size up to 5,000
+    assert [bucket_size(q) for q in (9, 41, 48, 49, 192, 7872)] == [10, 48, 48, 56, 192, 8192]
+
+
+@pytest.mark.parametrize("layout", ["grid", "rows"])
+def test_padding_to_bucket_shapes_changes_no_estimate(crossed, layout):
+    """Padded rows (zero trials) and levels (no rows) leave every reported number as it was:
+    9 × 50 grid → 10 × 56; 720 rows of 4 × 60 levels with repeats → 768 rows, 4 × 64."""
+    import jax
+
+    from tomstats.glmm.laplace import _padded, laplace_fit
+
+    if layout == "grid":
+        X, y, codes = crossed_grid(9, 50, 3)
+        levels = (9, 50)
+    else:
+        codes = np.column_stack([pd.factorize(crossed[c], sort=True)[0]
+                                 for c in ("model", "item")])
+        X = np.column_stack([np.ones(len(crossed)), crossed["x"].to_numpy()])
+        y, levels = crossed["correct"].to_numpy(float), (4, 60)
+    padded = _padded(X, y, np.ones_like(y), codes, levels, layout == "grid")
+    assert padded[4] == ((10, 56) if layout == "grid" else (4, 64))
+    assert padded[0].shape[0] == (560 if layout == "grid" else 768)
+    assert padded[5] == (layout == "grid")
+    with jax.enable_x64(True):
+        a = laplace_fit(X, y, None, codes, levels)
+        b = laplace_fit(X, y, None, codes, levels, bucket=True)
+    assert bool(a.converged) and bool(b.converged)
+    assert int(a.iterations) == int(b.iterations)
+    for f in ("beta", "se", "cov", "sd", "ranef", "loglik"):
+        np.testing.assert_allclose(np.asarray(getattr(b, f)), np.asarray(getattr(a, f)),
+                                   rtol=1e-9, atol=1e-10, err_msg=f)
+    assert np.asarray(b.ranef).shape == (sum(levels),)
+
+
+def test_grid_reshapes_equal_scatter_sums_on_a_padded_grid():
+    """The padded grid's reshape sums (no scatter) against the general segment sums on the
+    same padded rows."""
+    import jax
+
+    from tomstats.glmm.laplace import _fit_single, _padded
+
+    X, y, codes = crossed_grid(9, 50, 4)
+    Xp, yp, n_p, gp, levels, grid = _padded(X, y, np.ones_like(y), codes, (9, 50), True)
+    static = dict(n_levels=levels, max_iter=100, tol=1e-10, inner_tol=1e-12, max_inner=50,
+                  se="hessian")
+    with jax.enable_x64(True):
+        a = _fit_single(Xp, yp, n_p, gp, grid=True, **static)
+        b = _fit_single(Xp, yp, n_p, gp, grid=False, **static)
+    for f in ("beta", "se", "sd", "ranef", "loglik"):
+        np.testing.assert_allclose(np.asarray(getattr(a, f)), np.asarray(getattr(b, f)),
+                                   rtol=1e-9, atol=1e-10, err_msg=f)
+
+
+def test_a_fit_compiles_one_program(caplog):
+    """``fit(backend="laplace")`` compiles the single fit and nothing else (no batching, no
+    eager array operations, each of which would be an XLA program of its own)."""
+    import logging
+
+    import jax
+
+    df = crossed_frame(7, 33, 5)  # shapes no other test compiles
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+        f = glmm.fit(df, FORMULA, backend="laplace")
+    compiled = [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
+    assert f.converged
+    assert len(compiled) == 1 and "_fit_one" in compiled[0], compiled
+
+
+def test_singular_fit_says_it_as_lme4_does(fit_crossed):
+    """Every LLM answers exactly alike: the LLM variance is 0 at the maximum, and the summary
+    says lme4's words, the term at the boundary, and the advice."""
+    from tomstats.glmm.laplace_backend import SINGULAR_MESSAGE
+
+    rng = np.random.default_rng(11)
+    n_items = 40
+    x = rng.normal(size=n_items)
+    y_item = (rng.random(n_items) < 1 / (1 + np.exp(-(0.3 + x + rng.normal(0, 1, n_items)))))
+    df = pd.DataFrame({"model": np.repeat(["a", "b", "c", "d"], n_items),
+                       "item": np.tile([f"q{j:02d}" for j in range(n_items)], 4),
+                       "x": np.tile(x, 4), "correct": np.tile(y_item.astype(int), 4)})
+    f = glmm.fit(df, FORMULA, backend="laplace")
+    assert f.singular and f.sd[0] < 1e-4 and f.sd[1] > 0.1
+    text = str(f)
+    assert SINGULAR_MESSAGE == "boundary (singular) fit: see help('isSingular')"
+    assert SINGULAR_MESSAGE in text and "(1 | model): SD of (Intercept) ~ 0" in text
+    assert "(1 | item)" not in f.singular_advice() and "drop the term" in text
+    assert not fit_crossed.singular and fit_crossed.singular_advice() == ""
+    assert "singular" not in str(fit_crossed)

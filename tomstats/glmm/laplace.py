@@ -57,8 +57,10 @@ Use float64 (``with jax.enable_x64(True):``) to match lme4 to many digits.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -66,9 +68,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from tomstats._io import atomic_write_bytes
 from tomstats.glmm.glm import log_binomial_coefficients
 
-__all__ = ["LaplaceResult", "laplace_fit", "laplace_loglik", "wald_z", "wald_p", "lrt"]
+__all__ = ["LaplaceResult", "laplace_fit", "laplace_loglik", "bucket_size", "wald_z", "wald_p",
+           "lrt"]
 
 Array = jax.Array
 
@@ -425,13 +429,29 @@ def _fit_batch(X, y, n, groups, n_levels, max_iter, tol, inner_tol, max_inner, s
                     in_axes=(0, 0 if batch_trials else None))(y, n)
 
 
+#: Static arguments of the compiled single fit (:func:`_fit_single`).
+_STATIC = ("n_levels", "max_iter", "tol", "inner_tol", "max_inner", "se", "grid")
+#: One data set, no batch axis: one compiled program, without the batching of
+#: :func:`_fit_batch` (whose tracing costs about as much again).
+_fit_single = jax.jit(_fit_one, static_argnames=_STATIC)
+
+
+def _concrete(*arrays: Any) -> bool:
+    """No argument is being traced (``jit``/``vmap``): host-side preparation is possible."""
+    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
 def _check(X: Any, y: Any, trials: Any, groups: Any, n_levels: Any):
-    X = jnp.asarray(X)
+    # concrete inputs are checked and converted in NumPy: every eager jnp operation would
+    # be an XLA program of its own (compiled, or read from the persistent cache)
+    xp = np if _concrete(X, y, trials, groups) else jnp
+    X = xp.asarray(X)
     if not jnp.issubdtype(X.dtype, jnp.floating):
         X = X.astype(jnp.result_type(float))
-    dtype = X.dtype
-    y = jnp.asarray(y, dtype)
-    groups = jnp.asarray(groups)
+    dtype = jax.dtypes.canonicalize_dtype(X.dtype)
+    X = X.astype(dtype)
+    y = xp.asarray(y, dtype)
+    groups = xp.asarray(groups)
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-d (n, p) array, got shape {X.shape}")
     n_obs = X.shape[0]
@@ -449,9 +469,9 @@ def _check(X: Any, y: Any, trials: Any, groups: Any, n_levels: Any):
         raise ValueError(f"n_levels must give a positive level count for each of the "
                          f"{groups.shape[1]} grouping factor(s), got {n_levels}")
     if trials is None:
-        n = jnp.ones(n_obs, dtype)
+        n = xp.ones(n_obs, dtype)
     else:
-        n = jnp.asarray(trials, dtype)
+        n = xp.asarray(trials, dtype)
         if n.shape[-1] != n_obs:
             raise ValueError(f"trials must have shape (..., {n_obs}), got {n.shape}")
     return X, y, n, groups, n_levels, dtype
@@ -477,6 +497,66 @@ def _is_grid(groups: Array, n_levels: tuple[int, ...]) -> bool:
                 and np.array_equal(g[:, 1 - big], np.repeat(np.arange(qs), qb)))
 
 
+def bucket_size(q: int) -> int:
+    r"""The smallest size of the padding ladder at least ``q``: ``q`` itself up to 8, then
+    four sizes per doubling (multiples of :math:`2^{\lfloor\log_2(q-1)\rfloor-2}`: 10, 12,
+    14, 16, 20, ..., 40, 48, 56, 64, ...), so padding adds at most 25 %."""
+    q = int(q)
+    if q <= 8:
+        return q
+    step = 2 ** ((q - 1).bit_length() - 3)
+    return -(-q // step) * step
+
+
+def _crossed_order(groups: np.ndarray, n_levels: tuple[int, ...]) -> np.ndarray | None:
+    """Rows in grid order (:func:`_is_grid`) when two factors are fully crossed with one row
+    per pair of levels, else ``None`` (the fit does not depend on the order of the rows)."""
+    if len(n_levels) != 2:
+        return None
+    big = int(np.argmax(n_levels))
+    qb, qs = n_levels[big], n_levels[1 - big]
+    if groups.shape[0] != qb * qs or groups.min() < 0 or np.any(groups.max(0) >= n_levels):
+        return None
+    key = groups[:, 1 - big].astype(np.int64) * qb + groups[:, big]
+    order = np.argsort(key, kind="stable")
+    return order if np.array_equal(key[order], np.arange(qb * qs)) else None
+
+
+def _padded(X: np.ndarray, y: np.ndarray, n: np.ndarray, groups: np.ndarray,
+            n_levels: tuple[int, ...], grid: bool):
+    """The design padded to :func:`bucket_size` shapes, so that logs of similar size share
+    one compiled program: rows of zero trials (no term of the likelihood, zero weight) and
+    levels without rows (conditional mode 0, a factor 1 of the log-determinant), which
+    leave the Laplace deviance, its derivatives and the estimates unchanged.
+
+    A grid stays a grid (every padded pair of levels gets a row); otherwise the rows are
+    padded to :func:`bucket_size` of their number. Returns ``(X, y, n, groups, n_levels,
+    grid)`` padded.
+    """
+    Q = tuple(bucket_size(q) for q in n_levels)
+    if grid and int(np.argmax(Q)) != int(np.argmax(n_levels)):
+        grid = False  # a tie of the padded sizes would change which factor is the big one
+    if grid:
+        big = int(np.argmax(n_levels))
+        qb, qs = Q[big], Q[1 - big]
+        pos = groups[:, 1 - big] * qb + groups[:, big]
+        rows = qb * qs
+        new_groups = np.empty((rows, 2), groups.dtype)
+        new_groups[:, big] = np.tile(np.arange(qb), qs)
+        new_groups[:, 1 - big] = np.repeat(np.arange(qs), qb)
+    else:
+        rows = bucket_size(X.shape[0])
+        pos = np.arange(X.shape[0])
+        new_groups = np.zeros((rows, groups.shape[1]), groups.dtype)
+        new_groups[pos] = groups
+    out = []
+    for a in (X, y, n):
+        b = np.zeros((rows,) + a.shape[1:], a.dtype)
+        b[pos] = a
+        out.append(b)
+    return (*out, new_groups, Q, grid)
+
+
 def laplace_fit(
     X: Any,
     y: Any,
@@ -488,6 +568,7 @@ def laplace_fit(
     tol: float | None = None,
     se: str = "hessian",
     max_inner: int = 50,
+    bucket: bool = False,
 ) -> LaplaceResult:
     """Maximum Laplace-likelihood fit of a logit GLMM with crossed random intercepts.
 
@@ -522,6 +603,14 @@ def laplace_fit(
         cheaper, smaller when :math:`\\hat\\beta` and :math:`\\hat\\theta` correlate).
     max_inner : int
         Maximum penalised-IRLS iterations per evaluation.
+    bucket : bool
+        Pad one data set (``y`` without batch axes, concrete arrays) to the shapes of
+        :func:`bucket_size` with rows of zero trials and levels without rows
+        (:func:`_padded`): the estimates are unchanged, and a log of similar size reuses the
+        compiled program (from JAX's persistent cache in a new process).
+
+    One concrete data set is fitted by one compiled program (no batch axis), its rows put
+    in grid order when two factors are fully crossed with one row per pair.
 
     Returns
     -------
@@ -535,6 +624,10 @@ def laplace_fit(
     if tol is None:
         tol = 1e-10 if f64 else 1e-4
     inner_tol = 1e-12 if f64 else 1e-6
+    if y.ndim == 1 and n.ndim == 1 and _concrete(X, y, n, groups):
+        return _fit_concrete(X, y, n, groups, n_levels, bucket, max_iter=int(max_iter),
+                             tol=float(tol), inner_tol=float(inner_tol),
+                             max_inner=int(max_inner), se=se)
     batch_shape = y.shape[:-1]
     yb = y.reshape((-1, y.shape[-1]))
     batch_trials = n.ndim > 1
@@ -545,6 +638,79 @@ def laplace_fit(
     return jax.tree_util.tree_map(lambda a: a.reshape(batch_shape + a.shape[1:]), res)
 
 
+def _fit_concrete(X: np.ndarray, y: np.ndarray, n: np.ndarray, groups: np.ndarray,
+                  n_levels: tuple[int, ...], bucket: bool, **static: Any) -> LaplaceResult:
+    """One data set in one compiled program: grid order when crossed, padded if
+    ``bucket``."""
+    groups = np.asarray(groups)
+    order = _crossed_order(groups, n_levels)
+    if order is not None:
+        X, y, n, groups = X[order], y[order], n[order], groups[order]
+    grid = order is not None
+    if not bucket:
+        return _fit_stored(X, y, n, groups, n_levels=n_levels, grid=grid, **static)
+    Xp, yp, n_p, gp, padded, grid = _padded(X, y, n, groups, n_levels, grid)
+    res = _fit_stored(Xp, yp, n_p, gp, n_levels=padded, grid=grid, **static)
+    # the padded levels' modes (0) are dropped on the host: a slice in the program would
+    # make its shape, and so the compiled program, depend on the exact level counts
+    ranef = np.asarray(res.ranef)
+    starts = np.cumsum((0,) + padded[:-1])
+    kept = np.concatenate([ranef[s: s + q] for s, q in zip(starts, n_levels, strict=True)])
+    return dataclasses.replace(res, ranef=jax.device_put(kept))
+
+
+#: Folder, inside JAX's persistent compilation cache, of the exported single-fit programs.
+_EXPORTED = "tomstats-laplace"
+
+
+def _program_key(args: tuple[np.ndarray, ...], static: dict[str, Any]) -> str:
+    """What an exported program depends on: this module's and :mod:`tomstats.glmm.glm`'s
+    source, JAX's version, the static arguments and the shapes and dtypes of the data."""
+    import hashlib
+    import sys
+
+    import jaxlib
+
+    from tomstats.glmm import glm
+
+    h = hashlib.sha256()
+    for mod in (sys.modules[__name__], glm):
+        h.update(Path(mod.__file__).read_bytes())
+    h.update(repr((jax.__version__, jaxlib.__version__, jax.default_backend(),
+                   sorted(static.items()), [(a.shape, str(a.dtype)) for a in args])).encode())
+    return h.hexdigest()[:32]
+
+
+def _fit_stored(*args: np.ndarray, **static: Any) -> LaplaceResult:
+    """:func:`_fit_single`, its traced and lowered program kept on disk for the next process.
+
+    When JAX's persistent compilation cache is on (:mod:`tomstats._compile_cache`), the
+    program is exported (:func:`jax.export.export`, StableHLO) into the cache folder under a
+    key of everything it depends on (:func:`_program_key`). A new process that finds it skips
+    tracing and lowering (a fifth of a warm start) and compiles it from the persistent cache.
+    A file that cannot be read or run is exported again and replaced; without the cache
+    nothing is written.
+    """
+    cache = jax.config.jax_compilation_cache_dir
+    if not cache:
+        return _fit_single(*args, **static)
+    path = Path(cache) / _EXPORTED / f"fit-{_program_key(args, static)}.jaxexport"
+    if path.is_file():
+        try:
+            return LaplaceResult(*jax.export.deserialize(bytearray(path.read_bytes()))
+                                 .call(*args))
+        except Exception:  # noqa: BLE001 - a damaged or foreign file: export it again
+            pass
+    flat = jax.jit(lambda *a: dataclasses.astuple(_fit_one(*a, **static)))
+    exported = jax.export.export(flat)(*args)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, bytes(exported.serialize()))
+    except OSError:
+        pass  # a read-only cache folder: the fit still runs
+    return LaplaceResult(*exported.call(*args))
+
+
 def laplace_loglik(X: Any, y: Any, trials: Any, groups: Any, n_levels: tuple[int, ...],
                    beta: Any, sd: Any) -> Array:
     """Laplace log-likelihood at given ``beta`` and ``sd`` (no optimisation; one data set).
@@ -553,6 +719,7 @@ def laplace_loglik(X: Any, y: Any, trials: Any, groups: Any, n_levels: tuple[int
     :math:`-1/2` plus the log binomial coefficients.
     """
     X, y, n, groups, n_levels, dtype = _check(X, y, trials, groups, n_levels)
+    X, y, n, groups = (jnp.asarray(a) for a in (X, y, n, groups))
     pr = _Problem(X, y, n, groups, n_levels)
     theta = jnp.asarray(sd, dtype)
     beta = jnp.asarray(beta, dtype)

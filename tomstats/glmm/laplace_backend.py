@@ -46,6 +46,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ from tomstats.glmm.separation import separation
 from tomstats.glmm.spec import FormulaSpec
 
 __all__ = ["LaplaceFit", "LaplaceConvergenceWarning", "LaplaceSeparationWarning", "fit_laplace",
-           "LAPLACE_OPTIONS"]
+           "LAPLACE_OPTIONS", "SINGULAR_MESSAGE"]
 
 #: Options of :func:`fit_laplace` passed on to :func:`tomstats.glmm.laplace.laplace_fit`.
 LAPLACE_OPTIONS = ("max_iter", "tol", "se", "max_inner")
@@ -72,6 +73,8 @@ _FORMAT = "tomstats-laplace-fit"
 _FORMAT_VERSION = 1
 #: A random-intercept SD below this is reported as a boundary (singular) fit, as lme4 does.
 _SINGULAR_SD = 1e-4
+#: What lme4 says of a singular fit.
+SINGULAR_MESSAGE = "boundary (singular) fit: see help('isSingular')"
 
 
 class LaplaceConvergenceWarning(DiagnosticsWarning):
@@ -222,6 +225,18 @@ class LaplaceFit:
         """Some :math:`\\hat\\sigma_k < 10^{-4}`: a boundary fit (lme4's ``isSingular()``)."""
         return bool(np.any(self.sd < _SINGULAR_SD))
 
+    def singular_advice(self) -> str:
+        """lme4's words for a boundary fit (:data:`SINGULAR_MESSAGE`), what is at the boundary
+        and what to do about it; empty when the fit is not singular."""
+        zero = [g for g, v in zip(self.groups, self.sd, strict=True) if v < _SINGULAR_SD]
+        if not zero:
+            return ""
+        parts = "; ".join(f"(1 | {g}): SD of (Intercept) ~ 0" for g in zero)
+        return (f"{SINGULAR_MESSAGE}\n  {parts}. The data do not support this random-effects "
+                f"structure: drop the term with variance ~0 and compare the fits with an LRT; "
+                f"fixed effects and their SEs stay valid, the variance components at the "
+                f"boundary are not estimates to report")
+
     def summary(self, level: float = 0.95) -> pd.DataFrame:
         """Fixed effects with Wald tests and intervals.
 
@@ -230,15 +245,17 @@ class LaplaceFit:
         :math:`= \\hat\\beta_j \\mp z_{(1+\\text{level})/2}\\,\\mathrm{se}_j`; indexed by
         coefficient name.
         """
-        # lazy: scipy.stats is slow to import (hundreds of modules); only this table needs it
-        from scipy.stats import norm
-
         if not 0.0 < level < 1.0:
             raise ValueError(f"level must be in (0, 1), got {level!r}")
-        z = self.beta / self.se
-        q = float(norm.ppf(0.5 + level / 2.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = self.beta / self.se
+        # the standard library's normal quantile and erfc (scipy.stats takes longer to import
+        # than the whole fit): 2 Phi(-|z|) = erfc(|z| / sqrt 2), exact in the far tail
+        q = NormalDist().inv_cdf(0.5 + level / 2.0)
+        p = np.array([math.erfc(abs(v) / math.sqrt(2.0)) if math.isfinite(v) else math.nan
+                      for v in z.tolist()])
         return pd.DataFrame(
-            {"estimate": self.beta, "se": self.se, "z": z, "p": 2.0 * norm.sf(np.abs(z)),
+            {"estimate": self.beta, "se": self.se, "z": z, "p": p,
              "ci_lower": self.beta - q * self.se, "ci_upper": self.beta + q * self.se},
             index=pd.Index(list(self.coef_names), name="coef"))
 
@@ -288,8 +305,7 @@ class LaplaceFit:
         lines += ["Fixed effects:", fe.to_string(),
                   "---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
         if self.singular:
-            zero = [g for g, v in zip(self.groups, self.sd, strict=True) if v < _SINGULAR_SD]
-            lines.append(f"boundary (singular) fit: random-intercept SD ~0 for {', '.join(zero)}")
+            lines.append(self.singular_advice())
         if self.separation:
             lines.append("WARNING: fitted probabilities numerically 0 or 1 occurred: the data "
                          f"are separated by {', '.join(self.separation)}; their estimates and "
@@ -392,6 +408,36 @@ def _log_binom(y: np.ndarray, n: np.ndarray) -> float:
                                                jnp.asarray(n, jnp.float64)))
 
 
+#: Largest fitted :math:`|\eta|` of a fit that may skip the separation check (see
+#: :func:`_separation_possible`).
+_SEPARATION_ETA = 8.0
+
+
+def _separation_possible(X: np.ndarray, beta: np.ndarray, codes: np.ndarray,
+                         n_levels: tuple[int, ...], ranef: np.ndarray, converged: bool,
+                         tol: float | None) -> bool:
+    r"""Whether a random-intercept fit needs the separation check (a linear program,
+    :func:`tomstats.glmm.separation.separation`, whose SciPy import costs more than the fit).
+
+    Separated data have no maximum: along the separating direction :math:`d` the deviance
+    keeps falling, with gradient and curvature both proportional to the weights
+    :math:`p_i(1-p_i) pprox e^{-|\eta_i|}` of the separated rows, so the Newton decrement
+    there is of order :math:`e^{-|\eta_i|}`. A fit that meets the tolerance ``tol`` on the
+    decrement must therefore have pushed those rows to :math:`|\eta_i| \gtrsim -\ln
+    \mathrm{tol}` (23 at the default :math:`10^{-10}`). So the check is needed only when the
+    fit did not converge, or some fitted :math:`|\eta_i|` (fixed part plus conditional modes)
+    exceeds :math:`\min(8, -	frac12\ln\mathrm{tol})`.
+    """
+    if not converged:
+        return True
+    off = np.concatenate([[0], np.cumsum(n_levels)[:-1]]).astype(int)
+    eta = X @ beta
+    for k in range(codes.shape[1]):
+        eta = eta + ranef[off[k] + codes[:, k]]
+    limit = min(_SEPARATION_ETA, -0.5 * math.log(1e-10 if tol is None else tol))
+    return not bool(np.all(np.isfinite(eta))) or float(np.max(np.abs(eta))) > limit
+
+
 def _check_random_intercepts(spec: Any, md: Any) -> None:
     for t in spec.random:
         effects = list(md.coords[f"{t.key}_effect"])
@@ -488,8 +534,8 @@ def fit_laplace(
 
             codes = np.column_stack([md.arrays[f"g_{t.key}"] for t in spec.random])
             n_levels = tuple(len(md.coords[t.dim]) for t in spec.random)
-            r = laplace_fit(Xc, y, trials, codes, n_levels,
-                            max_iter=int(max_iter), tol=tol, se=se, max_inner=int(max_inner))
+            r = laplace_fit(Xc, y, trials, codes, n_levels, max_iter=int(max_iter), tol=tol,
+                            se=se, max_inner=int(max_inner), bucket=True)
             sd, ranef = np.asarray(r.sd, dtype=float), np.asarray(r.ranef, dtype=float)
             se_method = se
         beta_c = np.asarray(r.beta, dtype=float)
@@ -497,7 +543,10 @@ def fit_laplace(
         loglik = float(r.loglik)
         converged = bool(r.converged)
         iterations = int(r.iterations)
-    separated = separation(Xc, y, trials, md.coords["coef"])
+    separated: tuple[str, ...] = ()
+    if K == 0 or _separation_possible(Xc, beta_c, codes, n_levels, ranef, converged,
+                                            tol):
+        separated = separation(Xc, y, trials, md.coords["coef"])
     converged = converged and not separated
     # centred design → the user's columns: beta = A beta_c, V = A V_c A'
     A = np.eye(Xc.shape[1])
