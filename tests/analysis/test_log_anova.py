@@ -10,21 +10,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _shipped import SHIPPED_LOG, log_with_overflow_errors
 
 from tomstats.analysis.row_anova import anova
 from tomstats.analysis.summary import summarize
 from tomstats.cli import main
 from tomstats.evaluate import read_log
 
-LOG = Path(__file__).resolve().parents[2] / "data" / "smollm2_storysim_log.jsonl"
+
+@pytest.fixture(scope="module")
+def err_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped SmolLM2 log with its 5,000-word records as context-overflow errors."""
+    return log_with_overflow_errors(tmp_path_factory.mktemp("log") / "smollm2.jsonl")
 
 
-def _answered_log() -> pd.DataFrame:
+def _answered_log(log: Path) -> pd.DataFrame:
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the 60 context-overflow records are dropped
-        return read_log(LOG)
+        return read_log(log)
 
 
 def _assert_same(got: pd.DataFrame, ref: pd.DataFrame) -> None:
@@ -57,15 +62,18 @@ def _table(seed: int = 0, models: tuple[str, ...] = ("a", "b"), n: int = 6) -> p
 # --------------------------------------------------------------------------- summarize
 
 
-def test_summarize_cli_writes_the_library_table(tmp_path: Path,
+def test_summarize_cli_writes_the_library_table(tmp_path: Path, err_log: Path,
                                                 capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "cells.csv"
-    assert main(["summarize", str(LOG), "--out", str(out)]) == 0
+    assert main(["summarize", str(err_log), "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "300 questions, 240 answered, 39 correct, 60 without an answer " \
+    ref = summarize(err_log)
+    k = int(ref["n_correct"].sum())
+    assert f"300 questions, 240 answered, {k} correct, 60 without an answer " \
            "(context_overflow: 60)" in text
-    assert "0.250  0.112   0.469" in text  # 200 words, order 0: 5 of 20 correct
-    _assert_same(pd.read_csv(out), summarize(LOG))
+    c = ref[(ref["context_words"] == 200) & (ref["tom_order"] == 0)].iloc[0]
+    assert f"{c['accuracy']:.3f}  {c['ci_low']:.3f}   {c['ci_high']:.3f}" in text
+    _assert_same(pd.read_csv(out), ref)
 
 
 def test_summarize_cli_pooled_and_by(tmp_path: Path) -> None:
@@ -96,17 +104,25 @@ def test_summarize_cli_map_like_fit(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- anova
 
 
-def test_anova_cli_equals_tomstats_anova(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_anova_cli_equals_tomstats_anova(tmp_path: Path, err_log: Path,
+                                        capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "table.csv"
-    assert main(["anova", str(LOG), "--out", str(out)]) == 0
+    assert main(["anova", str(err_log), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "240 questions (60 error record(s) without an answer left out)" in text
-    ref = anova(_answered_log(), "correct", ["context_words", "tom_order"], ss_type=2,
-                binary=True)
+    answered = _answered_log(err_log)
+    ref = anova(answered, "correct", ["context_words", "tom_order"], ss_type=2, binary=True)
     _assert_same(pd.read_csv(out), ref)
-    # the SmolLM2 log: ToM order is the only effect (F(2, 228) = 4.01, p = 0.019)
+    # against statsmodels' type-2 table of the same linear model
+    import statsmodels.api as sm
+    import statsmodels.formula.api as smf
+
+    ols = smf.ols("correct ~ C(context_words) * C(tom_order)", answered).fit()
+    sm_table = sm.stats.anova_lm(ols, typ=2)
     row = ref.set_index("source").loc["tom_order"]
-    assert row["DF"] == 2 and abs(row["F"] - 4.0115) < 1e-3 and abs(row["p"] - 0.0194) < 1e-3
+    assert row["DF"] == 2
+    assert row["F"] == pytest.approx(sm_table.loc["C(tom_order)", "F"], rel=1e-9)
+    assert row["p"] == pytest.approx(sm_table.loc["C(tom_order)", "PR(>F)"], rel=1e-9)
 
 
 @pytest.mark.parametrize("ss_type", [1, 3])
@@ -345,6 +361,7 @@ def test_summarize_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture, args
 
 
 def test_real_subprocess(tmp_path: Path) -> None:
+    LOG = SHIPPED_LOG
     """The installed entry point, in its own process: output, CSV, and a clean error."""
     out = tmp_path / "table.csv"
     res = subprocess.run([sys.executable, "-m", "tomstats.cli", "anova", str(LOG), "--by",

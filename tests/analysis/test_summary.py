@@ -9,24 +9,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _shipped import log_with_overflow_errors
 from statsmodels.stats.proportion import proportion_confint
 
 from tomstats.analysis.intervals import wilson_interval
 from tomstats.analysis.summary import ERROR_COLUMNS, SUMMARY_COLUMNS, TAXONOMY, summarize
 from tomstats.stories.taxonomy import ERROR_CATEGORIES
 
-LOG = Path(__file__).resolve().parents[2] / "data" / "smollm2_storysim_log.jsonl"
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped SmolLM2 log with its 5,000-word records as context-overflow errors."""
+    return log_with_overflow_errors(tmp_path_factory.mktemp("log") / "smollm2.jsonl")
 
 
-def _raw_log() -> pd.DataFrame:
-    """The shipped log read with json + pandas only (not tomstats' reader)."""
-    with open(LOG, encoding="utf-8") as fh:
+def _raw_log(log: Path) -> pd.DataFrame:
+    """The log read with json + pandas only (not tomstats' reader)."""
+    with open(log, encoding="utf-8") as fh:
         return pd.DataFrame([json.loads(line) for line in fh if line.strip()])
 
 
 @pytest.fixture(scope="module")
-def cells() -> pd.DataFrame:
-    return summarize(LOG)
+def cells(log: Path) -> pd.DataFrame:
+    return summarize(log)
 
 
 def test_columns_and_cells(cells: pd.DataFrame) -> None:
@@ -35,8 +40,8 @@ def test_columns_and_cells(cells: pd.DataFrame) -> None:
     assert cells[["context_words", "tom_order"]].apply(tuple, axis=1).is_monotonic_increasing
 
 
-def test_counts_equal_an_independent_groupby(cells: pd.DataFrame) -> None:
-    raw = _raw_log()
+def test_counts_equal_an_independent_groupby(cells: pd.DataFrame, log: Path) -> None:
+    raw = _raw_log(log)
     keys = ["model", "context_words", "tom_order"]
     ok = raw["status"] == "ok"
     ref = raw.assign(
@@ -49,18 +54,18 @@ def test_counts_equal_an_independent_groupby(cells: pd.DataFrame) -> None:
     ).groupby(keys)[["n", "n_answered", "n_correct", "n_errors", *ERROR_COLUMNS]].sum()
     got = cells.set_index(keys)[ref.columns]
     pd.testing.assert_frame_equal(got.astype("int64"), ref.astype("int64"), check_names=False)
-    assert int(cells["n"].sum()) == 300 and int(cells["n_correct"].sum()) == 39
+    assert int(cells["n"].sum()) == 300
+    assert int(cells["n_correct"].sum()) == int((raw["correct"] == 1).sum())
     assert cells.attrs["errors_by_reason"] == {"context_overflow": 60}
 
 
-def test_accuracy_equals_the_data_readme(cells: pd.DataFrame) -> None:
-    """data/README.md prints the accuracy table of this log (20 questions a cell)."""
-    readme = {0: [0.25, 0.35, 0.15, 0.20], 1: [0.30, 0.10, 0.20, 0.10],
-              2: [0.10, 0.10, 0.05, 0.05]}
-    t = cells[cells["context_words"] < 5000].pivot(index="tom_order", columns="context_words",
-                                                   values="accuracy")
-    for order, row in readme.items():
-        np.testing.assert_allclose(t.loc[order].to_numpy(), row, atol=1e-12)
+def test_accuracy_is_correct_over_answered_and_error_cells_have_none(
+        cells: pd.DataFrame, log: Path) -> None:
+    raw = _raw_log(log)
+    ok = raw[raw["status"] == "ok"]
+    ref = ok.groupby(["context_words", "tom_order"])["correct"].mean()
+    got = cells.set_index(["context_words", "tom_order"])["accuracy"].dropna()
+    pd.testing.assert_series_equal(got, ref, check_names=False, rtol=0, atol=1e-12)
     overflow = cells[cells["context_words"] == 5000]
     assert (overflow["n_answered"] == 0).all() and (overflow["n_errors"] == 20).all()
     assert overflow["accuracy"].isna().all() and overflow["ci_low"].isna().all()
@@ -86,8 +91,8 @@ def test_wilson_function_equals_statsmodels_on_random_counts(level: float) -> No
     np.testing.assert_allclose(hi, ref_hi, rtol=0, atol=1e-12)
 
 
-def test_level_changes_the_interval_only(cells: pd.DataFrame) -> None:
-    narrow = summarize(LOG, level=0.5)
+def test_level_changes_the_interval_only(cells: pd.DataFrame, log: Path) -> None:
+    narrow = summarize(log, level=0.5)
     pd.testing.assert_series_equal(narrow["accuracy"], cells["accuracy"])
     ans = cells["n_answered"] > 0
     assert (narrow.loc[ans, "ci_high"] - narrow.loc[ans, "ci_low"]
@@ -156,13 +161,13 @@ def test_bad_input(frame: dict, kwargs: dict, message: str) -> None:
     assert "\n" not in str(exc.value)
 
 
-def test_non_utf8_table_names_file_and_line(tmp_path: Path) -> None:
+def test_non_utf8_table_names_file_and_line(tmp_path: Path, log: Path) -> None:
     p = tmp_path / "bad.csv"
     p.write_bytes(b"correct,context_words,tom_order\n1,200,0\n0,200,\xff1\n")
     with pytest.raises(ValueError, match=r"bad.csv: line 3, column 7: not valid UTF-8 "
                                          r"\(byte 0xff\)"):
         summarize(p)
     j = tmp_path / "bad.jsonl"
-    j.write_bytes(LOG.read_bytes()[:2000].rsplit(b"\n", 1)[0] + b"\n{\"x\": \"\xfe\"}\n")
+    j.write_bytes(log.read_bytes()[:2000].rsplit(b"\n", 1)[0] + b"\n{\"x\": \"\xfe\"}\n")
     with pytest.raises(ValueError, match=r"bad.jsonl: line 2, column 8: not valid UTF-8"):
         summarize(j)

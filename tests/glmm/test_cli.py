@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _shipped import log_with_overflow_errors
 
 import tomstats.glmm as glmm
 from tomstats.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-SMOLLM2 = REPO / "data" / "smollm2_storysim_log.jsonl"
 SHORT = ["--chains", "2", "--draws", "100", "--tune", "100", "--seed", "1", "--cores", "1",
          "--no-progress"]
 
@@ -33,11 +33,19 @@ def _stderr_lines(capsys) -> tuple[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def smollm2_run(tmp_path_factory):
-    """``tomstats fit`` on the shipped SmolLM2 log (short chains: diagnostics fail)."""
+def smollm2_log(tmp_path_factory) -> Path:
+    """The shipped SmolLM2 log with its 60 5,000-word records as context-overflow errors
+    (as the runner writes them), for the tests of ``--errors``."""
+    return log_with_overflow_errors(tmp_path_factory.mktemp("log") / "smollm2.jsonl")
+
+
+@pytest.fixture(scope="module")
+def smollm2_run(tmp_path_factory, smollm2_log):
+    """``tomstats fit`` on the SmolLM2 log with errors (short chains: diagnostics fail)."""
     import contextlib
     import io
 
+    SMOLLM2 = smollm2_log
     out = tmp_path_factory.mktemp("smollm2") / "fit.nc"
     so, se = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
@@ -98,7 +106,8 @@ def test_summary_shows_each_correlation_once_and_quietly():
     assert format(r.mean(), ".3g") in text
 
 
-def test_failed_diagnostics_exit_1_unless_allowed(smollm2_run, tmp_path, capsys):
+def test_failed_diagnostics_exit_1_unless_allowed(smollm2_run, smollm2_log, tmp_path, capsys):
+    SMOLLM2 = smollm2_log
     rc, out, err, path = smollm2_run
     assert rc == 4 and path.is_file()  # the fit is written all the same
     last = err.strip().splitlines()[-1]
@@ -123,9 +132,10 @@ def test_failed_diagnostics_exit_1_unless_allowed(smollm2_run, tmp_path, capsys)
     assert path.stat().st_mtime_ns != before
 
 
-def test_errors_keep_and_drop():
+def test_errors_keep_and_drop(smollm2_log):
     from tomstats.glmm.data import _read_table
 
+    SMOLLM2 = smollm2_log
     drop = _read_table(SMOLLM2, "drop")
     keep = _read_table(SMOLLM2, "keep")
     assert len(drop) == 240 and len(keep) == 300

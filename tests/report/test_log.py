@@ -10,23 +10,40 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _shipped import SHIPPED_LOG as LOG
+from _shipped import log_with_overflow_errors
 
-from tomstats.analysis.summary import summarize
+from tomstats.analysis.log_anova import log_anova
+from tomstats.analysis.summary import ERROR_COLUMNS, summarize
 from tomstats.cli import main
 from tomstats.report.log import SECTIONS, fit_command, is_log
 
-LOG = Path(__file__).resolve().parents[2] / "data" / "smollm2_storysim_log.jsonl"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def html_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def err_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped log with its 5,000-word records as context-overflow errors."""
+    return log_with_overflow_errors(tmp_path_factory.mktemp("log") / "smollm2.jsonl")
+
+
+@pytest.fixture(scope="module")
+def html_report(tmp_path_factory: pytest.TempPathFactory, err_log: Path) -> Path:
     out = tmp_path_factory.mktemp("logreport") / "log.html"
-    assert main(["report", str(LOG), "--out", str(out), "--n-boot", "200"]) == 0
+    assert main(["report", str(err_log), "--out", str(out), "--n-boot", "200"]) == 0
     return out
 
 
-def test_html_sections_numbers_and_images(html_report: Path) -> None:
+def _cell(log: Path, words: int, order: int) -> pd.Series:
+    cells = summarize(log)
+    return cells[(cells["context_words"] == words) & (cells["tom_order"] == order)].iloc[0]
+
+
+def _acc(row: pd.Series) -> str:
+    return f"{row['accuracy']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+
+
+def test_html_sections_numbers_and_images(html_report: Path, err_log: Path) -> None:
     html = html_report.read_text(encoding="utf-8")
     assert "<script" not in html.lower() and not re.search(r'(src|href)="(https?:)?//', html)
     srcs = re.findall(r'<img src="([^"]*)"', html)
@@ -35,17 +52,20 @@ def test_html_sections_numbers_and_images(html_report: Path) -> None:
         assert base64.b64decode(src.split(",", 1)[1])[:8] == PNG_MAGIC
     pos = [html.index(f">{s}</h2>") for s in SECTIONS]
     assert pos == sorted(pos)
-    # accuracy with Wilson interval of the 200-word order-0 cell (5 of 20), the overflow cells
-    assert "0.250 [0.112, 0.469]" in html and "— (0 of 20 answered)" in html
+    # accuracy with Wilson interval of the 200-word order-0 cell, the overflow cells
+    assert _acc(_cell(err_log, 200, 0)) in html and "— (0 of 20 answered)" in html
     assert "context_overflow: 60" in html
-    # the ANOVA row of ToM order (F(2, 228) = 4.011), with bootstrap intervals when available
-    assert re.search(r"<td>tom_order</td><td class=\"num\">2</td><td class=\"num\">4.011</td>",
-                     html)
-    # the error taxonomy counts of the 2000-word order-2 cell: 1 correct, 18 refusal/unparseable
-    assert re.search(r"<td>smollm2-local</td><td class=\"num\">2000</td><td class=\"num\">2</td>"
-                     r"<td class=\"num\">20</td><td class=\"num\">1</td><td class=\"num\">0</td>"
-                     r"<td class=\"num\">1</td><td class=\"num\">18</td>", html)
-    assert (f"tomstats fit {LOG} --map item=story_id --model structural --out fit.nc"
+    # the ANOVA row of ToM order, F as the table prints it (4 significant digits)
+    row = log_anova(err_log).set_index("source").loc["tom_order"]
+    m = re.search(r"<td>tom_order</td><td class=\"num\">2</td><td class=\"num\">([\d.]+)</td>",
+                  html)
+    assert m and float(m[1]) == pytest.approx(row["F"], rel=1e-3)
+    # the error taxonomy counts of the 2000-word order-2 cell
+    c = _cell(err_log, 2000, 2)
+    want = "".join(f'<td class="num">{int(c[k])}</td>'
+                   for k in ("tom_order", "n", "n_correct", *ERROR_COLUMNS))
+    assert f'<td>smollm2-local</td><td class="num">2000</td>{want}' in html
+    assert (f"tomstats fit {err_log} --map item=story_id --model structural --out fit.nc"
             in html)
 
 
@@ -60,13 +80,14 @@ def test_markdown_has_the_same_sections(html_report: Path, tmp_path: Path) -> No
     assert sorted(refs) == ["accuracy.png", "taxonomy.png"]
     for r in refs:
         assert (tmp_path / "md" / r).read_bytes()[:8] == PNG_MAGIC
-    assert "| smollm2-local | 0 | 0.250 [0.112, 0.469] |" in text
+    assert f"| smollm2-local | 0 | {_acc(_cell(LOG, 200, 0))} |" in text
 
 
-def test_bootstrap_intervals_in_the_anova_section(html_report: Path) -> None:
+def test_bootstrap_intervals_in_the_anova_section(html_report: Path, err_log: Path) -> None:
     html = html_report.read_text(encoding="utf-8")
     assert "cluster bootstrap, 200 resamples of story_id" in html
-    assert re.search(r"0\.0329 \[0\.\d{4}, 0\.\d{4}\]", html)  # η² of ToM order
+    eta2 = log_anova(err_log).set_index("source").loc["tom_order", "eta2"]
+    assert re.search(re.escape(f"{eta2:.4f}") + r" \[0\.\d{4}, 0\.\d{4}\]", html)  # η² of order
     assert "No bootstrap intervals" not in html
 
 
@@ -78,10 +99,11 @@ def test_accuracy_figure_dodges_the_orders() -> None:
     cells = summarize(LOG)
     ax = fig_accuracy(cells, "model").axes[0]
     xs = [c.lines[0].get_xdata() for c in ax.containers]  # errorbar: the data line
-    assert len(xs) == 3  # one line per order over the four answered context lengths
+    assert len(xs) == 3  # one line per order over the answered context lengths
     x = np.array(xs, dtype=float)
     assert (x[0] < x[1]).all() and (x[1] < x[2]).all()
-    np.testing.assert_allclose(x[1], [200, 500, 1000, 2000])  # the middle order on the tick
+    answered = sorted(cells.loc[cells["n_answered"] > 0, "context_words"].unique())
+    np.testing.assert_allclose(x[1], answered)  # the middle order on the tick
     np.testing.assert_allclose(np.log(x[2] / x[1]), np.log(x[1] / x[0]))
 
 

@@ -1,0 +1,44 @@
+"""The shipped SmolLM2 log, and a copy of it with runner errors for the tests of error
+policies (``--errors drop|keep``, error counts in summaries and reports).
+
+The shipped log has no error records: the runner's pre-flight refuses items that do not fit
+the model's window before a run starts. The copy turns every 5,000-word record into the
+record llama.cpp's refusal gives (``status = "error"``, ``error_category =
+"context_overflow"``, no answer), which is what the project's first SmolLM2 run wrote for
+its 5,000-word stories: 60 of 300 records, 240 answered.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED_LOG = REPO / "data" / "smollm2_storysim_log.jsonl"
+SHIPPED_ITEMS = REPO / "data" / "smollm2_storysim_items.jsonl"
+
+#: The fields a runner error record leaves empty (tomstats.evaluate.run's error records).
+_EMPTY = ("correct", "response", "answer_text", "parsed_answer", "latency_s",
+          "prompt_tokens", "completion_tokens", "finish_reason")
+
+
+def overflow_record(record: dict) -> dict:
+    """``record`` as the runner writes it when llama.cpp refuses an over-long prompt."""
+    out = dict(record)
+    out.update({k: None for k in _EMPTY if k in out})
+    out.update(status="error", error_category="context_overflow",
+               error="llama.cpp refused the request: Requested tokens (9663) exceed context "
+                     "window of 8192")
+    return out
+
+
+def log_with_overflow_errors(dest: Path, context_words: int = 5000) -> Path:
+    """Write the shipped log to ``dest`` with every ``context_words`` record an error."""
+    lines = []
+    for line in SHIPPED_LOG.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        if rec["context_words"] == context_words:
+            rec = overflow_record(rec)
+        lines.append(json.dumps(rec, ensure_ascii=False))
+    dest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dest
