@@ -347,3 +347,22 @@ def test_all_columns_of_a_factor_are_tested_together(ref):
         assert res.columns == ("arm[T.b]", "arm[T.c]")
         row = res.table.iloc[0]
         assert row["power"] >= 0.9 and row["null_power"] <= 0.25
+
+
+@pytest.mark.slow
+def test_a_real_log_extended_to_more_llms(shared_data):
+    """storysim triplets (8 LLMs x 100 stories, a correlated ToM-order slope per LLM):
+    power for a smaller ToM-order effect with the LLMs doubled as simr's extend."""
+    ss = pd.read_csv(shared_data / "storysim_items.csv")
+    keep = ((ss.experiment == "triplets") & ss.prompt_variant.isin(["original", "spaced"])
+            & (ss.quality_flag != "failed_run"))
+    df = ss[keep].reset_index(drop=True)
+    m = fit_lme(df, "correct ~ tom_order + prompt_variant + (1 + tom_order | model) "
+                    "+ (1 | item_id)")
+    q = m.terms[0].q
+    res = power_from_fit(m, "tom_order", set_effects={"tom_order": -0.2},
+                         along={"model": [2 * q]}, n_sims=10, seed=1, progress=False)
+    row = res.table.iloc[0]
+    assert row["model"] == 2 * q and row["n_rows"] == 2 * len(df)
+    assert row["n_valid"] + row["n_failed"] == 10 and row["null_n_sims"] == 10
+    assert abs(row["estimate"] + 0.2) < 0.3
