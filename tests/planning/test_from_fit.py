@@ -366,3 +366,8 @@ def test_a_real_log_extended_to_more_llms(shared_data):
     assert row["model"] == 2 * q and row["n_rows"] == 2 * len(df)
     assert row["n_valid"] + row["n_failed"] == 10 and row["null_n_sims"] == 10
     assert abs(row["estimate"] + 0.2) < 0.3
+
+
+def test_size_guard_refuses_a_run_of_years_before_any_work(fit):
+    with pytest.raises(ValueError, match="power from a fit too large: would take about"):
+        power_from_fit(fit, "x", n_sims=10**9, progress=False)
