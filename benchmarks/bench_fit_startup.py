@@ -1,0 +1,193 @@
+"""One maximum-likelihood GLMM fit in a new process: ``tomstats fit --backend laplace`` against
+``Rscript`` running lme4's ``glmer`` on the same log, in the same run.
+
+The log (issue 25): 41 LLMs × 192 passages, crossed, one row per pair (7,872 rows); each
+passage has a belief (true/false) and a cue (absent/present), 48 passages per cell; the
+outcome is simulated from ``correct ~ belief * cue + (1 | model) + (1 | item)`` with LLM
+SD 0.8 and passage SD 0.6 (seeded). ``../shared/data`` holds no log of this shape, so it is
+simulated; ``--log FILE --formula F`` times any CSV instead.
+
+Each round runs, each in a fresh process, in this order:
+
+- ``R``: ``Rscript -e`` reading the CSV and fitting ``glmer(formula, family = binomial)``
+  (lme4's defaults), printing the fixed effects;
+- ``cold``: ``tomstats fit`` with an empty compilation cache (``TOMSTATS_JAX_CACHE`` set to a
+  new folder): XLA compiles the fit;
+- ``warm``: the same command with the cache the cold run filled;
+- ``warm, similar log``: 43 LLMs × 190 passages (another simulated log) with that cache:
+  its shapes pad to the same buckets (48 × 192), so the compiled fit is reused.
+
+Times are medians over ``--repeats`` rounds: wall seconds, and CPU seconds (user + system of
+the command's process and its threads: steadier on a shared machine). Ratios are R's median
+over tomstats'. Before the rounds the script checks that both fits agree (fixed effects and
+standard errors within 2e-3, the SDs within 1 %).
+
+    python benchmarks/bench_fit_startup.py [--repeats 5] [--log FILE --formula F]
+        [--write-docs]
+
+``--write-docs`` puts the table into docs/glmm.md between this script's markers, with the
+command, the machine and its load (:mod:`benchmarks._docs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from _docs import add_write_docs_argument, markdown_table, write_docs
+
+FORMULA = "correct ~ belief * cue + (1 | model) + (1 | item)"
+
+#: Runs a command in a child process; prints "<wall seconds> <CPU seconds> <exit code>".
+_WRAP = ("import resource, subprocess, sys, time\n"
+         "t = time.perf_counter()\n"
+         "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
+         "dt = time.perf_counter() - t\n"
+         "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+         "print(dt, u.ru_utime + u.ru_stime, rc)")
+_CLI = "import sys; from tomstats.cli import main; sys.exit(main(sys.argv[1:]))"
+_R = ("suppressMessages(library(lme4)); args <- commandArgs(TRUE); d <- read.csv(args[1]); "
+      "m <- glmer(as.formula(args[2]), data = d, family = binomial); "
+      "s <- summary(m)$coefficients; "
+      "cat(jsonlite::toJSON(list(beta = unname(s[, 1]), se = unname(s[, 2]), "
+      "sd = as.list(sapply(VarCorr(m), function(v) attr(v, 'stddev'))), "
+      "loglik = as.numeric(logLik(m))), digits = NA))")
+
+
+def simulate_log(path: Path, n_llms: int, n_items: int, seed: int) -> Path:
+    """The crossed belief × cue log described in the module docstring, as CSV."""
+    rng = np.random.default_rng(seed)
+    belief = np.repeat(["false", "true"], n_items // 2 + 1)[:n_items]
+    cue = np.tile(["absent", "present"], n_items // 2 + 1)[:n_items]
+    llm = np.repeat(np.arange(n_llms), n_items)
+    item = np.tile(np.arange(n_items), n_llms)
+    fb = (belief[item] == "false").astype(float)
+    cp = (cue[item] == "present").astype(float)
+    eta = (1.0 - 1.2 * fb + 0.3 * cp - 0.5 * fb * cp + rng.normal(0, 0.8, n_llms)[llm]
+           + rng.normal(0, 0.6, n_items)[item])
+    y = (rng.random(llm.size) < 1 / (1 + np.exp(-eta))).astype(int)
+    pd.DataFrame({"model": [f"llm{k:02d}" for k in llm], "item": [f"p{j:03d}" for j in item],
+                  "belief": belief[item], "cue": cue[item], "correct": y}
+                 ).to_csv(path, index=False)
+    return path
+
+
+def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    res = subprocess.run([sys.executable, "-c", _WRAP, *cmd], capture_output=True, text=True,
+                         env=env, check=True)
+    wall, cpu, rc = res.stdout.split()
+    if int(rc) != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} ... exited {rc}")
+    return float(wall), float(cpu)
+
+
+def _tomstats(log: Path, formula: str, out: Path) -> list[str]:
+    return [sys.executable, "-c", _CLI, "fit", str(log), "--model", formula, "--backend",
+            "laplace", "--out", str(out), "--force"]
+
+
+def _rscript(log: Path, formula: str) -> list[str]:
+    return ["Rscript", "-e", _R, str(log), formula]
+
+
+def check_agreement(log: Path, formula: str, work: Path) -> str:
+    """Both fits of ``log``: tomstats' must equal glmer's (else the timing means nothing)."""
+    r = json.loads(subprocess.run(_rscript(log, formula), capture_output=True, text=True,
+                                  check=True).stdout)
+    out = work / "check.json"
+    subprocess.run(_tomstats(log, formula, out), capture_output=True, check=True,
+                   env=dict(os.environ, TOMSTATS_JAX_CACHE="off"))
+    t = json.loads(out.read_text())
+    d_beta = float(np.max(np.abs(np.subtract(t["beta"], r["beta"]))))
+    d_se = float(np.max(np.abs(np.subtract(t["se"], r["se"]))))
+    # lme4 orders the random terms by their number of levels: match them by name
+    r_sd = [r["sd"][f"{g}.(Intercept)"][0] for g in t["groups"]]
+    d_sd = float(np.max(np.abs(np.divide(t["sd"], r_sd) - 1)))
+    if d_beta > 2e-3 or d_se > 2e-3 or d_sd > 1e-2:
+        raise SystemExit(f"the fits differ: |d beta| {d_beta:.2g}, |d se| {d_se:.2g}, "
+                         f"SD ratio - 1 {d_sd:.2g}")
+    return (f"agreement with glmer: max |d beta| {d_beta:.1e}, max |d se| {d_se:.1e}, "
+            f"max |SD ratio - 1| {d_sd:.1e}, d logLik {t['loglik'] - r['loglik'][0]:.1e}")
+
+
+#: Columns of the table (printed, and written by ``--write-docs``).
+COLUMNS = ("command (a new process each)", "wall s", "CPU s", "R / this (wall)",
+           "R / this (CPU)")
+R_ROW = "R: Rscript + glmer"
+#: The page whose block ``--write-docs`` replaces.
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "glmm.md"
+
+
+def row_keys(args: argparse.Namespace) -> list[str]:
+    """The table's rows for these arguments (the similar log only with the simulated one)."""
+    rows = [R_ROW, "tomstats fit, cold cache", "tomstats fit, warm cache"]
+    if args.log is None:
+        rows.append("tomstats fit, warm cache, similar log (43 x 190)")
+    return rows
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=5, help="rounds (medians are reported)")
+    ap.add_argument("--log", type=Path, help="a CSV to time instead of the simulated log")
+    ap.add_argument("--formula", default=FORMULA)
+    add_write_docs_argument(ap)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
+    if shutil.which("Rscript") is None:
+        raise SystemExit("Rscript is not on the PATH (R with lme4 and jsonlite is needed)")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        log = args.log or simulate_log(work / "log.csv", 41, 192, 25)
+        similar = None if args.log else simulate_log(work / "similar.csv", 43, 190, 26)
+        rows = len(pd.read_csv(log))
+        print(f"log: {rows:,} rows ({'simulated 41 LLMs x 192 passages' if not args.log else log})"
+              f"; formula: {args.formula}")
+        agreement = check_agreement(log, args.formula, work)
+        print(agreement)
+        print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
+              f"{os.getloadavg()[0]:.1f} at the start")
+        times: dict[str, list[tuple[float, float]]] = {}
+        for k in range(args.repeats):
+            cache = work / f"cache{k}"
+            env = dict(os.environ, TOMSTATS_JAX_CACHE=str(cache))
+            cmds = [_rscript(log, args.formula), _tomstats(log, args.formula, work / "f.json"),
+                    _tomstats(log, args.formula, work / "f.json")]
+            if similar is not None:
+                cmds.append(_tomstats(similar, args.formula, work / "g.json"))
+            for name, cmd in zip(row_keys(args), cmds, strict=True):
+                times.setdefault(name, []).append(_timed(cmd, env))
+            shutil.rmtree(cache, ignore_errors=True)
+    r_wall = statistics.median(w for w, _ in times[R_ROW])
+    r_cpu = statistics.median(c for _, c in times[R_ROW])
+    rows = []
+    for name, ts in times.items():
+        wall = statistics.median(w for w, _ in ts)
+        cpu = statistics.median(c for _, c in ts)
+        rows.append([name, f"{wall:.2f}", f"{cpu:.2f}", f"{r_wall / wall:.2f}",
+                     f"{r_cpu / cpu:.2f}"])
+    table = markdown_table(COLUMNS, rows)
+    note = (f"\nMedians of {args.repeats} rounds, load average {os.getloadavg()[0]:.1f} at "
+            f"the end. {agreement[0].upper() + agreement[1:]}.\n")
+    print(table + note)
+    if args.write_docs:
+        write_docs("bench_fit_startup.py", argv, table + note, PAGE)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
