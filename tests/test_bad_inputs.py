@@ -491,7 +491,7 @@ def test_out_dir_failure_names_out_not_temp(tmp_path: Path, monkeypatch, capsys)
 @pytest.mark.parametrize("argv,needle", [
     (["anova", "log.jsonl", "--ss-type", "4"], "argument --ss-type: invalid choice: 4"),
     (["fitt"], "invalid choice: 'fitt'"),
-    (["power"], "the following arguments are required: config, --out"),
+    (["power"], "the following arguments are required: --out"),
     (["summarize", "log.jsonl", "--level"], "argument --level: expected one argument"),
 ])
 def test_usage_errors_are_one_line_exit_2(argv: list[str], needle: str,
@@ -501,6 +501,14 @@ def test_usage_errors_are_one_line_exit_2(argv: list[str], needle: str,
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2
     assert len(err) == 1 and needle in err[0] and err[0].endswith("--help)"), err
+
+
+def test_power_without_a_study_or_a_fit_says_which_to_give(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["power", "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give a simulation TOML" in err[0] and "--from-fit" in err[0]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_disk_full_while_writing_a_fit(tmp_path: Path, monkeypatch, capsys) -> None:

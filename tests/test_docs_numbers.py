@@ -305,7 +305,7 @@ def test_analysing_logs_prose_quotes_the_shown_anova():
             rows[words[0]] = words
     order, ctx, res = rows["tom_order"], rows["context_words"], rows["Residual"]
     prose = " ".join(prose.split("\n\n", 3)[1].split())
-    m = re.search(r"F\((\d+), (\d+)\) = ([\d.]+), p = ([\d.]+)\), and it explains ([\d.]+) % "
+    m = re.search(r"F\((\d+), (\d+)\) = ([\d.]+), p = ([\d.]+)\)?, and it explains ([\d.]+) % "
                   r"of the variance.*?context length explains ([\d.]+) % with an interval "
                   r"reaching from ([\d.]+) to ([\d.]+) %.*? holds ([\d.]+) %", prose)
     assert m, "the sentence reading the ANOVA changed shape; update this test with it"

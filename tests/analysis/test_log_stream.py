@@ -122,7 +122,7 @@ def test_malformed_logs_are_refused_alike(name: str, block: int | None, tmp_path
 
 def test_not_utf8_is_refused_alike(tmp_path: Path) -> None:
     p = _write(tmp_path / "run.jsonl", _records(1, 4))
-    p.write_bytes(p.read_bytes().replace(b"Bob", b"B\xffb", 1))
+    p.write_bytes(p.read_bytes().replace(b'"timestamp": "', b'"timestamp": "\xff', 1))
     with pytest.raises(ValueError, match=r"line 1, column \d+: not valid UTF-8"):
         read_log_stream(p)
 

@@ -266,35 +266,43 @@ def test_cli_bad_model_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_shipped_smollm2_log_matches_its_items_and_model() -> None:
-    """data/smollm2_storysim_log.jsonl loads, and every record's prompt is the one the shipped
-    items and models/smollm2-local.toml give (provenance without running the model)."""
+    """data/smollm2_storysim_log.jsonl loads, every record's prompt is the one the shipped
+    items and models/smollm2-local.toml give (provenance without running the model), the
+    shipped items are what `tomstats stories --n-per-cell 20 --seed 2024` makes today, and
+    they pass their own audit."""
     from tomstats.evaluate import build_request
+    from tomstats.stories import audit_items, build_design_items
     from tomstats.stories.items import read_items
 
     log = REPO / "data" / "smollm2_storysim_log.jsonl"
-    items = {it.item_id: it for it in read_items(REPO / "data" / "smollm2_storysim_items.jsonl")}
+    shipped = read_items(REPO / "data" / "smollm2_storysim_items.jsonl")
+    items = {it.item_id: it for it in shipped}
+    # the items: the current generator's, metadata trimmed as data/README.md says
+    made = {it.item_id: it for it in build_design_items(20, 2024)}
+    assert set(made) == set(items)
+    for k, it in items.items():
+        want = made[k]
+        assert (it.story, it.question, it.answer, it.belief_status, it.same_as) == (
+            want.story, want.question, want.answer, want.belief_status, want.same_as)
+        assert it.metadata == {m: v for m, v in want.metadata.items() if m in it.metadata}
+    assert not audit_items(shipped).failed  # PASS, or UNSURE where 20 stories cannot tell
     cfg = load_model_config(_model("smollm2-local"))
     recs = log_lines(log)
     assert {r["item_id"] for r in recs} == set(items)
     assert len(recs) == len(items)
     for r in recs:
+        it = items[r["item_id"]]
         assert r["config_hash"] == cfg.config_hash
-        assert r["prompt_hash"] == build_request(items[r["item_id"]], cfg).prompt_hash
-        if r["status"] == "error":  # only the stories longer than SmolLM2's 8192 tokens
-            assert r["error_category"] == "context_overflow"
-            assert items[r["item_id"]].context_words == 5000
+        assert r["prompt_hash"] == build_request(it, cfg).prompt_hash
+        assert (r["belief_status"], r["same_as"]) == (it.belief_status, it.same_as)
+        assert r["status"] == "ok" and r["prompt_tokens"] + r["completion_tokens"] <= cfg.n_ctx
     df = read_log(log, errors="keep")
     assert len(df) == len(items)
-    ok = df[df["status"] == "ok"]
-    assert set(ok["context_words"]) == {200, 500, 1000, 2000}
-    assert set(ok["tom_order"]) == {0, 1, 2}
-    assert set(ok["correct"]) <= {0, 1}
-    # the 5 × 3 design with 20 questions a cell; the 5,000-word cells are all overflows
+    assert set(df["correct"]) <= {0, 1}
+    # the 5 × 3 design with 20 questions a cell, every one answered
     cells = df.groupby(["context_words", "tom_order"])["status"].agg(list)
     assert len(cells) == 15
-    for (words, _), status in cells.items():
-        assert len(status) == 20
-        assert set(status) == ({"error"} if words == 5000 else {"ok"})
+    assert all(len(s) == 20 and set(s) == {"ok"} for s in cells)
 
 
 def test_belief_status_is_copied_and_derived_for_older_logs(tmp_path: Path) -> None:
