@@ -27,8 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.fft import next_fast_len
-from scipy.special import ndtri
+
+# SciPy is imported inside the two functions that use it: every Laplace fit imports this
+# module (through the diagnostics warnings) and never calls them.
 
 __all__ = ["rhat_rank", "ess_bulk", "ess_tail", "convergence", "dataset_convergence"]
 
@@ -75,6 +76,8 @@ def _average_ranks(x: np.ndarray) -> np.ndarray:
 
 def _z_scale(v: np.ndarray) -> np.ndarray:
     """Rank-normalise each scalar over all its (split) draws."""
+    from scipy.special import ndtri
+
     n_var, m, n = v.shape
     r = _average_ranks(v.reshape(n_var, m * n))
     return ndtri((r - 0.375) / (m * n + 0.25)).reshape(v.shape)
@@ -90,6 +93,8 @@ def _rhat(z: np.ndarray) -> np.ndarray:
 
 def _ess(v: np.ndarray) -> np.ndarray:
     """ESS of each scalar of ``(V, M, N)`` draws (Geyer's initial monotone sequence)."""
+    from scipy.fft import next_fast_len
+
     n_var, m, n = v.shape
     size = m * n
     const = (v.max(axis=(1, 2)) - v.min(axis=(1, 2))) < np.finfo(float).resolution

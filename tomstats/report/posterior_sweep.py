@@ -31,12 +31,10 @@ from typing import Any
 import pandas as pd
 
 from tomstats.report._document import Image, Table, Text, figure_png
-from tomstats.simulation.figures import (
-    FACTOR_LABELS,
-    fig_dominance_posterior,
-    fig_eta2_posterior,
-)
 from tomstats.simulation.files import POSTERIOR_FILES
+
+# tomstats.simulation.figures (JAX, matplotlib) is imported where a figure or its labels are
+# needed, so that `tomstats report --help`, which reads SWEEP_DRAWS here, stays light.
 
 __all__ = [
     "POSTERIOR_FILES",
@@ -115,6 +113,12 @@ def calibrated_sweep(
                            sensitivity_replicates=sensitivity_replicates, progress=False)
 
 
+def _factor_labels() -> Mapping[str, str]:
+    from tomstats.simulation.figures import FACTOR_LABELS
+
+    return FACTOR_LABELS
+
+
 def eta2_table(decomposition: pd.DataFrame) -> pd.DataFrame:
     """One row per LLM and systematic source: η², its 95 % posterior and predictive
     intervals, and the source's percentage of the systematic (between-cell) variance."""
@@ -125,7 +129,7 @@ def eta2_table(decomposition: pd.DataFrame) -> pd.DataFrame:
     d = d.sort_values(["llm_order", "order"], kind="stable")
     out = pd.DataFrame({
         "LLM": d["llm"],
-        "source": d["source"].map(FACTOR_LABELS),
+        "source": d["source"].map(_factor_labels()),
         "η² (mean)": d["eta2_mean"],
         "95 % low": d["eta2_low"],
         "95 % high": d["eta2_high"],
@@ -175,6 +179,8 @@ def calibrated_blocks(decomposition: pd.DataFrame, dominance: pd.DataFrame,
     (``summary["params"]``). A fit report passes the means over all draws, the ones its
     parameter table shows, so that a page states one posterior mean per parameter.
     """
+    from tomstats.simulation.figures import fig_dominance_posterior, fig_eta2_posterior
+
     blocks: list[Any] = [Text(intro, "note")]
     blocks.append(Table(eta2_table(decomposition),
                         caption="η² per LLM with 95 % posterior intervals (over draws of the "
