@@ -330,3 +330,15 @@ def test_not_utf8_log_names_file_and_line(tmp_path, capsys):
     _, err = _stderr_lines(capsys)
     assert rc == 2 and len(err) == 1
     assert f"{log}: line 3, column 4: not valid UTF-8 (byte 0xff)" in err[0]
+
+
+def test_cbind_with_a_sampler_is_refused_before_the_data_are_read(tmp_path, capsys):
+    """cbind() is lme4's spelling, read by the Laplace backend; a sampler run is refused at
+    once (the log is not even opened), with the spelling the samplers read."""
+    out = tmp_path / "f.nc"
+    rc = main(["fit", str(tmp_path / "not-read.csv"), "--model",
+               "cbind(k, n - k) ~ x + (1 | g)", "--out", str(out)])
+    _, err = _stderr_lines(capsys)
+    assert rc == 2 and len(err) == 1
+    assert "cbind() is read by --backend laplace" in err[0] and "trials(n)" in err[0]
+    assert list(tmp_path.iterdir()) == []

@@ -159,7 +159,15 @@ def _run_fit(args: argparse.Namespace) -> int:
     query = parse_query(args.query) if args.query else None
     if "~" in args.model:
         check_formula(args.model)
-    df = _read_table(args.log, errors=args.errors)
+        if args.backend != "laplace" and args.model.split("~", 1)[0].strip().startswith(
+                "cbind"):
+            raise ValueError(f"--model {args.model[:80]!r}: cbind() is read by --backend "
+                             "laplace; for a sampler write the binomial outcome as "
+                             "'successes | trials(n) ~ ...'")
+    # only the columns the fit reads (the formula's or the structural model's, the mapping's
+    # and the query's)
+    df = _read_table(args.log, errors=args.errors, model=args.model, columns=columns,
+                     query=query)
     _note_errors(df, args)
     df = apply_query(df, query)
     if args.backend == "laplace":

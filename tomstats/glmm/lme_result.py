@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from tomstats.glmm.laplace_backend import (
+    SINGULAR_MESSAGE,
     LaplaceConvergenceWarning,
     _array,
     _floats,
@@ -50,8 +51,6 @@ _FORMAT = "tomstats-lme-fit"
 _FORMAT_VERSION = 1
 #: lme4's ``isSingular`` tolerance on the diagonal elements of the :math:`T_k`.
 SINGULAR_TOL = 1e-4
-#: What lme4 says of a singular fit.
-SINGULAR_MESSAGE = "boundary (singular) fit: see help('isSingular')"
 
 
 class LmeConvergenceWarning(LaplaceConvergenceWarning):
