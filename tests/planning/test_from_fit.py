@@ -17,9 +17,14 @@ import pytest
 
 from tomstats.glmm._hints import InputError
 from tomstats.glmm.lme import fit_lme
-from tomstats.glmm.lme_result import LmeFit
+from tomstats.glmm.lme_result import LmeFit, lme_anova
 from tomstats.planning import from_fit as ff
-from tomstats.planning.from_fit import power_from_fit, simulate_outcomes, term_columns
+from tomstats.planning.from_fit import (
+    lrt_statistics,
+    power_from_fit,
+    simulate_outcomes,
+    term_columns,
+)
 
 REF = Path(__file__).resolve().parents[1] / "reference"
 POWER_JSON = REF / "lme4_power.json"
@@ -182,6 +187,19 @@ def test_type_one_error_at_zero(fit, test):
     ({"term": "x", "n_sims": 0}, "n_sims must be an integer"),
     # a design the formula's terms cannot be fitted to: one row per level of g
     ({"term": "x", "along": {"rows_per_g": [1]}}, "needs fewer levels than rows"),
+    # --compare: a reduced model nested in the fit's, written in the formula language
+    ({}, "give a term to test or a reduced model"),
+    ({"term": "x", "compare": "y ~ 1 + (1 + x | g)"}, "one of the two"),
+    ({"compare": "y ~ 1 + (1 + x | g)", "test": "wald"}, "tested by the likelihood ratio"),
+    ({"compare": "y ~ 1 + (1 | g)", "refit": "y ~ x + (1 | g)"}, "compare and refit"),
+    ({"compare": "x ~ 1 + (1 | g)"}, "needs the same response"),
+    ({"compare": "y ~ x + g + (1 | g)"}, r"not nested in the fit's 'y ~ x \+ \(1 \+ x \| g\)'"
+                                         r", which lacks the fixed effect\(s\) g\[T.g02\]"),
+    ({"compare": "y ~ x + (1 + x | g)"}, "the same parameters as the fit"),
+    ({"compare": "y ~ x + (1 | g) + __import__('os').system('true')"},
+     "compare .*'.' at position 35 is not allowed in a formula"),
+    ({"compare": ""}, "compare is empty"),
+    ({"compare": 3}, "compare must be a formula string"),
 ])
 def test_bad_input_is_one_line(fit, kwargs, message):
     with pytest.raises(InputError, match=message) as info:
@@ -232,6 +250,9 @@ def test_cli_runs_and_writes(fit, tmp_path):
     (["--term", "x", "--set", "x"], "expected NAME=VALUE"),
     (["--term", "x", "--posterior", "fit.nc"], "--posterior does not apply"),
     ([], "--from-fit needs --term"),
+    (["--compare", "y ~ x + g + (1 | g)"], "not nested in the fit's"),
+    (["--compare", "y ~ x + (1 | g)", "--test", "wald"], "--compare is a likelihood-ratio"),
+    (["--term", "x", "--compare", "y ~ 1 + (1 + x | g)"], "--term and --compare: give one"),
 ])
 def test_cli_bad_input_exit_2_nothing_written(fit, tmp_path, args, message):
     fit.to_json(tmp_path / "fit.json")
@@ -347,6 +368,72 @@ def test_all_columns_of_a_factor_are_tested_together(ref):
         assert res.columns == ("arm[T.b]", "arm[T.c]")
         row = res.table.iloc[0]
         assert row["power"] >= 0.9 and row["null_power"] <= 0.25
+    # the reduced model written out (simr's fcompare): the same studies, the same 2-df test
+    red = power_from_fit(m, compare="y ~ x + (1 + x | g)", n_sims=20, seed=4, progress=False,
+                         set_effects={"arm[T.b]": 1.0, "arm[T.c]": -1.0})
+    assert red.df == 2 and red.columns == res.columns and not red.boundary
+    pd.testing.assert_frame_equal(red.table, res.table)
+
+
+def test_compare_dropping_a_coefficient_rejects_as_the_lrt_of_the_term(fit):
+    """--compare with the fit less x is --test lrt --term x: the same studies, refits and
+    rejections, at the effect and at 0, for the same seed."""
+    kw = {"n_sims": 20, "seed": 5, "set_effects": {"x": 0.4}, "progress": False,
+          "along": {"rows_per_g": [20, 30]}}
+    term = power_from_fit(fit, "x", test="lrt", **kw)
+    red = power_from_fit(fit, compare="y ~ 1 + (1 + x | g)", **kw)
+    pd.testing.assert_frame_equal(red.table, term.table)
+    assert red.df == 1 and red.test == "lrt" and red.columns == ("x",)
+    assert "against y ~ 1 + (1 + x | g) (fixed x; chi-square on 1 df)" in str(red)
+    assert "conservative" not in str(red)
+    # the rejections are not all alike (the comparison can tell runs apart)
+    assert 0 < term.table["power"].iloc[0] < 1 or 0 < term.table["power"].iloc[1] < 1
+
+
+def test_compare_dropping_the_random_slope_is_lme4s_anova(fit):
+    """The statistic of a reduced model without the random slope (and its correlation) is
+    the LRT of two separate fits of one simulated study (lme_anova: 2 df), and the power
+    run says the p-value is conservative (a variance tested at 0)."""
+    reduced = "y ~ x + (1 | g)"
+    ys = simulate_outcomes(fit, 2, seed=8, set_effects={"x": 0.3})
+    assert ys.shape[1] == fit.n_rows  # Bernoulli rows: one observation per row
+    stats = lrt_statistics(fit, reduced, ys)
+    for i in range(2):
+        study = fit.design.train[["y", "x", "g"]].assign(y=ys[i])
+        table = lme_anova(fit_lme(study, reduced), fit_lme(study, fit.formula))
+        assert table["Df"].iloc[1] == 2
+        assert abs(max(stats[i], 0.0) - table["Chisq"].iloc[1]) < 2e-3, (stats[i], table)
+    assert np.ptp(stats) > 0.1  # two different studies, two different statistics
+    res = power_from_fit(fit, compare=reduced, n_sims=10, seed=3, progress=False)
+    assert res.df == 2 and res.boundary and res.columns == ()
+    assert "random x | g; correlation (Intercept)~x | g" in res.term
+    assert "conservative" in str(res)
+    row = res.table.iloc[0]
+    assert row["n_sims"] == row["null_n_sims"] == 10 and res.refits == 40
+
+
+def test_the_null_of_compare_sets_what_it_drops_to_zero(fit):
+    """The type I error simulates from the fit with the dropped variance, or the dropped
+    correlation, at 0: Σ's row and column of x, or its off-diagonal entry."""
+    formula, df0 = ff._prepare(fit, None, None)
+    S = fit.covariances()[0]
+    for reduced, want in (("y ~ x + (1 | g)", np.diag([S[0, 0], 0.0])),
+                          ("y ~ x + (1 + x || g)", np.diag(np.diag(S)))):
+        comp = ff._comparison(fit, reduced, formula, df0)
+        T = ff._null_factors(fit, comp)[0]
+        np.testing.assert_allclose(T @ T.T, want, atol=1e-12)
+    assert ff._comparison(fit, "y ~ x + (1 + x || g)", formula, df0).df == 1
+
+
+def test_cli_compare_writes_the_test_it_ran(fit, tmp_path):
+    fit.to_json(tmp_path / "fit.json")
+    fit.design.train.to_csv(tmp_path / "log.csv", index=False)
+    res = _cli("--from-fit", "fit.json", "--data", "log.csv", "--compare", "y ~ x + (1 | g)",
+               "--replicates", "5", "--out", "out", "--no-progress", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    meta = json.loads((tmp_path / "out" / "power.json").read_text())
+    assert meta["compare"] == "y ~ x + (1 | g)" and meta["df"] == 2 and meta["boundary"]
+    assert meta["test"] == "lrt" and "conservative" in res.stdout
 
 
 @pytest.mark.slow

@@ -79,6 +79,10 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--term", default=None, metavar="NAME",
                    help="coefficient or formula term tested, e.g. x, 'belief:cue' (all its "
                         "columns; required with --from-fit)")
+    g.add_argument("--compare", default=None, metavar="FORMULA",
+                   help="reduced model nested in the fit's, tested by the likelihood ratio "
+                        "(simr's fcompare), e.g. 'y ~ x + (1 | g)' for a fit of "
+                        "'y ~ x + (1 + x | g)' (instead of --term; default: none)")
     g.add_argument("--set", action="append", default=None, metavar="NAME=VALUE",
                    help="simulate with a coefficient set to VALUE, e.g. 'belief:cue=-0.6' "
                         "(repeatable; default: the fitted values)")
@@ -105,7 +109,8 @@ def _progress(args: argparse.Namespace) -> bool:
 _TOML_ONLY = (("questions_per_cell", "--questions-per-cell"), ("posterior", "--posterior"),
               ("items_per_cell", "--items-per-cell"), ("n_llms", "--n-llms"),
               ("path", "--path"), ("correction", "--correction"))
-_FIT_ONLY = (("data", "--data"), ("term", "--term"), ("set", "--set"), ("refit", "--refit"))
+_FIT_ONLY = (("data", "--data"), ("term", "--term"), ("set", "--set"), ("refit", "--refit"),
+             ("compare", "--compare"))
 
 
 def _parse_set(items: list[str] | None) -> dict[str, float]:
@@ -123,7 +128,8 @@ def _parse_set(items: list[str] | None) -> dict[str, float]:
 
 
 def _run_from_fit(args: argparse.Namespace) -> int:
-    """``tomstats power --from-fit FIT.json --data LOG --term NAME``."""
+    """``tomstats power --from-fit FIT.json --data LOG --term NAME`` (or ``--compare
+    FORMULA``)."""
     from tomstats.planning.from_fit import FIT_TESTS, load_laplace_fit, power_from_fit
 
     if args.config is not None:
@@ -133,22 +139,30 @@ def _run_from_fit(args: argparse.Namespace) -> int:
         if getattr(args, dest, None) is not None:
             raise ValueError(f"{flag} does not apply with --from-fit (it belongs to the "
                              "TOML's model)")
-    for dest, flag, what in (("data", "--data", "the log fitted"),
-                             ("term", "--term", "the coefficient or term tested")):
-        if getattr(args, dest) is None:
-            raise ValueError(f"--from-fit needs {flag} ({what})")
-    tests = args.tests or ["wald"]
+    if args.data is None:
+        raise ValueError("--from-fit needs --data (the log fitted)")
+    if args.term is None and args.compare is None:
+        raise ValueError("--from-fit needs --term (the coefficient or term tested) or "
+                         "--compare (a reduced model)")
+    if args.term is not None and args.compare is not None:
+        raise ValueError("--term and --compare: give one (--compare tests the fit's model "
+                         "against a reduced one)")
+    tests = args.tests or ["wald" if args.compare is None else "lrt"]
     if len(tests) != 1 or tests[0] not in FIT_TESTS:
         raise ValueError(f"--test: with --from-fit one of {', '.join(FIT_TESTS)}, got "
                          f"{', '.join(tests)}")
+    if args.compare is not None and tests[0] != "lrt":
+        raise ValueError(f"--test {tests[0]}: --compare is a likelihood-ratio test "
+                         f"(--test lrt, the default with it)")
     sets = _parse_set(args.set)
     dims = {k: _parse_along(getattr(args, k), f"--{k}") if getattr(args, k) else None
             for k in ("along", "by")}
     fit, df = load_laplace_fit(args.from_fit, args.data)
     prepare_out_dir(args.out, force=args.force)
     result = power_from_fit(
-        fit, args.term, data=df, test=tests[0], set_effects=sets, along=dims["along"],
-        by=dims["by"], n_sims=1000 if args.replicates is None else args.replicates,
+        fit, args.term, compare=args.compare, data=df, test=tests[0], set_effects=sets,
+        along=dims["along"], by=dims["by"],
+        n_sims=1000 if args.replicates is None else args.replicates,
         seed=0 if args.seed is None else args.seed,
         alpha=0.05 if args.alpha is None else args.alpha,
         target=0.8 if args.target is None else args.target, max_failed=args.max_failed,

@@ -21,15 +21,20 @@ the term is tested at level :math:`a`:
   several columns :math:`S` (a factor): reject when
   :math:`\hat\beta_S^\top V_S^{-1}\hat\beta_S > \chi^2_{|S|, 1-a}`;
 - ``"lrt"``: reject when :math:`2(\ell_1 - \ell_0) > \chi^2_{|S|, 1-a}`, :math:`\ell_0` the
-  refit without the columns :math:`S` (simr's ``fixed(x, "lr")`` / ``fcompare``).
+  refit without the columns :math:`S` (simr's ``fixed(x, "lr")`` / ``fcompare``);
+- ``compare``: the LRT against a reduced model the user writes, nested in the fit's (its
+  fixed effects, varying effects and correlations a subset): :math:`\ell_0` its refit,
+  :math:`\chi^2_{d, 1-a}` with :math:`d` the difference in parameter counts (fixed effects
+  and :math:`\theta`, lme4's ``npar``), conservative where a variance is tested at 0.
 
 Power is the share of rejections among the studies whose fits converged, with a 95 %
 Wilson interval; the type I error is the same share for studies simulated with the tested
-columns set to 0, reported beside it. Fits that did not converge (or gave no finite
-standard error) are counted as failed, never as "not significant"; singular full fits
-(lme4's ``isSingular``: a diagonal element of some :math:`T_k` below :math:`10^{-4}`) are
-counted and kept. A design point stops early, after a chunk, when more than
-``max_failed`` of its studies so far failed.
+columns set to 0 (with ``compare``: what the reduced model drops set to 0, its fixed
+effects and the rows, columns and correlations of :math:`\Sigma_k`), reported beside it.
+Fits that did not converge (or gave no finite standard error) are counted as failed, never
+as "not significant"; singular full fits (lme4's ``isSingular``: a diagonal element of some
+:math:`T_k` below :math:`10^{-4}`) are counted and kept. A design point stops early, after
+a chunk, when more than ``max_failed`` of its studies so far failed.
 
 Dimensions (``along`` and ``by``, ``{name: values}``):
 
@@ -55,7 +60,7 @@ import pandas as pd
 from tomstats.glmm._hints import InputError
 
 __all__ = ["FitPowerResult", "power_from_fit", "simulate_outcomes", "term_columns",
-           "load_laplace_fit", "FIT_TESTS", "ROWS_PREFIX"]
+           "load_laplace_fit", "lrt_statistics", "FIT_TESTS", "ROWS_PREFIX"]
 
 #: Tests of :func:`power_from_fit`.
 FIT_TESTS = ("wald", "lrt")
@@ -82,6 +87,7 @@ class _Arrays:
     coef_names: tuple[str, ...]
     n_rows: int
     levels: tuple[int, ...]
+    terms: tuple[tuple[str, tuple[str, ...], bool], ...] = ()  # (group, effects, correlated)
 
 
 def _prepare(fit: Any, data: pd.DataFrame | None,
@@ -138,7 +144,10 @@ def _arrays(fit: Any, formula: str, df: pd.DataFrame, *, check_hash: bool,
                    gs=tuple(np.asarray(md.arrays[f"g_{t.key}"], np.int32)
                             for t in spec.random),
                    shapes=shapes, coef_names=names, n_rows=len(df),
-                   levels=tuple(s.q for s in shapes))
+                   levels=tuple(s.q for s in shapes),
+                   terms=tuple((t.group, tuple(_effect_name(e) for e in
+                                               md.coords[f"{t.key}_effect"]),
+                                bool(t.correlated)) for t in spec.random))
 
 
 def _factors(fit: Any) -> list[str]:
@@ -218,9 +227,12 @@ def _beta(fit: Any, set_effects: Mapping[str, float] | None) -> np.ndarray:
 
 
 def _simulate(fit: Any, a: _Arrays, beta: np.ndarray, n_sims: int,
-              rng: np.random.Generator) -> np.ndarray:
+              rng: np.random.Generator, factors: Sequence[np.ndarray] | None = None
+              ) -> np.ndarray:
+    """Outcomes of ``n_sims`` studies; ``factors``: the :math:`T_k` (default the fit's)."""
     eta = np.broadcast_to(a.X @ beta, (n_sims, a.X.shape[0])).copy()
-    for T, Z, g, s in zip(fit.factors(), a.Zs, a.gs, a.shapes, strict=True):
+    factors = fit.factors() if factors is None else factors
+    for T, Z, g, s in zip(factors, a.Zs, a.gs, a.shapes, strict=True):
         b = rng.standard_normal((n_sims, s.q, s.d)) @ T.T
         eta += np.einsum("nd,snd->sn", Z, b[:, g, :])
     n = np.ones(a.X.shape[0], np.int64) if a.trials is None else a.trials.astype(np.int64)
@@ -268,6 +280,166 @@ def _reduced_design(a: _Arrays, cols: list[int]) -> np.ndarray:
     return Xr
 
 
+@dataclass(frozen=True)
+class _Reduced:
+    """The reduced model of a likelihood-ratio test on one design point: its random-effects
+    design (``arrays``: the full model's when ``same_random``) and fixed design ``X``
+    (centred columns of the full design)."""
+
+    arrays: _Arrays
+    X: np.ndarray
+    same_random: bool
+
+
+@dataclass(frozen=True)
+class _Structure:
+    """What a model estimates, for :func:`tomstats.glmm.lme_result.nesting_problem`."""
+
+    coef_names: tuple[str, ...]
+    terms: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """A reduced model written by the user (``compare``), checked against the fit."""
+
+    formula: str                  # as given
+    rewritten: str                # cbind() rewritten
+    dropped: tuple[int, ...]      # the fit's fixed-effect columns it drops
+    df: int                       # difference in parameter counts (lme4's npar)
+    same_random: bool             # the fit's random-effects terms, unchanged
+    boundary: bool                # drops a variance (tested at 0, on the boundary)
+    structure: _Structure
+    what: str                     # what it drops, in words
+
+
+def _comparison(fit: Any, compare: str, formula: str, df0: pd.DataFrame) -> _Comparison:
+    """Check that ``compare`` is a model nested in the fit's (same response; fixed effects,
+    varying effects and correlations a subset, by name, with the same columns in the
+    data) and count its parameters.
+
+    Raises
+    ------
+    InputError
+        Anything else, in one line.
+    """
+    from tomstats._expr import ExpressionError, check_formula
+    from tomstats.glmm.lme import rewrite_cbind
+    from tomstats.glmm.lme_result import LmeTerm, fit_structure, nesting_problem
+
+    if not isinstance(compare, str):
+        raise InputError(f"compare must be a formula string, got {type(compare).__name__}")
+    head = f"compare {compare[:120]!r}"
+    try:  # hostile input: the formula language first, before anything reads it
+        check_formula(compare, "compare")
+    except ExpressionError as exc:
+        raise InputError(str(exc)) from exc
+    rewritten = rewrite_cbind(compare, df0)[0]
+    mine, theirs = check_formula(rewritten, "compare"), check_formula(formula)
+    if (mine.response, mine.trials, mine.failures) != (theirs.response, theirs.trials,
+                                                          theirs.failures):
+        raise InputError(f"{head}: models {compare.split('~')[0].strip()!r}, the fit "
+                         f"{fit.formula.split('~')[0].strip()!r}; a likelihood-ratio test "
+                         f"needs the same response")
+    red = _arrays(fit, rewritten, df0, check_hash=False, aggregate=False, same_coefs=False)
+    full = _arrays(fit, formula, df0, check_hash=False, aggregate=False)
+    small = _Structure(red.coef_names, tuple(
+        LmeTerm(group=g, effects=e, correlated=c, levels=()) for g, e, c in red.terms))
+    why = nesting_problem(small, fit)
+    if why:
+        raise InputError(f"{head}: not nested in the fit's {fit.formula!r}, which lacks {why}; "
+                         f"the reduced model must drop fixed effects, random effects or "
+                         f"correlations of the fit's")
+    keep = [list(fit.coef_names).index(n) for n in red.coef_names]
+    if not np.allclose(red.X, full.X[:, keep], rtol=1e-12, atol=1e-12):
+        raise InputError(f"{head}: its columns {list(red.coef_names)} are coded otherwise than "
+                         f"the fit's of the same names; write it with the fit's terms")
+    n_red = len(keep) + sum(s.n_theta for s in red.shapes)
+    n_full = full.X.shape[1] + sum(s.n_theta for s in full.shapes)
+    if n_full - n_red <= 0:
+        raise InputError(f"{head}: the same parameters as the fit ({n_full}); nothing to test: "
+                         f"drop a fixed effect, random effect or correlation")
+    dropped = tuple(j for j in range(len(fit.coef_names)) if j not in keep)
+    _, eff_s, pairs_s = fit_structure(small)
+    _, eff_b, pairs_b = fit_structure(fit)
+    lost = {g: sorted(e - eff_s.get(g, set())) for g, e in eff_b.items()}
+    what = [f"fixed {', '.join(fit.coef_names[j] for j in dropped)}"] if dropped else []
+    what += [f"random {', '.join(e)} | {g}" for g, e in lost.items() if e]
+    gone = sorted(pairs_b - pairs_s)
+    if gone:
+        what.append("correlation " + ", ".join(f"{a}~{b} | {g}" for g, a, b in gone))
+    return _Comparison(formula=compare, rewritten=rewritten, dropped=dropped,
+                       df=n_full - n_red, same_random=red.terms == full.terms,
+                       boundary=any(lost.values()), structure=small, what="; ".join(what))
+
+
+def _reduced(fit: Any, comp: _Comparison | None, a: _Arrays, cols: Sequence[int],
+             df: pd.DataFrame) -> _Reduced:
+    """The reduced model on design ``a`` (built on the rows ``df``): the fit without the
+    columns ``cols`` (``comp`` None), or ``comp``."""
+    if comp is None or comp.same_random:
+        return _Reduced(a, _reduced_design(a, list(cols)), True)
+    red = _arrays(fit, comp.rewritten, df, check_hash=False, aggregate=False,
+                  same_coefs=False)
+    return _Reduced(red, _reduced_design(a, list(comp.dropped)), False)
+
+
+def _null_factors(fit: Any, comp: _Comparison) -> list[np.ndarray]:
+    r""":math:`T_k` of the null: the fit's :math:`\Sigma_k` with the rows and columns of the
+    varying effects ``comp`` drops, and the correlations it drops, set to 0;
+    :math:`T_k = V\Lambda^{1/2}` from :math:`\Sigma_k = V\Lambda V^\top`."""
+    from tomstats.glmm.lme_result import fit_structure
+
+    _, eff, pairs = fit_structure(comp.structure)
+    out = []
+    for t, S in zip(fit.terms, fit.covariances(), strict=True):
+        M = np.array(S, dtype=float)
+        for i, ei in enumerate(t.effects):
+            for j, ej in enumerate(t.effects):
+                kept = ei in eff.get(t.group, set()) and ej in eff.get(t.group, set())
+                if not kept or (i != j and (t.group, min(ei, ej), max(ei, ej)) not in pairs):
+                    M[i, j] = 0.0
+        w, V = np.linalg.eigh(M)
+        out.append(V * np.sqrt(np.clip(w, 0.0, None))[None, :])
+    return out
+
+
+def _lrt(a: _Arrays, reduced: _Reduced, ys: np.ndarray, full: Any, theta0: np.ndarray | None,
+         eta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r""":math:`2(\ell_1 - \ell_0)` of each study and whether the reduced fit converged."""
+    red = _refit(reduced.arrays, reduced.X, ys, theta0 if reduced.same_random else None, eta)
+    return 2.0 * (full.loglik - red.loglik), red.converged
+
+
+def lrt_statistics(fit: Any, compare: str, outcomes: np.ndarray, *,
+                   data: pd.DataFrame | None = None) -> np.ndarray:
+    r"""Likelihood-ratio statistics :math:`2(\ell_1 - \ell_0)` of studies: the fit's model
+    (:math:`\ell_1`) and the reduced model ``compare`` (:math:`\ell_0`) refitted to each
+    row of ``outcomes`` (successes per observation of the fit's design, as
+    :func:`simulate_outcomes` gives them; per data row when ``compare`` changes the random
+    effects of an aggregated fit) as :func:`power_from_fit` refits them; NaN where a fit
+    failed.
+
+    Raises
+    ------
+    InputError
+        ``compare`` not nested in the fit, or outcomes of another shape.
+    """
+    _check_fit(fit)
+    formula, df0 = _prepare(fit, data, None)
+    comp = _comparison(fit, compare, formula, df0)
+    a = _arrays(fit, formula, df0, check_hash=data is not None,
+                aggregate="auto" if comp.same_random else False)
+    ys = np.atleast_2d(np.asarray(outcomes, dtype=np.float64))
+    if ys.ndim != 2 or ys.shape[1] != a.X.shape[0]:
+        raise InputError(f"outcomes: shape {ys.shape}, expected (studies, {a.X.shape[0]}) "
+                         f"(one row per study, one column per observation of the fit)")
+    eta = a.X @ np.asarray(fit.beta, dtype=float)
+    full = _refit(a, a.Xc, ys, fit.theta, eta)
+    stat, red_ok = _lrt(a, _reduced(fit, comp, a, (), df0), ys, full, fit.theta, eta)
+    return np.where(full.converged & red_ok, stat, np.nan)
+
+
 def _to_user(a: _Arrays, r: Any) -> tuple[np.ndarray, np.ndarray]:
     """Centred estimates -> the user's columns: :math:`\\beta = A\\beta_c`,
     :math:`V = AV_cA^\\top`."""
@@ -304,20 +476,24 @@ class _Tally:
 
 def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[int],
                test: str, alpha: float, n_sims: int, rng: np.random.Generator, chunk: int,
-               max_failed: float, bar: Any) -> _Tally:
-    """Simulate with design ``sim`` (the fit's), refit with design ``a`` (the same, or the
-    model refitted on the same rows)."""
+               max_failed: float, bar: Any, reduced: _Reduced | None = None,
+               df: int | None = None, factors: Sequence[np.ndarray] | None = None) -> _Tally:
+    """Simulate with design ``sim`` (the fit's; random effects from ``factors``, default the
+    fit's), refit with design ``a`` (the same, or the model refitted on the same rows);
+    the LRT against ``reduced`` (default: ``a`` without ``cols``) on ``df`` (default
+    ``len(cols)``) degrees of freedom."""
     from scipy.stats import chi2
 
     eta = sim.X @ beta
     theta0 = fit.theta if a is sim else None
 
-    crit = float(chi2.ppf(1.0 - alpha, len(cols)))
-    Xr = _reduced_design(a, cols) if test == "lrt" else None
+    crit = float(chi2.ppf(1.0 - alpha, len(cols) if df is None else df))
+    if test == "lrt" and reduced is None:
+        reduced = _Reduced(a, _reduced_design(a, cols), True)
     tally = _Tally()
     for start in range(0, n_sims, chunk):
         m = min(chunk, n_sims - start)
-        ys = _simulate(fit, sim, beta, m, rng)
+        ys = _simulate(fit, sim, beta, m, rng, factors)
         if m < chunk:  # one compiled shape: pad with repeats of the last study
             ys = np.concatenate([ys, np.repeat(ys[-1:], chunk - m, axis=0)])
         full = _refit(a, a.Xc, ys, theta0, eta)
@@ -329,9 +505,9 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
             with np.errstate(all="ignore"):
                 stat = np.einsum("si,si->s", bs, np.linalg.solve(Vs, bs[..., None])[..., 0])
         else:
-            red = _refit(a, Xr, ys, theta0, eta)
-            ok = ok & red.converged
-            stat = 2.0 * (full.loglik - red.loglik)
+            assert reduced is not None
+            stat, red_ok = _lrt(a, reduced, ys, full, theta0, eta)
+            ok = ok & red_ok
         ok = (ok & np.isfinite(stat))[:m]
         reject = (stat[:m] > crit) & ok
         tally.done += m
@@ -339,7 +515,8 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
         tally.failed += int((~ok).sum())
         tally.rejected += int(reject.sum())
         tally.singular += int((_singular(a.shapes, full.theta[:m]) & ok).sum())
-        tally.estimates += b[:m][ok][:, cols[0]].tolist()
+        if cols:
+            tally.estimates += b[:m][ok][:, cols[0]].tolist()
         bar.update(m)
         if tally.failed > max_failed * tally.done and tally.done < n_sims:
             tally.stopped = True
@@ -377,6 +554,12 @@ class FitPowerResult:
     seconds : float
     refits : int
         Model fits run (full and reduced).
+    compare : str or None
+        The reduced model of ``compare`` (``term`` then says what it drops).
+    df : int or None
+        Degrees of freedom of the likelihood-ratio test.
+    boundary : bool
+        The test sets a variance to 0 (its p-value is conservative).
     """
 
     table: pd.DataFrame
@@ -393,11 +576,21 @@ class FitPowerResult:
     n_sims: int
     seconds: float
     refits: int
+    compare: str | None = None
+    df: int | None = None
+    boundary: bool = False
 
     def __str__(self) -> str:
-        head = (f"power of the {self.test} test of {self.term} "
-                f"({', '.join(self.columns)}) at level {self.alpha:g}, "
+        if self.compare is None:
+            what = f"{self.test} test of {self.term} ({', '.join(self.columns)})"
+        else:
+            what = (f"lrt test against {self.compare} ({self.term}; chi-square on {self.df} "
+                    f"df)")
+        head = (f"power of the {what} at level {self.alpha:g}, "
                 f"{self.n_sims} studies per point, seed {self.seed}; fit: {self.formula}")
+        if self.boundary:
+            head += ("\nnote: dropped variance components are tested at 0, the boundary of "
+                     "their range, where the chi-square p-value is conservative (as in lme4)")
         if self.effects:
             head += "\nset: " + ", ".join(f"{k} = {v:g}" for k, v in self.effects.items())
         rows = []
@@ -432,6 +625,7 @@ class FitPowerResult:
                 "effects": self.effects, "along": self.along, "by": self.by,
                 "alpha": self.alpha, "target": self.target, "seed": self.seed,
                 "n_sims": self.n_sims, "seconds": self.seconds, "refits": self.refits,
+                "compare": self.compare, "df": self.df, "boundary": self.boundary,
                 "rows": [{k: clean(v) for k, v in r.items()}
                          for r in self.table.to_dict(orient="records")]}
 
@@ -572,11 +766,12 @@ def _one_dim(spec: Mapping[str, Sequence[float]] | None, what: str
 
 def power_from_fit(
     fit: Any,
-    term: str,
+    term: str | None = None,
     *,
+    compare: str | None = None,
     data: pd.DataFrame | None = None,
     columns: Mapping[str, str] | None = None,
-    test: str = "wald",
+    test: str | None = None,
     set_effects: Mapping[str, float] | None = None,
     along: Mapping[str, Sequence[float]] | None = None,
     by: Mapping[str, Sequence[float]] | None = None,
@@ -591,7 +786,8 @@ def power_from_fit(
     progress: bool | None = None,
     allow_large: bool = False,
 ) -> FitPowerResult:
-    """Power (and type I error) of a test of ``term`` for studies simulated from ``fit``.
+    """Power (and type I error) of a test of ``term``, or of the likelihood-ratio test
+    against the reduced model ``compare``, for studies simulated from ``fit``.
 
     Parameters
     ----------
@@ -601,13 +797,24 @@ def power_from_fit(
         laplace``'s JSON).
     term : str
         A coefficient (``"x"``, ``"belief[T.true]:cue[T.b]"``) or a formula term
-        (``"cue"``, ``"belief:cue"``: all its columns).
+        (``"cue"``, ``"belief:cue"``: all its columns). Give ``term`` or ``compare``.
+    compare : str, optional
+        A reduced model nested in the fit's (simr's ``fcompare``), e.g.
+        ``"y ~ x + (1 | g)"`` for ``"y ~ x + (1 + x | g)"``: the same response, its fixed
+        effects, varying effects and correlations among the fit's. The test is the LRT
+        :math:`2(\\ell_1 - \\ell_0) > \\chi^2_{d, 1-a}`, :math:`d` the difference in
+        parameter counts (fixed effects and :math:`\\theta`, lme4's ``npar``); conservative
+        where it drops a variance (tested at 0, on the boundary). The type I error
+        simulates from the fit with what ``compare`` drops set to 0 (its fixed effects,
+        and the rows, columns and correlations of the random-effects covariances), as the
+        test of ``term`` sets its columns to 0.
     data : pandas.DataFrame, optional
         The log the fit was made from (checked by the fit's data hash); needed for a fit
         read from JSON, taken from an in-memory fit otherwise.
     columns : mapping, optional
         ``{standard_name: your_column}`` as given to the fit.
-    test : {"wald", "lrt"}
+    test : {"wald", "lrt"}, optional
+        Default ``"wald"``; ``"lrt"`` (the only one) with ``compare``.
     set_effects : mapping, optional
         ``{coefficient: value}`` to simulate with instead of the fitted values.
     along, by : mapping, optional
@@ -650,15 +857,26 @@ def power_from_fit(
 
     t0 = time.perf_counter()
     _check_fit(fit)
+    if (term is None) == (compare is None):
+        raise InputError("give a term to test or a reduced model to compare with (compare=), "
+                         "one of the two")
+    if test is None:
+        test = "wald" if compare is None else "lrt"
     if test not in FIT_TESTS:
         raise InputError(f"test must be one of {', '.join(FIT_TESTS)}, got {test!r}")
+    if compare is not None and test != "lrt":
+        raise InputError(f"test {test!r}: a reduced model (compare) is tested by the "
+                         f"likelihood ratio, test 'lrt'")
+    if compare is not None and refit is not None:
+        raise InputError("compare and refit: give one (compare tests the fit's model against "
+                         "a reduced one; refit tests a term in another model)")
     for name, v, lo in (("n_sims", n_sims, 1), ("chunk", chunk, 1), ("seed", seed, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
     for name, v in (("alpha", alpha), ("target", target), ("max_failed", max_failed)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
             raise InputError(f"{name} must be a number in (0, 1), got {v!r}")
-    if not isinstance(term, str) or not term.strip():
+    if compare is None and (not isinstance(term, str) or not term.strip()):
         raise InputError(f"term must be a coefficient or formula term name, got {term!r}")
     if refit is not None and (not isinstance(refit, str) or "~" not in refit):
         raise InputError(f"refit must be an lme4-style formula 'y ~ x + (1 | g)', got "
@@ -673,8 +891,11 @@ def power_from_fit(
     if dims[0] and dims[1] and dims[0][0] == dims[1][0]:
         raise InputError(f"by: {dims[1][0]!r} is already the dimension along varies")
     formula, df0 = _prepare(fit, data, columns)
-    agg: bool | str = "auto" if refit is None else False
     _arrays(fit, formula, df0, check_hash=data is not None)  # the fitted design, checked first
+    comp = None if compare is None else _comparison(fit, compare, formula, df0)
+    # the rows as they are where the models refitted differ in their random effects
+    agg: bool | str = "auto" if refit is None and (comp is None or comp.same_random) \
+        else False
     ana_formula = formula if refit is None else refit
     if refit is not None:
         from tomstats.glmm.lme import rewrite_cbind
@@ -684,9 +905,14 @@ def power_from_fit(
                             same_coefs=False).coef_names
     else:
         ana_names = tuple(fit.coef_names)
-    cols = term_columns(ana_names, term)
+    if comp is None:
+        assert term is not None
+        cols = term_columns(ana_names, term)
+    else:
+        cols, term = list(comp.dropped), comp.what
     sim_cols = [list(fit.coef_names).index(ana_names[c]) for c in cols
                 if ana_names[c] in fit.coef_names]
+    null_factors = None if comp is None or comp.same_random else _null_factors(fit, comp)
 
     def point(settings: list[tuple[str, str, Any]]) -> tuple[pd.DataFrame, np.ndarray]:
         df, beta = df0, base_beta.copy()
@@ -709,7 +935,8 @@ def power_from_fit(
             sim = _arrays(fit, formula, df, check_hash=False, aggregate=agg)
             a = sim if refit is None else _arrays(fit, ana_formula, df, check_hash=False,
                                                   aggregate=False, same_coefs=False)
-            points.append((settings, sim, a, beta))
+            red = _reduced(fit, comp, a, cols, df) if test == "lrt" else None
+            points.append((settings, sim, a, beta, red))
     fits_per = 2 if test == "lrt" else 1
     n_fits = len(points) * (1 + bool(type_one)) * int(n_sims) * fits_per
     obs = max(p[2].X.shape[0] for p in points)
@@ -727,10 +954,11 @@ def power_from_fit(
         if not bar.disable:
             bar.write("compiling the refit program once per design size (a minute or so)",
                       file=bar.fp)
-        for pi, (settings, sim, a, beta) in enumerate(points):
+        lrt_df = None if comp is None else comp.df
+        for pi, (settings, sim, a, beta, red) in enumerate(points):
             rng = np.random.default_rng([int(seed), pi, 1])
             alt = _run_point(fit, sim, a, beta, cols, test, alpha, int(n_sims), rng,
-                             int(chunk), max_failed, bar)
+                             int(chunk), max_failed, bar, red, lrt_df)
             nb = beta.copy()
             nb[sim_cols] = 0.0
             key = (tuple((s[0], s[2]) for s in settings if s[1] != "effect"), nb.tobytes())
@@ -739,7 +967,8 @@ def power_from_fit(
             elif key not in null_cache:
                 nrng = np.random.default_rng([int(seed), pi, 0])
                 null_cache[key] = _run_point(fit, sim, a, nb, cols, test, alpha, int(n_sims),
-                                             nrng, int(chunk), max_failed, bar)
+                                             nrng, int(chunk), max_failed, bar, red, lrt_df,
+                                             null_factors)
                 refits += null_cache[key].done * fits_per
             else:
                 bar.update(int(n_sims))  # the same null studies as an earlier point
@@ -762,7 +991,9 @@ def power_from_fit(
         effects={k: float(v) for k, v in (set_effects or {}).items()},
         along=None if dims[0] is None else dims[0][0], by=None if dims[1] is None
         else dims[1][0], alpha=float(alpha), target=float(target), seed=int(seed),
-        n_sims=int(n_sims), seconds=time.perf_counter() - t0, refits=refits)
+        n_sims=int(n_sims), seconds=time.perf_counter() - t0, refits=refits,
+        compare=compare, df=len(cols) if comp is None else comp.df,
+        boundary=bool(comp is not None and comp.boundary))
 
 
 def _wilson(k: int, n: int) -> tuple[float, float]:
