@@ -1,4 +1,5 @@
-"""Tables of docs/benchmarks.md written by the benchmark scripts themselves.
+"""Tables of docs/benchmarks.md (and of other pages, ``page=``) written by the benchmark
+scripts themselves.
 
 A script run with ``--write-docs`` replaces the block between its two markers in the page,
 
@@ -31,12 +32,14 @@ from pathlib import Path
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 
-def begin_marker(script: str) -> str:
-    return f"<!-- begin: table written by {script} --write-docs (do not edit by hand) -->"
+def begin_marker(script: str, part: str = "") -> str:
+    """The opening marker; ``part`` names one of several tables a script writes."""
+    what = f"{script} --write-docs" + (f" [{part}]" if part else "")
+    return f"<!-- begin: table written by {what} (do not edit by hand) -->"
 
 
-def end_marker(script: str) -> str:
-    return f"<!-- end: table written by {script} -->"
+def end_marker(script: str, part: str = "") -> str:
+    return f"<!-- end: table written by {script}" + (f" [{part}]" if part else "") + " -->"
 
 
 def add_write_docs_argument(ap: argparse.ArgumentParser) -> None:
@@ -62,15 +65,27 @@ def machine() -> str:
             f"Python {sys.version.split()[0]}")
 
 
-def write_docs(script: str, argv: Sequence[str], table: str, page: Path = PAGE) -> None:
+def require_markers(script: str, page: Path = PAGE, part: str = "") -> str:
+    """The text of ``page``, after checking that it has exactly one pair of ``script``'s
+    markers (for ``part``) in order; otherwise SystemExit naming them. Scripts that run long
+    call it before any work, so that ``--write-docs`` fails at once, not at the end."""
+    text = page.read_text(encoding="utf-8")
+    begin, end = begin_marker(script, part), end_marker(script, part)
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise SystemExit(f"{page}: needs exactly one pair of markers {begin!r} … {end!r}")
+    return text
+
+
+def write_docs(script: str, argv: Sequence[str], table: str, page: Path = PAGE,
+               part: str = "") -> None:
     """Replace the block between ``script``'s markers in ``page`` with the command line
     (``python benchmarks/SCRIPT`` and ``argv`` without ``--write-docs``), the machine, the
     load average and the date, and ``table``. The page is written to a temporary file and
-    renamed over the old one; a page without the markers is an error (nothing written)."""
-    text = page.read_text(encoding="utf-8")
-    begin, end = begin_marker(script), end_marker(script)
-    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
-        raise SystemExit(f"{page}: needs exactly one pair of markers {begin!r} … {end!r}")
+    renamed over the old one; a page without the markers is an error (nothing written).
+    ``part`` selects one of several marked tables of the script (markers
+    ``... SCRIPT --write-docs [PART] ...`` and ``... SCRIPT [PART] -->``)."""
+    text = require_markers(script, page, part)
+    begin, end = begin_marker(script, part), end_marker(script, part)
     args = [a for a in argv if a != "--write-docs"]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     cmd = shlex.join(["python", f"benchmarks/{script}", *args])

@@ -49,7 +49,10 @@ and skipped on a rerun, so the study can be run in chunks::
     python benchmarks/glmm_recovery.py --summary-only --out out/recovery
 
 The summary (``OUT/coverage.csv``, ``OUT/summary.json``, printed table) covers every
-dataset found in ``OUT/datasets``.
+dataset found in ``OUT/datasets``. With ``--write-docs`` its Markdown table (:data:`COLUMNS`,
+one row a parameter) also goes into docs/glmm-real-data.md between this script's markers for
+the part named by the folder (``--out out/recovery_v2/prior`` → ``[prior]``), with the
+command, machine and date (``benchmarks/_docs.py``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _docs
 
 #: Number of LLMs (crossed with the items) per dataset.
 N_LLM = 3
@@ -349,8 +354,16 @@ def summarise(out: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     return table, summary
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: run (or resume) the recovery study and print the coverage table."""
+SCRIPT = "glmm_recovery.py"
+#: The page that holds the tables written with --write-docs (one marked block per folder).
+DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "glmm-real-data.md"
+#: The columns of the --write-docs table.
+COLUMNS = ("parameter", "values", "50 % coverage", "95 % coverage", "MC se of 95 %",
+           "bias (mean − truth)", "mean 95 % width")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n-datasets", type=int, default=200)
     p.add_argument("--start", type=int, default=0, help="first dataset index")
@@ -366,10 +379,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--via-fit", action="store_true",
                    help="fit with tomstats.glmm.fit (recompiles per dataset; slow)")
     p.add_argument("--summary-only", action="store_true")
+    p.add_argument("--write-docs", action="store_true",
+                   help="also write the coverage table into docs/glmm-real-data.md, between "
+                        "this script's markers for the --out folder's name, with the "
+                        "command, machine and date (the datasets must have --n-llm LLMs)")
+    return p
+
+
+def row_keys(args: argparse.Namespace, part: str | None = None) -> list[str]:
+    """The first cell of each row of the --write-docs table, in order."""
+    if part is not None and part != Path(args.out).name:
+        raise ValueError(f"part {part!r} is not the --out folder's name {Path(args.out).name!r}")
+    return [*PARAM_NAMES, *(f"capability[m{j}]" for j in range(args.n_llm)),
+            "capability (all LLMs)"]
+
+
+def docs_table(table: pd.DataFrame, summary: Mapping[str, Any], args: argparse.Namespace
+               ) -> str:
+    """The coverage table in Markdown (rows :func:`row_keys`) and a line of diagnostics.
+
+    Coverage = share of values whose central interval contains the truth; MC se =
+    :math:`\\sqrt{0.95\\cdot0.05/n}` over the row's ``n`` values."""
+    from _docs import markdown_table
+
+    settings = summary["settings"]
+    if summary["mixed_settings"] or settings.get("n_llm") != args.n_llm:
+        raise SystemExit(f"--write-docs: the datasets in {args.out} were made with settings "
+                         f"{settings} (mixed: {summary['mixed_settings']}); pass the same "
+                         f"--n-llm ({settings.get('n_llm')}) and one set of settings")
+    rows = [[key, f"{int(r['n']):,}", f"{r['cover50']:.3f}", f"{r['cover95']:.3f}",
+             f"{r['mcse95']:.3f}", f"{r['bias']:.3g}", f"{r['mean_width95']:.3g}"]
+            for key, r in ((k, table.loc[k]) for k in row_keys(args))]
+    note = (f"\n{summary['n_datasets']} datasets (truth `{settings.get('truth')}`, "
+            f"{settings.get('chains')} chains × {settings.get('draws')} draws after "
+            f"{settings.get('tune')} warm-up, {settings.get('n_llm')} LLMs × "
+            f"{settings.get('n_per_cell')} items a cell, seed {settings.get('seed')}); mean fit "
+            f"{summary['seconds_per_fit_mean']:.1f} s; worst R-hat "
+            f"{summary['max_rhat_worst']:.3f}; datasets with divergences "
+            f"{summary['datasets_with_divergences']}; failing any diagnostic "
+            f"{summary['datasets_failing_diagnostics']}.\n")
+    return markdown_table(COLUMNS, rows) + note
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: run (or resume) the recovery study and print the coverage table."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = parser()
     a = p.parse_args(argv)
     if a.n_datasets < 1 or a.start < 0 or a.n_per_cell < 1 or a.n_llm < 1:
         p.error("--n-datasets, --n-per-cell and --n-llm must be >= 1, --start >= 0")
     out = Path(a.out)
+    if a.write_docs:  # before any fit: the page must have the folder's markers
+        from _docs import require_markers
+
+        require_markers(SCRIPT, DOCS_PAGE, out.name)
     (out / "datasets").mkdir(parents=True, exist_ok=True)
     from tomstats._io import atomic_write_text
 
@@ -399,6 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f" s; worst R-hat {summary['max_rhat_worst']:.3f}; datasets with divergences "
           f"{summary['datasets_with_divergences']}; failing any diagnostic "
           f"{summary['datasets_failing_diagnostics']}")
+    if a.write_docs:
+        from _docs import write_docs
+
+        write_docs(SCRIPT, argv, docs_table(table, summary, a), page=DOCS_PAGE, part=out.name)
     return 0
 
 

@@ -35,6 +35,11 @@ cleared between runs)::
 Rows are aggregated into binomial cells when that halves the observations (the fit's
 default, applied identically to all backends: 7,500 rows → 150 cells; the crossed data
 have one row per LLM × item, so stay Bernoulli); ``--no-aggregate`` fits the rows.
+
+Each dataset's table (:data:`COLUMNS`, one row per backend and run) is printed; with
+``--write-docs`` it also goes into docs/glmm-real-data.md between this script's markers for
+that dataset (``[one-llm]``, ``[crossed]``), with the command, machine, load average and
+date (``benchmarks/_docs.py``).
 """
 
 from __future__ import annotations
@@ -48,12 +53,16 @@ import tempfile
 import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _docs
+
 BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
+SCRIPT = "glmm_speed.py"
 
 
 def one_llm_data(seed: int = 0, n_items_per_cell: int = 10, n_per_cell: int = 500
@@ -132,8 +141,16 @@ def run_one(df: pd.DataFrame, backend: str, *, chains: int, draws: int, tune: in
             "n_obs": int(post.attrs["n_obs"]), "n_rows": int(post.attrs["n_rows"])}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: run the benchmark and print the table."""
+#: The columns of each dataset's table (printed, and written with --write-docs).
+COLUMNS = ("backend", "run", "wall (s)", "CPU (s)", "min bulk ESS (variable)", "ESS/s",
+           "vs PyMC (same run)", "max R-hat", "divergences")
+
+#: The page that holds the tables (one marked block per dataset).
+DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "glmm-real-data.md"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--draws", type=int, default=1000)
@@ -149,7 +166,69 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--pymc-cores", type=int, default=1,
                    help="processes for PyMC's own sampler (PyMC's default: min(4, CPUs))")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
-    a = p.parse_args(argv)
+    p.add_argument("--write-docs", action="store_true",
+                   help="also write each dataset's table into docs/glmm-real-data.md, "
+                        "between this script's markers for that dataset, with the command, "
+                        "machine and load")
+    return p
+
+
+def _labels(backend: str, args: argparse.Namespace) -> str:
+    return {"numpyro": "NumPyro (tomstats)",
+            "pymc": f"PyMC (own NUTS, `cores={args.pymc_cores}`)",
+            "pymc-numpyro": "PyMC via NumPyro"}[backend]
+
+
+def _run_label(run: int, args: argparse.Namespace) -> str:
+    if args.keep_caches:
+        return str(run)
+    return f"{run} (cold)" if run == 1 else f"{run} (warm)"
+
+
+def row_keys(args: argparse.Namespace, dataset: str | None = None) -> list[tuple[str, str]]:
+    """(backend, run) of each row of ``dataset``'s table, in order (default: the first)."""
+    if dataset is not None and dataset not in args.datasets:
+        raise ValueError(f"dataset {dataset!r} is not among --datasets {args.datasets}")
+    return [(_labels(b, args), _run_label(r, args)) for b in args.backends
+            for r in range(1, args.repeats + 1)]
+
+
+def _table(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """One dataset's Markdown table and a line on its size and settings.
+
+    ESS/s = min bulk ESS / wall seconds; vs PyMC = ESS/s over PyMC's (own NUTS) ESS/s in
+    the same run number of the same invocation."""
+    from _docs import markdown_table
+
+    ref = {r["run"]: r["ess_per_s"] for r in results if r["backend"] == "pymc"}
+    rows = []
+    for r in results:
+        vs = f"{r['ess_per_s'] / ref[r['run']]:.2f}×" if r["run"] in ref else "—"
+        rows.append([_labels(r["backend"], args), _run_label(r["run"], args),
+                     f"{r['wall_s']:.3g}", f"{r['cpu_s']:.3g}",
+                     f"{r['min_ess_bulk']:,.0f} (`{r['min_ess_var']}`)",
+                     f"{r['ess_per_s']:.3g}", vs, f"{r['max_rhat']:.3f}",
+                     str(r["divergences"])])
+    first = results[0]
+    obs = ("rows" if first["n_obs"] == first["n_rows"]
+           else f"rows aggregated to {first['n_obs']:,} binomial cells")
+    caches = ("existing compilation caches" if args.keep_caches else
+              "compilation caches empty at run 1 (run 1 compiles everything; later runs "
+              "load the compiled programs)")
+    note = (f"\n{first['n_rows']:,} {obs}; {args.chains} chains × {args.draws} draws after "
+            f"{args.tune} warm-up, seed {args.seed}; {caches}.\n")
+    return markdown_table(COLUMNS, rows) + note
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: run the benchmark and print the table."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    a = parser().parse_args(argv)
+    if a.write_docs:  # every block must be there before minutes of sampling
+        from _docs import require_markers
+
+        for name in a.datasets:
+            require_markers(SCRIPT, DOCS_PAGE, name)
     if not a.keep_caches:  # before PyTensor or JAX read their settings
         tmp = tempfile.mkdtemp(prefix="glmm_speed_caches_")
         os.environ["TOMSTATS_JAX_CACHE"] = os.path.join(tmp, "jax")
@@ -164,8 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     makers = {"one-llm": one_llm_data, "crossed": crossed_data}
     results = []
+    tables = {}
     for name in a.datasets:
         df = makers[name](a.seed)
+        done = []
         for backend in a.backends:
             for rep in range(1, a.repeats + 1):
                 _nuts._MEMORY.clear()  # a later fit = a new process with warm disk caches
@@ -173,26 +254,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                             seed=a.seed, aggregate=False if a.no_aggregate else "auto",
                             pymc_cores=a.pymc_cores)
                 r["dataset"], r["run"] = name, rep
-                results.append(r)
+                done.append(r)
                 print(f"{name:8} {backend:13} run {rep} {r['wall_s']:8.1f} s  min ESS "
                       f"{r['min_ess_bulk']:7.0f} ({r['min_ess_var']})  "
                       f"{r['ess_per_s']:7.2f} ESS/s", flush=True)
-    tab = pd.DataFrame(results)
-    ref = tab[tab["backend"] == "pymc"].set_index(["dataset", "run"])["ess_per_s"]
-    tab["ratio_vs_pymc"] = tab["ess_per_s"] / pd.Series(
-        list(zip(tab["dataset"], tab["run"], strict=True))).map(ref).to_numpy()
-    cols = ["dataset", "backend", "run", "n_rows", "n_obs", "wall_s", "cpu_s", "min_ess_bulk",
-            "min_ess_var", "ess_per_s", "ratio_vs_pymc", "max_rhat", "divergences"]
-    print(f"\nchains={a.chains} draws={a.draws} tune={a.tune} seed={a.seed} "
-          f"pymc_cores={a.pymc_cores} "
-          f"caches={'existing' if a.keep_caches else 'fresh (run 1 cold, later runs warm)'}")
-    with pd.option_context("display.float_format", "{:.3g}".format, "display.width", 160):
-        print(tab[cols].to_string(index=False))
+        results += done
+        tables[name] = _table(done, a)
+        print(f"\n{name}:\n\n{tables[name]}", flush=True)
+    print(f"pymc_cores={a.pymc_cores}")
     if a.json:
         from tomstats._io import atomic_write_text
 
         atomic_write_text(a.json, json.dumps({"settings": vars(a), "results": results},
                                              indent=2) + "\n")
+    if a.write_docs:
+        from _docs import write_docs
+
+        for name, table in tables.items():
+            write_docs(SCRIPT, argv, table, page=DOCS_PAGE, part=name)
     return 0
 
 
