@@ -87,11 +87,13 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    help="a NUTS sampler (Bayesian; default numpyro) or 'laplace' (maximum "
                         "likelihood as lme4's glmer; random intercepts only; no sampler "
                         "options)")
-    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--chains", type=int, default=4, help="Markov chains (default 4)")
     p.add_argument("--draws", type=int, default=1000,
                    help=f"draws per chain after tuning (at least {MIN_DRAWS}; default 1000)")
-    p.add_argument("--tune", type=int, default=1000)
-    p.add_argument("--seed", type=seed_arg, default=0)
+    p.add_argument("--tune", type=int, default=1000,
+                   help="warm-up (tuning) draws per chain, discarded (default 1000)")
+    p.add_argument("--seed", type=seed_arg, default=0,
+                   help="random seed of the sampler (the same seed, the same draws; default 0)")
     p.add_argument("--cores", type=int, default=None,
                    help="CPU cores the chains may use at once (numpyro: one chain a thread, "
                         "default all usable CPUs; pymc: processes, default 1); never "

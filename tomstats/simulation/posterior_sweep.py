@@ -458,6 +458,7 @@ def format_report(summary: dict[str, Any], decomp: pd.DataFrame, files: list[str
             f"{d['p_tom_dominant']:>11.3f}")
     nd = summary["dominance"]["n_dominant"]
     lines.append(f"ToM-dominant grid cells: {nd['mean']:.1f} of {summary['dominance']['n_cells']}"
-                 f" (95% posterior interval {nd['low']:.0f}–{nd['high']:.0f}; paper: 39/49)")
+                 f" (95% posterior interval {nd['low']:.0f}–{nd['high']:.0f}; the paper's own "
+                 "parameters: 39/49)")
     lines += [f"wrote {f}" for f in files]
     return "\n".join(lines)

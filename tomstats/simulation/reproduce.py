@@ -392,6 +392,6 @@ def run_simulate(args: argparse.Namespace) -> int:
                                   allow_large=args.allow_large,
                                   allow_warnings=args.allow_warnings)
     if not args.quiet:
-        print(out.replace(str(tmp), str(args.out)))
+        print(out.replace(str(tmp), str(Path(args.out))))
     return 0
 
