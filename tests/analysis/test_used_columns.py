@@ -92,3 +92,20 @@ def test_cli_outputs_are_unchanged(tables, capsys) -> None:
             assert main(args) == 0
         assert capsys.readouterr().out == part, args
     json.dumps(runs)  # the runs are plain data
+
+
+def test_no_wanted_column_in_the_file_reads_it_whole(tmp_path: Path, capsys) -> None:
+    """A table with none of the wanted columns (every one mapped under another name, one of
+    them mistyped) is read whole and the message names the missing column, not "no rows"."""
+    from tomstats.cli import main
+    from tomstats.glmm.data import _read_table
+
+    p = tmp_path / "t.csv"
+    p.write_text("run_dir,words,order,n_correct,n_tries\nm1,200,0,3,5\nm2,500,1,2,5\n")
+    df = read_evaluation(p, {"nope", "tom_order"}, {"correct"})
+    assert list(df.columns) == ["run_dir", "words", "order", "n_correct", "n_tries"]
+    assert len(_read_table(p, model="structural", columns={"model": "nope"})) == 2
+    out = tmp_path / "f.nc"
+    assert main(["fit", str(p), "--map", "model=nope", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "nope" in err and "no rows" not in err and not out.exists()

@@ -150,6 +150,8 @@ def _read_file(p: Path, usecols: frozenset[str] | None) -> pd.DataFrame:
         except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             raise ValueError(f"{p}: cannot read as {kind}: "
                              f"{' '.join(str(exc).split())}") from None
+        if df.shape[1] == 0:
+            return df  # none of usecols is in the file: read_evaluation reads it whole
         if len(df) == 0:
             raise ValueError(f"{p}: the table has a header but no rows (one row per question "
                              "is expected)")
