@@ -10,18 +10,20 @@ from tomstats.glmm import load_fit
 from tomstats.report import posterior_sweep
 from tomstats.report.sections import FitContext
 from tomstats.report.sections.parameters import parameter_table
+from tomstats.simulation import figures
 
 
 def test_map_marks_the_table_means(monkeypatch: pytest.MonkeyPatch) -> None:
     idata = load_fit(failed_fit())
     seen = {}
-    real = posterior_sweep.fig_dominance_posterior
+    real = figures.fig_dominance_posterior
 
     def spy(dominance, fitted=None):
         seen["fitted"] = fitted
         return real(dominance, fitted)
 
-    monkeypatch.setattr(posterior_sweep, "fig_dominance_posterior", spy)
+    # the report imports the figure where it draws it
+    monkeypatch.setattr(figures, "fig_dominance_posterior", spy)
     posterior_sweep.fit_sweep_blocks(idata, draws=3, replicates=2, sensitivity_replicates=2)
     table = parameter_table(FitContext(idata)).set_index("name in fit")["mean"]
     assert seen["fitted"] == pytest.approx((table["gamma"], table["alpha"]), rel=1e-12)
