@@ -531,6 +531,40 @@ def test_repair_refuses_a_locked_log(tmp_path: Path) -> None:
     assert repair_log(out).n_removed == 0
 
 
+def test_refusal_names_a_holder_that_has_not_written_its_details_yet(tmp_path: Path) -> None:
+    # a holder takes the flock first and writes pid/host a moment later: a refusal that
+    # reads the lock file in between waits for the details instead of naming no one
+    import fcntl
+
+    out = tmp_path / "run.jsonl"
+    lock = LogLock(out)
+    fd = os.open(lock.path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    details = json.dumps({"pid": 4242, "host": "h", "since": "now"}).encode()
+    writer = threading.Timer(0.2, lambda: os.pwrite(fd, details, 0))
+    writer.start()
+    try:
+        assert not lock.try_acquire()
+        assert "pid 4242 on host h" in str(lock.refusal())
+    finally:
+        writer.join()
+        os.close(fd)
+
+
+def test_refusal_of_a_silent_holder_says_it_has_not_written_its_details(
+        tmp_path: Path) -> None:
+    import fcntl
+
+    out = tmp_path / "run.jsonl"
+    lock = LogLock(out)
+    fd = os.open(lock.path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        assert "has not written its details yet" in str(lock.refusal())
+    finally:
+        os.close(fd)
+
+
 # --------------------------------------------------------------------------- bad input
 
 

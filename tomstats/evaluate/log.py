@@ -566,15 +566,24 @@ class LogLock:
             info = {"pid": os.getpid(), "host": socket.gethostname(),
                     "since": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                     "log": str(self.log)}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode(), 0)
+            data = json.dumps(info).encode()
+            os.pwrite(fd, data, 0)  # then cut what a killed holder left beyond it
+            os.ftruncate(fd, len(data))
             self._fd = fd
             return True
+
+    def holder_soon(self, patience: float = 2.0) -> dict[str, Any] | None:
+        """:meth:`holder`, waiting up to ``patience`` seconds for a holder that has taken the
+        lock but not yet written its details (the two are not one step)."""
+        deadline = time.monotonic() + patience
+        while (info := self.holder()) is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return info
 
     def refusal(self) -> LogLocked:
         """The error for a lock held by another process (naming it)."""
         return LogLocked(f"--out {str(self.log)!r} is in use by another tomstats evaluate: "
-                         f"{_describe(self.holder())}; wait for it to finish, or pass "
+                         f"{_describe(self.holder_soon())}; wait for it to finish, or pass "
                          f"--wait to queue behind it (lock file {str(self.path)!r})")
 
     def release(self) -> None:
@@ -603,8 +612,8 @@ class LogLock:
             if time.monotonic() >= deadline:
                 raise self.refusal()
             if not said:
-                print(f"tomstats evaluate: waiting for {_describe(self.holder())} to release "
-                      f"{str(self.log)!r}", file=sys.stderr)
+                print(f"tomstats evaluate: waiting for {_describe(self.holder_soon())} to "
+                      f"release {str(self.log)!r}", file=sys.stderr)
                 said = True
             yield max(0.01, min(0.1, deadline - time.monotonic()))
 
