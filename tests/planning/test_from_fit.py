@@ -218,8 +218,10 @@ def test_needs_a_laplace_fit_with_its_data(fit, tmp_path):
     class Posterior:
         posterior = None
 
-    with pytest.raises(InputError, match="--posterior"):
+    with pytest.raises(InputError, match="not a tomstats Bayesian fit"):
         power_from_fit(Posterior(), "x")
+    with pytest.raises(InputError, match="draws and allow_warnings apply to a Bayesian"):
+        power_from_fit(fit, "x", draws=10)
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -264,12 +266,12 @@ def test_cli_bad_input_exit_2_nothing_written(fit, tmp_path, args, message):
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_refuses_a_bayesian_fit_and_a_wrong_log(fit, tmp_path):
+def test_cli_refuses_a_damaged_netcdf_and_a_wrong_log(fit, tmp_path):
     (tmp_path / "fit.nc").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 64)
     fit.design.train.to_csv(tmp_path / "log.csv", index=False)
     res = _cli("--from-fit", "fit.nc", "--data", "log.csv", "--term", "x", "--out", "out",
                cwd=tmp_path)
-    assert res.returncode == 2 and "power CONFIG --posterior" in res.stderr
+    assert res.returncode == 2 and "not a readable netCDF" in res.stderr
     fit.to_json(tmp_path / "fit.json")
     fit.design.train.assign(y=1 - fit.design.train["y"]).to_csv(tmp_path / "other.csv",
                                                                  index=False)

@@ -58,10 +58,12 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--posterior", default=None,
                    help="structural GLMM fit (netCDF): report assurance beside plug-in power "
                         "(default: none, plug-in power at the TOML's parameters)")
-    p.add_argument("--draws", type=int, default=200, help="posterior draws used (default 200)")
+    p.add_argument("--draws", type=int, default=None,
+                   help="posterior draws used, thinned evenly (default 200 with --posterior, "
+                        "all with a Bayesian --from-fit)")
     p.add_argument("--allow-warnings", action="store_true",
-                   help="use a --posterior fit that failed its own checks (divergences, "
-                        "R-hat, ESS; refused otherwise)")
+                   help="use a Bayesian fit (--posterior, --from-fit FIT.nc) that failed its "
+                        "own checks (divergences, R-hat, ESS; refused otherwise)")
     p.add_argument("--allow-failures", action="store_true",
                    help="report power among valid fits even when more than 1 %% fail")
     g = p.add_argument_group(
@@ -69,10 +71,13 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
         "simulate from a Laplace fit's fixed effects, random-effects covariance and design, "
         "refit every study, test a term; --test wald|lrt, --replicates, --seed, --level, "
         "--along and --by apply (NAME: a grouping factor = its levels, rows_per_FACTOR, or "
-        "a coefficient = its value)")
-    g.add_argument("--from-fit", default=None, metavar="FIT.json",
+        "a coefficient = its value); from a Bayesian formula fit (.nc) each study draws its "
+        "parameters from the posterior: assurance (--draws, --allow-warnings apply)")
+    g.add_argument("--from-fit", default=None, metavar="FIT",
                    help="Laplace fit with random-effects terms (tomstats fit --backend laplace "
-                        "--out FIT.json) to simulate from (default: none, the TOML's model)")
+                        "--out FIT.json), or a Bayesian fit of a formula model (--backend "
+                        "numpyro|pymc --out FIT.nc: assurance) to simulate from (default: "
+                        "none, the TOML's model)")
     g.add_argument("--data", default=None, metavar="LOG",
                    help="the log the fit was made from (checked by the fit's data hash; "
                         "required with --from-fit)")
@@ -130,7 +135,8 @@ def _parse_set(items: list[str] | None) -> dict[str, float]:
 def _run_from_fit(args: argparse.Namespace) -> int:
     """``tomstats power --from-fit FIT.json --data LOG --term NAME`` (or ``--compare
     FORMULA``)."""
-    from tomstats.planning.from_fit import FIT_TESTS, load_laplace_fit, power_from_fit
+    from tomstats.planning.from_fit import FIT_TESTS, load_power_fit, power_from_fit
+    from tomstats.planning.from_posterior import is_posterior
 
     if args.config is not None:
         raise ValueError(f"--from-fit: give a simulation TOML ({args.config!r}) or --from-fit, "
@@ -157,7 +163,10 @@ def _run_from_fit(args: argparse.Namespace) -> int:
     sets = _parse_set(args.set)
     dims = {k: _parse_along(getattr(args, k), f"--{k}") if getattr(args, k) else None
             for k in ("along", "by")}
-    fit, df = load_laplace_fit(args.from_fit, args.data)
+    fit, df = load_power_fit(args.from_fit, args.data, allow_warnings=args.allow_warnings)
+    if args.draws is not None and not is_posterior(fit):
+        raise ValueError(f"--draws applies to a Bayesian fit (.nc); {args.from_fit!r} is a "
+                         f"Laplace fit")
     prepare_out_dir(args.out, force=args.force)
     result = power_from_fit(
         fit, args.term, compare=args.compare, data=df, test=tests[0], set_effects=sets,
@@ -166,8 +175,9 @@ def _run_from_fit(args: argparse.Namespace) -> int:
         seed=0 if args.seed is None else args.seed,
         alpha=0.05 if args.alpha is None else args.alpha,
         target=0.8 if args.target is None else args.target, max_failed=args.max_failed,
-        refit=args.refit,
-        progress=_progress(args), allow_large=args.allow_large)
+        refit=args.refit, draws=args.draws,
+        allow_warnings=args.allow_warnings and is_posterior(fit),
+        fit_name=args.from_fit, progress=_progress(args), allow_large=args.allow_large)
     with replaced_dir(args.out) as tmp:
         files = result.write(tmp)
     if not args.quiet:
@@ -203,7 +213,7 @@ def run_power(args: argparse.Namespace) -> int:
     for key in ("along", "by"):  # NAME=V1,V2,... -> {NAME: [V1, V2, ...]}
         spec[key] = _parse_along(spec[key], f"--{key}") if spec[key] else None
     result = power(cfg, **spec, questions_per_cell=args.questions_per_cell,
-                   posterior=args.posterior, draws=args.draws,
+                   posterior=args.posterior, draws=200 if args.draws is None else args.draws,
                    allow_failures=args.allow_failures,
                    progress=_progress(args), allow_large=args.allow_large)
     with replaced_dir(args.out) as tmp:

@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from tomstats.glmm._hints import InputError
+from tomstats.planning.from_posterior import is_posterior, posterior_fit
 
 __all__ = ["FitPowerResult", "power_from_fit", "simulate_outcomes", "term_columns",
            "load_laplace_fit", "lrt_statistics", "FIT_TESTS", "ROWS_PREFIX"]
@@ -229,11 +230,18 @@ def _beta(fit: Any, set_effects: Mapping[str, float] | None) -> np.ndarray:
 def _simulate(fit: Any, a: _Arrays, beta: np.ndarray, n_sims: int,
               rng: np.random.Generator, factors: Sequence[np.ndarray] | None = None
               ) -> np.ndarray:
-    """Outcomes of ``n_sims`` studies; ``factors``: the :math:`T_k` (default the fit's)."""
-    eta = np.broadcast_to(a.X @ beta, (n_sims, a.X.shape[0])).copy()
+    """Outcomes of ``n_sims`` studies; ``factors``: the :math:`T_k` (default the fit's).
+
+    ``beta`` of shape ``(p,)`` and factors ``(d, d)`` are shared by every study; of shape
+    ``(n_sims, p)`` and ``(n_sims, d, d)`` they are each study's (a posterior draw each)."""
+    if beta.ndim == 1:
+        eta = np.broadcast_to(a.X @ beta, (n_sims, a.X.shape[0])).copy()
+    else:
+        eta = beta @ a.X.T
     factors = fit.factors() if factors is None else factors
     for T, Z, g, s in zip(factors, a.Zs, a.gs, a.shapes, strict=True):
-        b = rng.standard_normal((n_sims, s.q, s.d)) @ T.T
+        u = rng.standard_normal((n_sims, s.q, s.d))
+        b = u @ T.T if T.ndim == 2 else u @ np.swapaxes(T, 1, 2)
         eta += np.einsum("nd,snd->sn", Z, b[:, g, :])
     n = np.ones(a.X.shape[0], np.int64) if a.trials is None else a.trials.astype(np.int64)
     return rng.binomial(n[None, :], 1.0 / (1.0 + np.exp(-eta))).astype(np.float64)
@@ -384,23 +392,25 @@ def _reduced(fit: Any, comp: _Comparison | None, a: _Arrays, cols: Sequence[int]
     return _Reduced(red, _reduced_design(a, list(comp.dropped)), False)
 
 
-def _null_factors(fit: Any, comp: _Comparison) -> list[np.ndarray]:
-    r""":math:`T_k` of the null: the fit's :math:`\Sigma_k` with the rows and columns of the
+def _null_factors(fit: Any, comp: _Comparison,
+                  factors: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+    r""":math:`T_k` of the null: :math:`\Sigma_k = T_kT_k^\top` (``factors``, default the
+    fit's; stacked ``(S, d, d)`` for posterior draws) with the rows and columns of the
     varying effects ``comp`` drops, and the correlations it drops, set to 0;
     :math:`T_k = V\Lambda^{1/2}` from :math:`\Sigma_k = V\Lambda V^\top`."""
     from tomstats.glmm.lme_result import fit_structure
 
     _, eff, pairs = fit_structure(comp.structure)
     out = []
-    for t, S in zip(fit.terms, fit.covariances(), strict=True):
-        M = np.array(S, dtype=float)
+    for t, T in zip(fit.terms, fit.factors() if factors is None else factors, strict=True):
+        M = np.array(T @ np.swapaxes(T, -1, -2), dtype=float)
         for i, ei in enumerate(t.effects):
             for j, ej in enumerate(t.effects):
                 kept = ei in eff.get(t.group, set()) and ej in eff.get(t.group, set())
                 if not kept or (i != j and (t.group, min(ei, ej), max(ei, ej)) not in pairs):
-                    M[i, j] = 0.0
+                    M[..., i, j] = 0.0
         w, V = np.linalg.eigh(M)
-        out.append(V * np.sqrt(np.clip(w, 0.0, None))[None, :])
+        out.append(V * np.sqrt(np.clip(w, 0.0, None))[..., None, :])
     return out
 
 
@@ -463,6 +473,21 @@ def _singular(shapes: Sequence[Any], theta: np.ndarray) -> np.ndarray:
     return np.any(theta[:, diag] < SINGULAR_TOL, axis=1)
 
 
+@dataclass(frozen=True)
+class _PointDraws:
+    """Per-study parameters of a design point from posterior draws: each study takes the
+    draw ``rng.integers(S)``."""
+
+    beta: np.ndarray                   # (S, p), the point's set columns already set
+    factors: tuple[np.ndarray, ...]    # T_k of each draw, (S, d, d)
+    rng: np.random.Generator
+
+    def take(self, m: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The parameters of the next ``m`` studies."""
+        idx = self.rng.integers(0, self.beta.shape[0], size=m)
+        return self.beta[idx], [F[idx] for F in self.factors]
+
+
 @dataclass
 class _Tally:
     done: int = 0
@@ -477,11 +502,13 @@ class _Tally:
 def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[int],
                test: str, alpha: float, n_sims: int, rng: np.random.Generator, chunk: int,
                max_failed: float, bar: Any, reduced: _Reduced | None = None,
-               df: int | None = None, factors: Sequence[np.ndarray] | None = None) -> _Tally:
+               df: int | None = None, factors: Sequence[np.ndarray] | None = None,
+               draws: _PointDraws | None = None) -> _Tally:
     """Simulate with design ``sim`` (the fit's; random effects from ``factors``, default the
-    fit's), refit with design ``a`` (the same, or the model refitted on the same rows);
-    the LRT against ``reduced`` (default: ``a`` without ``cols``) on ``df`` (default
-    ``len(cols)``) degrees of freedom."""
+    fit's; with ``draws`` each study's parameters are a posterior draw), refit with design
+    ``a`` (the same, or the model refitted on the same rows); the LRT against ``reduced``
+    (default: ``a`` without ``cols``) on ``df`` (default ``len(cols)``) degrees of
+    freedom. ``beta`` and the fit's :math:`\theta` start the refits."""
     from scipy.stats import chi2
 
     eta = sim.X @ beta
@@ -493,7 +520,11 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
     tally = _Tally()
     for start in range(0, n_sims, chunk):
         m = min(chunk, n_sims - start)
-        ys = _simulate(fit, sim, beta, m, rng, factors)
+        if draws is None:
+            ys = _simulate(fit, sim, beta, m, rng, factors)
+        else:
+            bs, fs = draws.take(m)
+            ys = _simulate(fit, sim, bs, m, rng, fs)
         if m < chunk:  # one compiled shape: pad with repeats of the last study
             ys = np.concatenate([ys, np.repeat(ys[-1:], chunk - m, axis=0)])
         full = _refit(a, a.Xc, ys, theta0, eta)
@@ -560,6 +591,12 @@ class FitPowerResult:
         Degrees of freedom of the likelihood-ratio test.
     boundary : bool
         The test sets a variance to 0 (its p-value is conservative).
+    kind : {"power", "assurance"}
+        Assurance (from a Bayesian fit's posterior draws): the table's column ``power`` is
+        then named ``assurance``.
+    posterior : dict or None
+        Provenance of the posterior (file, model, data hash, draws available and used,
+        failed checks).
     """
 
     table: pd.DataFrame
@@ -579,6 +616,8 @@ class FitPowerResult:
     compare: str | None = None
     df: int | None = None
     boundary: bool = False
+    kind: str = "power"
+    posterior: Mapping[str, Any] | None = None
 
     def __str__(self) -> str:
         if self.compare is None:
@@ -586,8 +625,17 @@ class FitPowerResult:
         else:
             what = (f"lrt test against {self.compare} ({self.term}; chi-square on {self.df} "
                     f"df)")
-        head = (f"power of the {what} at level {self.alpha:g}, "
+        head = (f"{self.kind} of the {what} at level {self.alpha:g}, "
                 f"{self.n_sims} studies per point, seed {self.seed}; fit: {self.formula}")
+        if self.posterior is not None:
+            p = self.posterior
+            head += (f"\nassurance: each study's parameters one of {p['draws_used']} posterior "
+                     f"draws of {p['file']} (of {p['draws_available']}), drawn at random; "
+                     f"type I error with the tested columns at 0 in every draw")
+            if p.get("failed_checks"):
+                from tomstats.glmm.verdict import failed_checks_note
+
+                head += "\nnote: " + failed_checks_note(p["failed_checks"], str(p["file"]))
         if self.boundary:
             head += ("\nnote: dropped variance components are tested at 0, the boundary of "
                      "their range, where the chi-square p-value is conservative (as in lme4)")
@@ -597,7 +645,7 @@ class FitPowerResult:
         dims = [d for d in (self.by, self.along) if d]
         for _, r in self.table.iterrows():
             line = "  ".join(f"{d} = {_num(r[d])}" for d in dims)
-            line += (f"{'  ' if dims else ''}power {100 * r['power']:5.1f} % "
+            line += (f"{'  ' if dims else ''}{self.kind} {100 * r[self.kind]:5.1f} % "
                      f"[{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]  ")
             if r["null_n_sims"]:
                 line += (f"type I error {100 * r['null_power']:4.1f} % "
@@ -620,7 +668,9 @@ class FitPowerResult:
                 return bool(v)
             return v
 
-        return {"format": "tomstats-power-from-fit", "formula": self.formula,
+        return {"format": "tomstats-power-from-fit", "kind": self.kind,
+                "posterior": None if self.posterior is None else dict(self.posterior),
+                "formula": self.formula,
                 "term": self.term, "test": self.test, "columns": list(self.columns),
                 "effects": self.effects, "along": self.along, "by": self.by,
                 "alpha": self.alpha, "target": self.target, "seed": self.seed,
@@ -657,14 +707,29 @@ def _check_fit(fit: Any) -> None:
     if isinstance(fit, LmeFit):
         return
     name = type(fit).__name__
-    if name == "InferenceData" or hasattr(fit, "posterior"):
-        raise InputError("power from a fit needs a maximum-likelihood (Laplace) fit with "
-                         "random-effects terms (tomstats fit --backend laplace, a .json); "
-                         "a Bayesian fit's assurance over posterior draws is "
-                         "'tomstats power CONFIG --posterior FIT.nc' (the structural model)")
+    if is_posterior(fit):
+        raise InputError("this needs a maximum-likelihood (Laplace) fit with random-effects "
+                         "terms (tomstats fit --backend laplace, a .json); a Bayesian fit "
+                         "gives assurance over its posterior draws through power_from_fit "
+                         "(tomstats power --from-fit FIT.nc)")
     raise InputError(f"power from a fit needs a Laplace fit with random-effects terms "
                      f"(tomstats.glmm.lme.fit_lme, or a .json of tomstats fit --backend "
                      f"laplace), got {name}")
+
+
+def _is_netcdf(p: Any) -> bool:
+    with p.open("rb") as fh:
+        head = fh.read(8)
+    return p.suffix.lower() in (".nc", ".netcdf", ".h5") or head.startswith((b"CDF", b"\x89HDF"))
+
+
+def _read_log(log: Any, formula: str, columns: Mapping[str, str] | None = None
+              ) -> pd.DataFrame:
+    """The columns of ``log`` a fit of ``formula`` reads, as ``tomstats fit`` read them
+    (:func:`tomstats.glmm.data.fit_columns`; so the data hash is the fit's)."""
+    from tomstats.glmm.data import _read_table
+
+    return _read_table(log, errors="drop", model=formula, columns=columns)
 
 
 def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
@@ -673,50 +738,57 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
     A fit with random-effects terms (``tomstats-lme-fit``) is read as it is; a fit of the
     random-intercepts backend (``tomstats-laplace-fit``) is refitted from the log with
     :func:`tomstats.glmm.lme.fit_lme` (the data hash must be the fit's, the log-likelihood
-    agree within 1e-3).
+    agree within 1e-3). The log's columns read are those ``tomstats fit`` reads for the
+    fit's formula, as its data hash was computed.
 
     Raises
     ------
     InputError
-        A Bayesian fit (netCDF), a file that is not a Laplace fit, or a log that is not the
-        one fitted.
+        A Bayesian fit (netCDF: see :func:`load_power_fit`), a file that is not a Laplace
+        fit, or a log that is not the one fitted.
     """
     import json
     from pathlib import Path
 
-    from tomstats.glmm.data import _read_table
+    from tomstats._expr import check_formula
+    from tomstats.glmm.compare import ML_FORMATS
     from tomstats.glmm.lme import fit_lme
     from tomstats.glmm.lme_result import LmeFit
 
     p = Path(path)
     if not p.is_file():
         raise InputError(f"--from-fit: {str(p)!r} does not exist")
-    with p.open("rb") as fh:
-        head = fh.read(8)
-    if p.suffix.lower() in (".nc", ".netcdf", ".h5") or head.startswith((b"CDF", b"\x89HDF")):
+    if _is_netcdf(p):
         _check_fit(_Posterior())
     try:
         d = json.loads(p.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"--from-fit: {str(p)!r} is not a fit's JSON ({exc})") from exc
     fmt = d.get("format") if isinstance(d, dict) else None
-    if fmt not in ("tomstats-lme-fit", "tomstats-laplace-fit"):
+    if fmt not in ML_FORMATS:
         raise InputError(f"--from-fit: {str(p)!r} is not a Laplace fit (format {fmt!r}); "
                          f"write one with tomstats fit LOG --model FORMULA --backend laplace")
-    df = _read_table(log, errors="drop")
     if fmt == "tomstats-lme-fit":
         try:
-            return LmeFit.from_dict(d), df
+            fit = LmeFit.from_dict(d)
         except ValueError as exc:
             raise InputError(f"--from-fit: {exc}") from exc
+        return fit, _read_log(log, fit.formula)
+    formula = d.get("formula")
+    check_formula(formula, "the fit file's stored formula")
+    df = _read_log(log, formula)
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = fit_lme(df, str(d.get("formula")), family=d.get("family"))
+        fit = fit_lme(df, str(formula), family=d.get("family"))
     stored = d.get("loglik")
-    if (d.get("data_hash") and d.get("data_hash") != fit.data_hash) or not isinstance(
-            stored, (int, float)) or abs(fit.loglik - stored) > 1e-3 * max(1.0, abs(stored)):
+    if d.get("data_hash") and d.get("data_hash") != fit.data_hash:
+        raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
+                         f"from (its data hash differs); pass the same log, with the same "
+                         f"selection")
+    if not isinstance(stored, (int, float)) or abs(fit.loglik - stored) > 1e-3 * max(
+            1.0, abs(stored)):
         raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
                          f"from (log-likelihood {fit.loglik:.4f} refitted, {stored} stored)")
     return fit, df
@@ -726,6 +798,38 @@ class _Posterior:
     """Stands for a Bayesian fit in :func:`_check_fit`'s message."""
 
     posterior = None
+
+
+def load_power_fit(path: Any, log: Any, *, allow_warnings: bool = False
+                   ) -> tuple[Any, pd.DataFrame]:
+    """A fit for :func:`power_from_fit` and the log it was made from: a Laplace fit's JSON
+    (:func:`load_laplace_fit`), or a Bayesian formula fit's netCDF (assurance; the log's
+    columns read with the fit's formula and column mapping).
+
+    Raises
+    ------
+    InputError
+        A structural Bayesian fit (its assurance is ``tomstats power CONFIG
+        --posterior``), a file that is neither.
+    ValueError
+        A Bayesian fit that failed its own checks, unless ``allow_warnings``.
+    """
+    from pathlib import Path
+
+    from tomstats.glmm.fitting import load_fit
+    from tomstats.glmm.verdict import require_sound_fit
+    from tomstats.planning.from_posterior import fit_formula, stored_mapping
+
+    p = Path(path)
+    if not p.is_file() or not _is_netcdf(p):
+        return load_laplace_fit(p, log)
+    try:
+        idata = load_fit(p)
+    except ValueError as exc:
+        raise InputError(f"--from-fit: {exc}") from exc
+    formula = fit_formula(idata, str(p))
+    require_sound_fit(idata, allow_warnings=allow_warnings, name=str(p), field="--from-fit")
+    return idata, _read_log(log, formula, stored_mapping(idata, str(p)) or None)
 
 
 def _dimension(fit: Any, name: str, values: Sequence[float], what: str,
@@ -785,16 +889,31 @@ def power_from_fit(
     refit: str | None = None,
     progress: bool | None = None,
     allow_large: bool = False,
+    draws: int | None = None,
+    allow_warnings: bool = False,
+    fit_name: str | None = None,
 ) -> FitPowerResult:
-    """Power (and type I error) of a test of ``term``, or of the likelihood-ratio test
-    against the reduced model ``compare``, for studies simulated from ``fit``.
+    r"""Power (and type I error) of a test of ``term``, or of the likelihood-ratio test
+    against the reduced model ``compare``, for studies simulated from ``fit``; from a
+    Bayesian fit, assurance.
+
+    **Assurance.** With a Bayesian formula fit each study first takes one parameter set
+    :math:`(\beta^{(s)}, \theta^{(s)})`, :math:`s` drawn uniformly (seeded) from the
+    posterior draws (:mod:`tomstats.planning.from_posterior`), with the coefficients of
+    ``set_effects``, of an ``along``/``by`` coefficient and (for the type I error) the
+    tested ones set in every draw; then it is simulated and refitted as from a Laplace fit.
+    The share of rejections estimates the assurance
+    :math:`\int P(\text{reject}\mid\beta, \theta)\,p(\beta, \theta\mid y)\,
+    d(\beta, \theta)`, each study an independent Bernoulli trial of it (hence the same
+    Wilson interval).
 
     Parameters
     ----------
-    fit : LmeFit
+    fit : LmeFit or arviz.InferenceData
         A Laplace fit with random-effects terms (:func:`tomstats.glmm.lme.fit_lme`, or
         :meth:`~tomstats.glmm.lme_result.LmeFit.from_json` of ``tomstats fit --backend
-        laplace``'s JSON).
+        laplace``'s JSON), or a Bayesian fit of a formula model (:func:`tomstats.glmm.fit`,
+        :func:`tomstats.glmm.load_fit`): assurance.
     term : str
         A coefficient (``"x"``, ``"belief[T.true]:cue[T.b]"``) or a formula term
         (``"cue"``, ``"belief:cue"``: all its columns). Give ``term`` or ``compare``.
@@ -844,10 +963,17 @@ def power_from_fit(
         Progress bar on stderr (None: when stderr is a terminal).
     allow_large : bool
         Skip the size guard.
+    draws : int, optional
+        With a Bayesian fit: posterior draws sampled from, thinned evenly (default all).
+    allow_warnings : bool
+        With a Bayesian fit: use it although it failed its own checks (recorded).
+    fit_name : str, optional
+        How a Bayesian fit is named in messages and provenance (its path).
 
     Returns
     -------
     FitPowerResult
+        ``kind`` ``"assurance"`` from a Bayesian fit (its ``posterior`` the provenance).
     """
     import time
 
@@ -856,7 +982,15 @@ def power_from_fit(
     from tomstats._guards import Footprint, check_footprint
 
     t0 = time.perf_counter()
-    _check_fit(fit)
+    bayes = is_posterior(fit)
+    if not bayes:
+        _check_fit(fit)
+        if draws is not None or allow_warnings:
+            raise InputError("draws and allow_warnings apply to a Bayesian fit (its posterior "
+                             "draws); this is a Laplace fit")
+    elif draws is not None and (isinstance(draws, bool) or not isinstance(
+            draws, (int, np.integer)) or draws < 1):
+        raise InputError(f"draws must be an integer >= 1, got {draws!r}")
     if (term is None) == (compare is None):
         raise InputError("give a term to test or a reduced model to compare with (compare=), "
                          "one of the two")
@@ -881,6 +1015,12 @@ def power_from_fit(
     if refit is not None and (not isinstance(refit, str) or "~" not in refit):
         raise InputError(f"refit must be an lme4-style formula 'y ~ x + (1 | g)', got "
                          f"{refit!r}")
+    post = None
+    if bayes:  # the Laplace structure of the posterior's model, at its medians
+        fit, post = posterior_fit(fit, data, columns, draws=draws,
+                                  allow_warnings=allow_warnings,
+                                  name="the fit" if fit_name is None else str(fit_name))
+        data, columns = None, None  # the design is the Laplace fit's own, hash checked
     base_beta = _beta(fit, set_effects)
     factors = _factors(fit)
     dims = []
@@ -913,6 +1053,21 @@ def power_from_fit(
     sim_cols = [list(fit.coef_names).index(ana_names[c]) for c in cols
                 if ana_names[c] in fit.coef_names]
     null_factors = None if comp is None or comp.same_random else _null_factors(fit, comp)
+    set_cols = [list(fit.coef_names).index(k) for k in (set_effects or {})]
+    if post is not None:
+        draw_factors = post.factors(fit.terms)
+        null_draw_factors = draw_factors if null_factors is None else _null_factors(
+            fit, comp, draw_factors)  # type: ignore[arg-type]
+
+    def point_draws(beta: np.ndarray, fixed: list[int], null: bool, stream: list[int]
+                    ) -> _PointDraws | None:
+        """The posterior draws of a design point, the columns ``fixed`` set as in ``beta``."""
+        if post is None:
+            return None
+        bd = post.beta.copy()
+        bd[:, fixed] = beta[fixed]
+        return _PointDraws(bd, tuple(null_draw_factors if null else draw_factors),
+                           np.random.default_rng(stream))
 
     def point(settings: list[tuple[str, str, Any]]) -> tuple[pd.DataFrame, np.ndarray]:
         df, beta = df0, base_beta.copy()
@@ -957,8 +1112,11 @@ def power_from_fit(
         lrt_df = None if comp is None else comp.df
         for pi, (settings, sim, a, beta, red) in enumerate(points):
             rng = np.random.default_rng([int(seed), pi, 1])
+            fixed = set_cols + [list(fit.coef_names).index(s[0]) for s in settings
+                                if s[1] == "effect"]
             alt = _run_point(fit, sim, a, beta, cols, test, alpha, int(n_sims), rng,
-                             int(chunk), max_failed, bar, red, lrt_df)
+                             int(chunk), max_failed, bar, red, lrt_df,
+                             draws=point_draws(beta, fixed, False, [int(seed), pi, 3]))
             nb = beta.copy()
             nb[sim_cols] = 0.0
             key = (tuple((s[0], s[2]) for s in settings if s[1] != "effect"), nb.tobytes())
@@ -966,9 +1124,10 @@ def power_from_fit(
                 null_cache[key] = _Tally()
             elif key not in null_cache:
                 nrng = np.random.default_rng([int(seed), pi, 0])
-                null_cache[key] = _run_point(fit, sim, a, nb, cols, test, alpha, int(n_sims),
-                                             nrng, int(chunk), max_failed, bar, red, lrt_df,
-                                             null_factors)
+                null_cache[key] = _run_point(
+                    fit, sim, a, nb, cols, test, alpha, int(n_sims), nrng, int(chunk),
+                    max_failed, bar, red, lrt_df, null_factors,
+                    draws=point_draws(nb, fixed + sim_cols, True, [int(seed), pi, 2]))
                 refits += null_cache[key].done * fits_per
             else:
                 bar.update(int(n_sims))  # the same null studies as an earlier point
@@ -985,15 +1144,20 @@ def power_from_fit(
                             f"{prefix}estimate": float(np.mean(t.estimates)) if t.estimates
                             else np.nan, f"{prefix}stopped_early": t.stopped})
             rows.append(row)
+    table = pd.DataFrame(rows)
+    if post is not None:  # the share of rejections is assurance, so named
+        table = table.rename(columns={"power": "assurance"})
     return FitPowerResult(
-        table=pd.DataFrame(rows), formula=fit.formula if refit is None else refit,
+        table=table, formula=fit.formula if refit is None else refit,
         term=term, test=test, columns=tuple(ana_names[c] for c in cols),
         effects={k: float(v) for k, v in (set_effects or {}).items()},
         along=None if dims[0] is None else dims[0][0], by=None if dims[1] is None
         else dims[1][0], alpha=float(alpha), target=float(target), seed=int(seed),
         n_sims=int(n_sims), seconds=time.perf_counter() - t0, refits=refits,
         compare=compare, df=len(cols) if comp is None else comp.df,
-        boundary=bool(comp is not None and comp.boundary))
+        boundary=bool(comp is not None and comp.boundary),
+        kind="power" if post is None else "assurance",
+        posterior=None if post is None else dict(post.source))
 
 
 def _wilson(k: int, n: int) -> tuple[float, float]:
