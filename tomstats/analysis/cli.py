@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from tomstats._args import seed_arg
 from tomstats._io import atomic_write_text, prepare_out_file
+from tomstats.analysis.row_anova import INTERVALS
 from tomstats.analysis.summary import format_summary, summarize
 from tomstats.analysis.table import add_selection_arguments, load_table, parse_mapping
 
@@ -96,11 +97,19 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ss-type", type=int, choices=(1, 2, 3), default=2,
                    help="type of sums of squares (default 2)")
     p.add_argument("--ci", type=float, default=None, metavar="LEVEL",
-                   help="cluster-bootstrap intervals of every effect size, e.g. 0.95")
-    p.add_argument("--n-boot", type=int, default=2000, metavar="N",
-                   help="bootstrap resamples (default 2000)")
+                   help="intervals of the effect sizes at this level, e.g. 0.95 (see "
+                        "--interval)")
+    p.add_argument("--interval", choices=INTERVALS, default=None,
+                   help="with --ci: ncf = noncentral-F intervals of partial η² and η² with "
+                        "the design effect of the --cluster (no bootstrap); bca = "
+                        "cluster-bootstrap BCa intervals of every effect size (default: ncf; "
+                        "bca when --n-boot is given)")
+    p.add_argument("--n-boot", type=int, default=None, metavar="N",
+                   help="bootstrap resamples; selects --interval bca unless --interval is "
+                        "given (default 2000)")
     p.add_argument("--cluster", metavar="COL", default=None,
-                   help="bootstrap resampling unit (default story_id, else item_id)")
+                   help="clusters of rows: the bootstrap's resampling unit, the design "
+                        "effect's unit (default story_id, else item_id)")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the bootstrap (default 0)")
     p.add_argument("--allow-large", action="store_true",
                    help="run a bootstrap even when the size guard estimates more memory than "
@@ -110,14 +119,35 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
 
 
+def _design_effect_words(attrs: dict) -> str:
+    """How the noncentral-F intervals took the clusters into account."""
+    if attrs["within"] or attrs["subject"]:
+        return " (on the subjects' error terms)"
+    if not attrs.get("cluster"):
+        return " (rows taken as independent: no cluster column)"
+    where = " (pooled table)" if attrs.get("by") else ""
+    if attrs.get("design_effect") is None:
+        return f" (each {attrs['cluster']} value one row: rows taken as independent)"
+    return (f", design effect of the {attrs['cluster']} clusters "
+            f"{attrs['design_effect']:.3g}{where}")
+
+
 def run_anova(args: argparse.Namespace) -> int:
     """Run ``tomstats anova``: read, map, check, one table per group and pooled, print, write."""
     # SciPy is imported for the ANOVA only, so that `tomstats summarize` starts without it
-    from tomstats.analysis.log_anova import DEFAULT_BETWEEN, format_anova, log_anova
+    from tomstats.analysis.log_anova import (
+        DEFAULT_BETWEEN,
+        DEFAULT_INTERVAL,
+        format_anova,
+        log_anova,
+    )
     from tomstats.analysis.sizes import check_bootstrap_size
 
-    if args.ci is not None:  # before the data are read: the smallest design's cells
-        check_bootstrap_size(args.n_boot, allow_large=args.allow_large)
+    interval = args.interval or ("bca" if args.n_boot is not None else DEFAULT_INTERVAL)
+    n_boot = 2000 if args.n_boot is None else args.n_boot
+    boot = args.ci is not None and interval == "bca"
+    if boot:  # before the data are read: the smallest design's cells
+        check_bootstrap_size(n_boot, allow_large=args.allow_large)
     out = prepare_out_file(args.out, force=args.force) if args.out else None
     within = args.within or []
     subject = args.subject or ("model" if within else None)
@@ -127,24 +157,29 @@ def run_anova(args: argparse.Namespace) -> int:
                             *within, *([subject] if subject else []),
                             *([args.by] if args.by else []), *cluster],
                     optional=["status", *(["story_id", "item_id", "item"]
-                                          if args.ci is not None and not cluster else [])])
+                                          if args.ci is not None and not cluster
+                                          else [])])
     n_all = len(df)
-    if args.ci is not None:  # and with the design's cells, before the bootstrap
+    if boot:  # and with the design's cells, before the bootstrap
         factors = [c for c in [*(args.between or DEFAULT_BETWEEN), *(args.within or [])]
                    if c in df.columns]
         n_cells = df.groupby(factors).ngroups if factors else 1
         n_tables = 1 + (df[args.by].nunique() if args.by in df.columns else 0)
-        check_bootstrap_size(args.n_boot, n_cells, n_tables, allow_large=args.allow_large)
+        check_bootstrap_size(n_boot, n_cells, n_tables, allow_large=args.allow_large)
     table = log_anova(df, dv=args.dv, between=args.between, within=args.within,
                       subject=args.subject, by=args.by, ss_type=args.ss_type, ci=args.ci,
-                      n_boot=args.n_boot, cluster=args.cluster, seed=args.seed)
+                      n_boot=n_boot, cluster=args.cluster, seed=args.seed,
+                      interval=interval)
     a = table.attrs
     design = " × ".join(a["between"] + a["within"])
     head = (f"ANOVA of {a['dv']} on {design} (type {args.ss_type} sums of squares"
             + (f", repeated measures within {a['subject']}" if a["within"]
                else f", on the mean per {a['subject']}" if a["subject"] else "")
             + (f"; {a['ci']:.0%} cluster-bootstrap intervals, {a['n_boot']} resamples of "
-               f"{a['cluster'] or 'rows'}, seed {args.seed}" if a["ci"] else "") + ")")
+               f"{a['cluster'] or 'rows'}, seed {args.seed}" if a["ci"] and boot
+               else f"; {a['ci']:.0%} noncentral-F intervals of partial η²"
+               + (" and η²" if not a["within"] else "") + _design_effect_words(a)
+               if a["ci"] else "") + ")")
     print(head)
     dropped = n_all - a["n_rows"]
     print(f"{a['n_rows']} questions" + (f" ({dropped} error record(s) without an answer left "

@@ -20,17 +20,23 @@ import numpy as np
 import pandas as pd
 
 from tomstats._validate import show_value
-from tomstats.analysis.row_anova import EFFECT_SIZES, anova, check_levels
+from tomstats.analysis.row_anova import EFFECT_SIZES, anova, check_interval, check_levels
 from tomstats.analysis.summary import outcome
 from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
 
-__all__ = ["DEFAULT_BETWEEN", "EFFECT_SIZES", "POOLED", "anova_notes", "format_anova",
-           "log_anova"]
+__all__ = ["DEFAULT_BETWEEN", "DEFAULT_INTERVAL", "EFFECT_SIZES", "POOLED", "anova_notes",
+           "format_anova", "log_anova"]
 
 #: Factors of the default analysis: the paper's two-way design.
 DEFAULT_BETWEEN: tuple[str, str] = ("context_words", "tom_order")
 #: Value of the ``--by`` column on the rows of the pooled table.
 POOLED = "(pooled)"
+#: The interval the log tables show by default (``tomstats anova --ci``, the log report):
+#: the noncentral-F interval of partial η² and η², with the design effect of the clusters.
+#: Chosen by ``benchmarks/bench_eta2_intervals.py`` (docs/anova.md): it covers a true 0 and
+#: small and moderate effects, with independent and with clustered rows, where the bootstrap's
+#: BCa interval never covers a true 0.
+DEFAULT_INTERVAL = "ncf"
 
 
 # --------------------------------------------------------------------------- shared input
@@ -91,6 +97,7 @@ def log_anova(
     cluster: str | None = None,
     seed: int = 0,
     columns: dict[str, str] | None = None,
+    interval: str = DEFAULT_INTERVAL,
 ) -> pd.DataFrame:
     """The paper's ANOVA table for an evaluation log: pooled and, with ``by``, per group.
 
@@ -115,13 +122,18 @@ def log_anova(
     ss_type : {1, 2, 3}
         Type of sums of squares.
     ci : float, optional
-        Coverage of cluster-bootstrap intervals of every effect size (``n_boot`` resamples of
-        ``cluster``, seeded by ``seed``); needs an engine with bootstrap support.
+        Coverage of the intervals (see ``interval``).
     cluster : str, optional
-        Resampling unit of the bootstrap; default ``story_id``, else ``item_id``/``item``
-        when the data have it (else rows).
+        The clusters of rows (stories, items): the resampling unit of the bootstrap, and the
+        unit of the design effect of the noncentral-F interval; default ``story_id``, else
+        ``item_id``/``item`` when the data have it (else rows, taken as independent).
     columns : mapping, optional
         ``{standard name: your column}`` (the ``--map`` convention of ``tomstats fit``).
+    interval : {"ncf", "bca"}, default :data:`DEFAULT_INTERVAL` (``"ncf"``)
+        With ``ci``: noncentral-F intervals of partial η² (and η² in a between design), no
+        bootstrap; or cluster-bootstrap BCa intervals of every effect size (``n_boot``
+        resamples of ``cluster``, seeded by ``seed``). See
+        :func:`tomstats.analysis.row_anova.anova`.
 
     Returns
     -------
@@ -129,6 +141,7 @@ def log_anova(
         :func:`tomstats.analysis.row_anova.anova`'s columns; with ``by``, a first column named
         after it holding the group, ``"(pooled)"`` on the pooled table's rows.
     """
+    check_interval(interval)
     df = apply_mapping(read_evaluation(data), columns)
     between_l, within_l = _as_list(between), _as_list(within)
     if not between_l and not within_l:
@@ -187,7 +200,8 @@ def log_anova(
                            None)
         else:
             require_column(df, cluster, "--cluster")
-        kwargs.update(ci=float(ci), n_boot=int(n_boot), seed=int(seed), cluster=cluster)
+        kwargs.update(ci=float(ci), n_boot=int(n_boot), seed=int(seed), cluster=cluster,
+                      interval=interval)
     groups: list[tuple[Any, pd.DataFrame, str]] = []
     if by is not None:
         for value, sub in df.groupby(by, sort=True):
@@ -203,12 +217,16 @@ def log_anova(
             raise ValueError(f"{' '.join(str(exc).split())}{where}") from None
         if by is not None:
             tab.insert(0, by, value if value == POOLED else str(value))
+        deff = tab.attrs.get("design_effect")  # the last table's: the pooled one
         tab.attrs = {}
         tables.append(tab)
     out = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
     out.attrs.update({"n_rows": len(df), "dv": dv, "between": between_l, "within": within_l,
                       "subject": subject, "by": by, "cluster": kwargs.get("cluster"),
-                      "ci": kwargs.get("ci"), "n_boot": kwargs.get("n_boot")})
+                      "ci": kwargs.get("ci"),
+                      "n_boot": kwargs.get("n_boot") if interval == "bca" else None,
+                      "interval": interval if ci is not None else None,
+                      "design_effect": deff})
     return out
 
 
@@ -229,8 +247,9 @@ def format_anova(table: pd.DataFrame) -> str:
         if c not in table.columns:
             continue
         cells = [num(v, "{:.4f}") for v in table[c]]
-        if f"{c}_low" in table.columns:
-            cells = [s if s == "—" else f"{s} [{num(lo, '{:.4f}')}, {num(hi, '{:.4f}')}]"
+        if f"{c}_low" in table.columns:  # no interval on a row (ncf: Residual): the value
+            cells = [s if s == "—" or (pd.isna(lo) and pd.isna(hi))
+                     else f"{s} [{num(lo, '{:.4f}')}, {num(hi, '{:.4f}')}]"
                      for s, lo, hi in zip(cells, table[f"{c}_low"], table[f"{c}_high"],
                                           strict=True)]
         show[c] = cells

@@ -20,10 +20,17 @@ import pandas as pd
 import scipy.stats
 
 from tomstats._validate import check_type, closest_hint, show_value
-from tomstats.analysis.intervals import bca_interval
+from tomstats.analysis.intervals import (
+    bca_interval,
+    ncf_eta2_interval,
+    ncf_lambda_interval,
+)
 
-__all__ = ["COLUMNS", "EFFECT_SIZES", "RM_COLUMNS", "SS_TYPES", "anova", "check_levels",
-           "huynh_feldt", "orthonormal_contrasts"]
+__all__ = ["COLUMNS", "EFFECT_SIZES", "INTERVALS", "RM_COLUMNS", "SS_TYPES",
+           "anova", "check_interval", "check_levels", "huynh_feldt", "orthonormal_contrasts"]
+
+#: Interval methods of :func:`anova` (``interval=``) and ``tomstats anova --interval``.
+INTERVALS: tuple[str, ...] = ("bca", "ncf")
 
 #: Columns shared by every ANOVA table of the package (rows and cell counts).
 COLUMNS: tuple[str, ...] = ("source", "SS", "DF", "MS", "F", "p", "eta2", "partial_eta2")
@@ -635,6 +642,7 @@ def anova(
     cluster: str | None = None,
     seed: int = 0,
     observed: str | Sequence[str] | None = None,
+    interval: str = "bca",
 ) -> pd.DataFrame:
     r"""N-way between-subjects, repeated-measures or mixed ANOVA with effect sizes and intervals.
 
@@ -720,6 +728,13 @@ def anova(
     the interval runs from the estimate to the percentile bound on the other side. Bounds
     in columns ``<effect>_low`` and ``<effect>_high``.
 
+    With ``interval="ncf"`` no bootstrap is run: partial η² gets the interval from inverting
+    the noncentral F distribution of its F test
+    (:func:`tomstats.analysis.intervals.ncf_eta2_interval`, Steiger 2004), and in a
+    between-subjects design η² too (with :math:`F' = (\eta^2/DF)/((1 - \eta^2)/DF_E)`, as R's
+    effectsize does); only those columns are added. It assumes independent rows (no
+    clustering) and normal errors; it is NaN where F is NaN or infinite (a degenerate term).
+
     Parameters
     ----------
     data
@@ -748,6 +763,10 @@ def anova(
     observed
         Factors that are measured rather than manipulated, for generalized η² (as afex's
         ``observed``).
+    interval
+        ``"bca"`` (default): cluster-bootstrap BCa intervals of every effect size;
+        ``"ncf"``: noncentral-F intervals of partial η² (and η² in between designs), no
+        bootstrap (``n_boot``, ``cluster`` and ``seed`` unused).
 
     Returns
     -------
@@ -783,16 +802,100 @@ def anova(
     >>> anova(df, "correct", ["tom", "ctx"]).source.tolist()
     ['tom', 'ctx', 'tom:ctx', 'Residual']
     """
+    check_interval(interval)
     bfac, wfac, obs, y = _validate(data, dv, between, within, subject, ss_type, binary, ci,
                                    n_boot, cluster, seed, observed)
     ss_type = int(ss_type)
     bcodes = check_levels(data, bfac)
     wcodes = check_levels(data, wfac)
     clus = None if cluster is None else pd.factorize(data[cluster])[0]
+    boot_ci = ci if interval == "bca" else None
     if subject is None:
-        return _anova_between(y, bfac, bcodes, ss_type, ci, int(n_boot), clus, int(seed), obs)
-    return _anova_rm(data, y, subject, bfac, bcodes, wfac, wcodes, ss_type, ci, int(n_boot),
-                     clus, int(seed), obs)
+        frame = _anova_between(y, bfac, bcodes, ss_type, boot_ci, int(n_boot), clus,
+                               int(seed), obs)
+    else:
+        frame = _anova_rm(data, y, subject, bfac, bcodes, wfac, wcodes, ss_type, boot_ci,
+                          int(n_boot), clus, int(seed), obs)
+    if ci is not None and interval == "ncf":
+        deff = None
+        if clus is not None and not wfac and subject is None:
+            shape = tuple(len(lv) for lv, _ in bcodes)
+            cell = np.ravel_multi_index(tuple(c for _, c in bcodes), shape)
+            deff = _design_effect(y, cell, clus, cluster)
+        _add_ncf_intervals(frame, float(ci), between_design=not wfac, deff=deff)
+    return frame
+
+
+
+
+def check_interval(interval: Any) -> None:
+    """``interval`` is one of :data:`INTERVALS`; else ValueError naming the value."""
+    if not isinstance(interval, str) or interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
+
+
+def _design_effect(y: np.ndarray, cell: np.ndarray, clus: np.ndarray, name: str | None
+                   ) -> tuple[float, float] | None:
+    r"""The design effect of clusters nested in cells and its degrees of freedom:
+    :math:`\hat D = MS_\text{clusters} / MS_\text{res}` with
+    :math:`MS_\text{clusters} = \sum_j n_j (\bar y_j - \bar y_{c(j)})^2 / (K - C)` over the
+    :math:`K` clusters (a cluster value within one cell) of the :math:`C` cells, and
+    :math:`K - C`. None when every cluster is one row (the rows are the units); ValueError
+    when no cell has two clusters."""
+    _, stats = _cluster_stats(cell, clus, y)
+    n_c = np.bincount(cell, minlength=int(cell.max()) + 1).astype(float)
+    s_c = np.bincount(cell, weights=y, minlength=len(n_c))
+    n_j, s_j, q_j = stats[:, 0], stats[:, 1], stats[:, 2]
+    if len(n_j) == len(y):
+        return None
+    df_clu = float(len(n_j) - np.count_nonzero(n_c))
+    df_res = float(len(y) - np.count_nonzero(n_c))
+    if df_clu < 1:
+        raise ValueError(f"cluster {name!r}: one cluster per cell; the noncentral-F interval "
+                         "needs two clusters in some cell to estimate the design effect")
+    ss_clu = float(np.sum(s_j * s_j / n_j) - np.sum(s_c * s_c / np.where(n_c > 0, n_c, 1)))
+    ss_res = float(np.sum(q_j) - np.sum(s_c * s_c / np.where(n_c > 0, n_c, 1)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (max(ss_clu, 0.0) / df_clu) / (ss_res / df_res), df_clu
+
+
+def _add_ncf_intervals(frame: pd.DataFrame, ci: float, between_design: bool,
+                       deff: tuple[float, float] | None = None) -> None:
+    r"""Noncentral-F intervals of partial η² (and of η² in a between design) added to the
+    table in place, before ``note``; NaN on the ``Residual`` row and where F is not finite.
+
+    With clusters (``deff`` = :math:`(\hat D, K - C)` of :func:`_design_effect`) the F test
+    is the nested one, :math:`F / \hat D` on :math:`(DF, K - C)` degrees of freedom, and its
+    noncentrality bounds are scaled back to rows, :math:`\lambda = \hat D\,\lambda_K`."""
+    f, d1, d2 = (frame[c].to_numpy(dtype=float) for c in ("F", "DF", "DF_error"))
+    eff = np.isfinite(f)
+    d1_ok, d2_ok = np.where(eff, d1, 1.0), np.where(eff, d2, 1.0)
+    e = frame["eta2"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f_by = {"partial_eta2": np.where(eff, f, np.nan),
+                "eta2": np.where(eff & (e < 1), (e / d1_ok) / ((1 - e) / d2_ok), np.nan)}
+    cols = {}
+    for k, fk in f_by.items():
+        if k == "eta2" and not between_design:
+            continue
+        if deff is None:
+            cols[k] = ncf_eta2_interval(fk, d1_ok, d2_ok, ci)
+            continue
+        d_hat, df_k = deff
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f_k = fk / d_hat if d_hat > 0 else np.full_like(fk, np.nan)
+        lam = ncf_lambda_interval(np.where(np.isfinite(f_k), f_k, np.nan), d1_ok, df_k, ci)
+        n_eff = d1_ok + d2_ok + 1
+        cols[k] = tuple(d_hat * b / (d_hat * b + n_eff) for b in lam)
+    at = frame.columns.get_loc("note")
+    for k in ("eta2", "partial_eta2"):
+        if k in cols:
+            for side, v in zip(("low", "high"), cols[k], strict=True):
+                frame.insert(at, f"{k}_{side}", v)
+                at += 1
+    frame.attrs.update({"ci": ci, "ci_method": "noncentral F", "n_boot": None,
+                        "bootstrap": None,
+                        "design_effect": None if deff is None else float(deff[0])})
 
 
 def _columns(rm: bool, ci: float | None) -> list[str]:

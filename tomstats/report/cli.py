@@ -67,8 +67,10 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                              "gamma=-0.1,0.1 or gamma=0.1 for [-0.1, 0.1]; repeatable (default: "
                              "none, the report gives the probability of direction only)")
     parser.add_argument("--n-boot", type=int, default=None, metavar="N",
-                        help="evaluation logs: bootstrap resamples of the effect-size "
-                             "intervals (default 2000; 0 leaves them out)")
+                        help="evaluation logs: cluster-bootstrap (BCa) intervals of every "
+                             "effect size from N resamples; 0 leaves the intervals out "
+                             "(default: noncentral-F intervals of η² and partial η², no "
+                             "bootstrap)")
     add_progress_argument(parser, "fit reports: a line before each long phase (predictive "
                                   "checks, PSIS-LOO, calibrated sweep)")
 
@@ -124,17 +126,21 @@ def run_report(args: argparse.Namespace) -> int:
 
             return write_simulation_report(args.simulation, dest, fmt)
     elif log:
+        from tomstats.analysis.log_anova import DEFAULT_INTERVAL
+
+        interval = DEFAULT_INTERVAL if args.n_boot is None else "bca"
         n_boot = 2000 if args.n_boot is None else args.n_boot
         if n_boot < 0:
             raise ValueError(f"--n-boot must be a non-negative integer, got {n_boot}")
-        check_bootstrap_size(n_boot, allow_large=args.allow_large)
+        if interval == "bca":
+            check_bootstrap_size(n_boot, allow_large=args.allow_large)
         columns = parse_mapping(args.map)
 
         def write(dest: Path) -> Path:
             from tomstats.report.log import write_log_report
 
             return write_log_report(args.fit, dest, fmt, columns=columns, query=args.query,
-                                    n_boot=n_boot)
+                                    n_boot=n_boot, interval=interval)
     else:
         draws = SWEEP_DRAWS if sweep_draws is None else sweep_draws
 

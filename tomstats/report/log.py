@@ -27,7 +27,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tomstats._version import __version__
-from tomstats.analysis.log_anova import anova_notes, log_anova
+from tomstats.analysis.log_anova import DEFAULT_INTERVAL, anova_notes, log_anova
 from tomstats.analysis.row_anova import EFFECT_SIZES
 from tomstats.analysis.summary import ERROR_COLUMNS, outcome, summarize
 from tomstats.analysis.table import TABLE_FORMATS, load_table, table_suffix
@@ -190,7 +190,8 @@ def _anova_display(table: pd.DataFrame, group: str | None) -> pd.DataFrame:
             continue
         if f"{c}_low" in table.columns:
             show[_ES_LABELS[c]] = [
-                "—" if pd.isna(v) else f"{v:.4f} [{lo:.4f}, {hi:.4f}]"
+                "—" if pd.isna(v) else f"{v:.4f}" if pd.isna(lo) and pd.isna(hi)
+                else f"{v:.4f} [{lo:.4f}, {hi:.4f}]"
                 for v, lo, hi in zip(table[c], table[f"{c}_low"], table[f"{c}_high"],
                                      strict=True)]
         else:
@@ -264,6 +265,23 @@ def _log_section(df: pd.DataFrame, cells: pd.DataFrame, source: str) -> Section:
     ))
 
 
+def _interval_words(attrs: Mapping[str, Any], level: float, n_boot: int, seed: int) -> str:
+    """The sentence on the effect-size intervals of the ANOVA section."""
+    unit = attrs.get("cluster")
+    if attrs.get("interval") == "bca":
+        return (f"Intervals: {level:.0%} cluster bootstrap, {n_boot} resamples of "
+                f"{unit or 'rows'} within cells, seed {seed} (BCa).")
+    if attrs.get("interval") == "ncf":
+        deff = attrs.get("design_effect")
+        how = ("rows taken as independent" if unit is None or deff is None
+               else f"the F tests divided by the design effect of the {unit} clusters, "
+                    f"{deff:.3g} in the pooled table")
+        return (f"Intervals: {level:.0%} noncentral-F intervals of η² and partial η² "
+                f"(Steiger 2004; {how}); --n-boot N gives cluster-bootstrap intervals of "
+                "every effect size instead.")
+    return "No intervals (--n-boot 0)."
+
+
 def _anova_blocks(table: pd.DataFrame, group: str | None, with_ci: bool, level: float,
                   n_boot: int, seed: int) -> list[Any]:
     """The ANOVA section's text (design, effect sizes, intervals) and table."""
@@ -275,9 +293,7 @@ def _anova_blocks(table: pd.DataFrame, group: str | None, with_ci: bool, level: 
         + (", per LLM and pooled over the LLMs" if group else "") + "). Effect sizes: "
         + ", ".join(_ES_LABELS[c] for c in es) + "; the residual row's η² is the share of "
         "total variance the factors leave unexplained (the paper's residual share). "
-        + (f"Intervals: {level:.0%} cluster bootstrap, {n_boot} resamples of "
-           f"{table.attrs.get('cluster') or 'rows'} within cells, seed {seed}."
-           if with_ci else "No bootstrap intervals (--n-boot 0)."))
+        + _interval_words(table.attrs, level, n_boot, seed))
     blocks: list[Any] = [Text(anova_text),
                          Table(_anova_display(table, "model" if group else None),
                                caption="ANOVA table (tomstats.analysis.row_anova)",
@@ -295,6 +311,7 @@ def log_document(
     n_boot: int = 2000,
     seed: int = 0,
     level: float = 0.95,
+    interval: str = DEFAULT_INTERVAL,
 ) -> Document:
     """Build the report :class:`~tomstats.report._document.Document` for an evaluation log.
 
@@ -309,7 +326,11 @@ def log_document(
     query : str, optional
         A pandas query on the file's columns, applied first.
     n_boot : int, default 2000
-        Bootstrap resamples of the effect-size intervals (0 leaves them out).
+        Bootstrap resamples of the effect-size intervals with ``interval="bca"`` (0 leaves
+        the intervals out, whichever the interval).
+    interval : {"ncf", "bca"}, default ``"ncf"``
+        The effect-size intervals (:data:`tomstats.analysis.log_anova.DEFAULT_INTERVAL`):
+        noncentral F for η² and partial η², or the cluster bootstrap's BCa for every one.
     seed : int, default 0
         Seed of the bootstrap.
     level : float, default 0.95
@@ -333,7 +354,7 @@ def log_document(
     answered = df[outcome(df, "correct").notna().to_numpy()]  # summarize counts the others
     try:
         table = log_anova(answered, by=group, ci=level if with_ci else None,
-                          n_boot=max(int(n_boot), 1), seed=seed)
+                          n_boot=max(int(n_boot), 1), seed=seed, interval=interval)
     except ValueError as exc:  # a design the ANOVA cannot take: the rest of the page stands
         table, why = None, " ".join(str(exc).split())
 
