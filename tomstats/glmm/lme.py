@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats._expr import CBIND
 from tomstats.glmm._hints import InputError
 from tomstats.glmm.lme_result import LmeConvergenceWarning, LmeFit, LmeTerm
 
@@ -47,9 +48,9 @@ __all__ = ["fit_lme", "needs_lme", "rewrite_cbind", "LME_OPTIONS"]
 
 #: Options of :func:`fit_lme` passed on to the optimiser.
 LME_OPTIONS = ("max_iter", "tol", "se", "max_inner")
-_NAME = r"(`[^`]+`|[A-Za-z_][A-Za-z0-9_.]*)"
-_CBIND = re.compile(rf"^\s*cbind\s*\(\s*{_NAME}\s*,\s*(?:{_NAME}\s*-\s*{_NAME}|{_NAME})\s*\)"
-                    rf"\s*~")
+#: ``cbind(...) ~`` at the start of a formula: the formula language's own pattern
+#: (:data:`tomstats._expr.CBIND`, anchored there at both ends) followed by the ``~``.
+_CBIND = re.compile(r"^\s*" + CBIND.pattern.removeprefix("^").removesuffix("$") + r"\s*~")
 #: Column added for the trials of ``cbind(successes, failures)``.
 CBIND_TRIALS = "cbind_trials"
 
