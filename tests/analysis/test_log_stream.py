@@ -9,8 +9,10 @@ log, a generated log with error records and retried keys, and a table of malform
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -100,6 +102,14 @@ MALFORMED = {
     "empty": lambda r: ([], ("", "  "), "\n"),
     "repeated-key": lambda r: (r[:5] + [json.dumps(r[5])[:-1] + ', "setting": "x"}'] + r[6:],
                                (), "\n"),
+    # counts are never truncated or parsed from text
+    "float-n-words": lambda r: (r[:6] + [{**r[6], "n_words": 1.5}] + r[7:], (), "\n"),
+    "string-n-characters": lambda r: (r[:3] + [{**r[3], "n_characters": "3"}] + r[4:], (),
+                                      "\n"),
+    "float-prompt-id": lambda r: (r[:1] + [{**r[1], "prompt_id": 1.0}] + r[2:], (), "\n"),
+    "bool-mislead-distance": lambda r: (r[:7] + [{**r[7], "mislead_distance": True}] + r[8:],
+                                        (), "\n"),
+    "negative-n-words": lambda r: ([{**r[0], "n_words": -3}] + r[1:], (), "\n"),
 }
 
 
@@ -393,3 +403,15 @@ def test_integer_columns_are_typed_alike(field: str, value, tmp_path: Path) -> N
     else:
         _same(p)
         assert want[field].dtype == read_log_stream(p)[field].dtype
+
+
+@pytest.mark.parametrize("field,value", [("n_words", 1.5), ("n_characters", "3"),
+                                         ("prompt_id", 1.0), ("mislead_distance", True)])
+def test_count_fields_are_checked_not_truncated(field: str, value: Any, tmp_path: Path) -> None:
+    recs = _records(2, 12)
+    recs[5] = {**recs[5], field: value}
+    p = _write(tmp_path / "run.jsonl", recs, (), "\n")
+    needle = f":6: field {field!r} must be a non-negative integer, got {value!r}"
+    for read in (_runner, read_log_stream):
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            read(p)

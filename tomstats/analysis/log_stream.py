@@ -91,6 +91,8 @@ _TYPED: dict[str, Any] = {
     **dict.fromkeys(("sample", "tom_order", "context_words"),
                     Annotated[int, msgspec.Meta(ge=0)]),
 }
+#: An optional count field as msgspec reads it (what ``check_record`` accepts).
+_COUNT = Annotated[int, msgspec.Meta(ge=0)] | None
 _TYPED_OUTCOMES = frozenset({("ok", 0), ("ok", 1), ("error", None)})
 #: The fields :func:`tomstats.evaluate.log.belief_status` reads.
 _BELIEF = ("belief_status", "question_type", "tom_order", "last_location", "answer",
@@ -184,7 +186,7 @@ class _Reader:
     """
 
     def __init__(self, p: Path, columns: list[str]) -> None:
-        from tomstats.evaluate.log import LOG_FORMAT, REQUIRED_FIELDS
+        from tomstats.evaluate.log import COUNT_FIELDS, LOG_FORMAT, REQUIRED_FIELDS
 
         self.p = p
         self.out = columns
@@ -200,9 +202,11 @@ class _Reader:
                                      *(_BELIEF if "belief_status" in self.names else ())]))
         # the checked fields typed as the runner's checks want them (msgspec refuses a bool
         # or a float for an int), the others any JSON value; a field that may be absent: None
-        typed = {**_TYPED, "format": Literal[LOG_FORMAT]}  # the one format read
+        typed = {**_TYPED, **dict.fromkeys(COUNT_FIELDS, _COUNT),
+                 "format": Literal[LOG_FORMAT]}  # the one format read
         record = msgspec.defstruct(
-            "_Record", [(f, typed.get(f, Any)) if f in self.required else (f, Any, None)
+            "_Record", [(f, typed.get(f, Any)) if f in self.required
+                        else (f, typed.get(f, Any), None)
                         for f in fields], kw_only=True, gc=False)
         self.decode_lines = msgspec.json.Decoder(record).decode_lines
 
@@ -301,7 +305,7 @@ class _Reader:
     def _check_block(self, field: Any) -> None:
         """The runner's checks of a block's records, a column at a time (``field(name)``: the
         column); :class:`_Fallback` when one fails."""
-        from tomstats.evaluate.log import LOG_FORMAT
+        from tomstats.evaluate.log import COUNT_FIELDS, LOG_FORMAT
 
         try:
             fmt = self.first_format[1] if self.first_format else LOG_FORMAT
@@ -319,6 +323,11 @@ class _Reader:
                 col = field(c)
                 if set(map(type, col)) != {str} or not all(col):
                     raise _Fallback
+            for c in COUNT_FIELDS:
+                if c in self.names:
+                    col = [v for v in field(c) if v is not None]
+                    if col and (set(map(type, col)) != {int} or min(col) < 0):
+                        raise _Fallback
         except TypeError:  # an unhashable value
             raise _Fallback from None
         if self.first_format is None:

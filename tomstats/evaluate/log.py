@@ -229,6 +229,11 @@ def read_records(path: str | os.PathLike[str], *,
         yield lineno, rec
 
 
+#: Optional count fields of a record: a non-negative integer when present and not null
+#: (a float or a string there is refused, never truncated or parsed).
+COUNT_FIELDS = ("n_words", "n_characters", "prompt_id", "mislead_distance")
+
+
 def check_record(p: Path, lineno: int, rec: Mapping[str, Any]) -> None:
     """Refuse a record that lacks a required field or holds an invalid status, outcome,
     count or key (``ValueError`` naming ``p:lineno``, the field and the value)."""
@@ -247,6 +252,11 @@ def check_record(p: Path, lineno: int, rec: Mapping[str, Any]) -> None:
     for k in ("sample", "tom_order", "context_words"):
         v = rec[k]
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{p}:{lineno}: field {k!r} must be a non-negative integer, "
+                             f"got {v!r}")
+    for k in COUNT_FIELDS:  # optional, but never a float or a string read as a count
+        v = rec.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise ValueError(f"{p}:{lineno}: field {k!r} must be a non-negative integer, "
                              f"got {v!r}")
     for k in ("model", "item_id"):
