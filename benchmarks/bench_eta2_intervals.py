@@ -12,10 +12,12 @@ dependence structures:
   rows.
 - **clustered**: as in real logs, questions come in stories of ``--story-size`` questions that
   share their latent noise ε ~ N(0, σ²), and every story is answered by all five LLMs
-  (``latent=True, shared_items=True``); the bootstrap resamples stories within cells.
+  (``latent=True, shared_items=True``); the bootstrap resamples stories within cells, the
+  noncentral-F interval divides F by the stories' design effect (and, in a third column, is
+  computed as if the rows were independent).
 
-Each data set is analysed as ``tomstats anova`` does by default (the pooled two-way ANOVA of
-the 0/1 outcome, type II) with 95 % intervals of partial η²: ``interval="bca"`` (``--n-boot``
+Each data set is analysed as ``tomstats anova`` does (the pooled two-way ANOVA of the 0/1
+outcome, type II) with 95 % intervals of partial η²: ``interval="bca"`` (``--n-boot``
 resamples) and ``interval="ncf"``. The true partial η² of a term is
 :math:`\\sigma^2_T / (\\sigma^2_T + \\sigma^2_e)` with :math:`\\sigma^2_T` the mean square of the
 term's component of the expected cell accuracies :math:`\\bar p_{ct}` (averaged over the LLMs)
@@ -58,7 +60,9 @@ PAGE = Path(__file__).resolve().parents[1] / "docs" / "anova.md"
 SCRIPT = "bench_eta2_intervals.py"
 #: The columns of the table the script prints (and writes with --write-docs).
 COLUMNS = ("data", "γ", "term", "true partial η²", "BCa coverage", "ncf coverage",
-           "BCa mean width", "ncf mean width")
+           "ncf coverage, clusters ignored", "BCa mean width", "ncf mean width")
+#: The intervals compared: (method, whether the clusters are passed).
+METHODS = {"bca": ("bca", True), "ncf": ("ncf", True), "ncf_rows": ("ncf", False)}
 TERMS = (CONTEXT, TOM, f"{CONTEXT}:{TOM}")
 LABELS = {CONTEXT: "context", TOM: "ToM order", f"{CONTEXT}:{TOM}": "interaction"}
 STRUCTURES = ("independent", "clustered")
@@ -115,8 +119,7 @@ def run_scenario(structure: str, gamma: float, args: argparse.Namespace
                  ) -> dict[str, dict[str, np.ndarray]]:
     """Bounds of both intervals per data set: ``{method: {term: (R, 2) array}}``."""
     params = Params(0.0, gamma, 0.0, float(PAPER_PARAMS.sigma))
-    out: dict[str, dict[str, list[np.ndarray]]] = {m: {t: [] for t in TERMS}
-                                                   for m in ("bca", "ncf")}
+    out: dict[str, dict[str, list[np.ndarray]]] = {m: {t: [] for t in TERMS} for m in METHODS}
     done, chunk_seed = 0, args.seed * 1000 + STRUCTURES.index(structure) * 100
     while done < args.replicates:
         r = min(CHUNK, args.replicates - done)
@@ -124,13 +127,14 @@ def run_scenario(structure: str, gamma: float, args: argparse.Namespace
                    chunk_seed + done // CHUNK + int(round(gamma * 1000)) * 7919, r)
         cluster = "item" if structure == "clustered" else None
         for _rep, sub in df.groupby("replicate", sort=True):
-            for method in ("bca", "ncf"):
+            for key, (method, clustered) in METHODS.items():
                 tab = anova(sub, "correct", [CONTEXT, TOM], ci=0.95, n_boot=args.n_boot,
-                            cluster=cluster, seed=args.seed + done, interval=method)
+                            cluster=cluster if clustered else None, seed=args.seed + done,
+                            interval=method)
                 for t in TERMS:
                     row = tab[tab["source"] == t].iloc[0]
-                    out[method][t].append(np.array([row["partial_eta2_low"],
-                                                    row["partial_eta2_high"]]))
+                    out[key][t].append(np.array([row["partial_eta2_low"],
+                                                 row["partial_eta2_high"]]))
         done += r
     return {m: {t: np.vstack(v) for t, v in d.items()} for m, d in out.items()}
 
@@ -143,7 +147,7 @@ def _coverage(b: np.ndarray, truth: float) -> str:
 
 def _width(b: np.ndarray) -> str:
     w = b[:, 1] - b[:, 0]
-    return f"{w.mean():.4f} ± {w.std(ddof=1) / np.sqrt(len(w)):.4f}"
+    return f"{w.mean():.4f} ± {w.std(ddof=1) / np.sqrt(len(w)):.5f}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -164,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 rows.append([structure, f"{gamma:g}", LABELS[t], f"{truth[t]:.4f}",
                              _coverage(res["bca"][t], truth[t]),
                              _coverage(res["ncf"][t], truth[t]),
+                             _coverage(res["ncf_rows"][t], truth[t]) if structure == "clustered"
+                             else "(same)",
                              _width(res["bca"][t]), _width(res["ncf"][t])])
             print(f"{structure} γ={gamma:g} done, {time.perf_counter() - t0:.0f} s",
                   file=sys.stderr)

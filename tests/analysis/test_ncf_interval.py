@@ -321,3 +321,36 @@ def test_cli_bad_interval_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--interval" in err[0] and "'steiger'" in err[0], err
+
+
+# ---------------------------------------------------------------------------------------------
+# the measurement on docs/anova.md
+# ---------------------------------------------------------------------------------------------
+
+def test_docs_table_is_the_benchmarks() -> None:
+    """docs/anova.md's coverage table lies between bench_eta2_intervals.py's markers, opens
+    with the command that wrote it (whose arguments parse) and has the script's columns and
+    rows (never its numbers: they are the measurement)."""
+    import importlib.util
+    import shlex
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(
+        "bench_eta2_intervals_docs", repo / "benchmarks" / "bench_eta2_intervals.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = (repo / "docs" / "anova.md").read_text(encoding="utf-8")
+    import _docs  # the benchmark put benchmarks/ on the path
+
+    begin, end = _docs.begin_marker(mod.SCRIPT), _docs.end_marker(mod.SCRIPT)
+    assert text.count(begin) == 1 and text.count(end) == 1
+    body = text[text.index(begin) + len(begin): text.index(end)]
+    cmd = re.match(r"\s*`([^`]+)`", body)
+    assert cmd, "the block does not open with the command that wrote it"
+    words = shlex.split(cmd.group(1))
+    assert words[:2] == ["python", "benchmarks/bench_eta2_intervals.py"]
+    args = mod.parser().parse_args(words[2:])
+    rows = [[c.strip() for c in line.strip().split("|")[1:-1]] for line in body.splitlines()
+            if line.startswith("|") and not line.startswith("|---")]
+    assert tuple(rows[0]) == mod.COLUMNS
+    assert [tuple(r[:3]) for r in rows[1:]] == mod.row_keys(args)
