@@ -109,6 +109,19 @@ def test_one_repeated_draw_is_power_from_the_fit_with_those_parameters(slopes_fi
     assert bayes.posterior["draws_used"] == bayes.posterior["draws_available"] == 4
 
 
+def test_one_repeated_draw_compare_is_the_laplace_path(slopes_fit, pilot):
+    """The same with a reduced model that drops the random slope: its type I error studies
+    take each draw's Σ without the slope's row and column."""
+    kw = dict(compare=INTERCEPTS, n_sims=8, seed=2, chunk=8, progress=False)
+    ml = power_from_fit(slopes_fit, **kw)
+    bayes = power_from_fit(repeated(slopes_fit, pilot), data=pilot, **kw)
+    a, b = ml.table, bayes.table
+    np.testing.assert_array_equal(a["power"], b["assurance"])
+    np.testing.assert_array_equal(a["null_power"], b["null_power"])
+    pd.testing.assert_frame_equal(a[COUNTS], b[COUNTS])
+    assert bayes.df == ml.df == 2
+
+
 def test_draws_become_lme4s_covariance_factors(slopes_fit, pilot):
     """θ of each draw gives back its Σ = D C D (TᵀT, lower triangular), in the Laplace fit's
     order of effects and coefficients, whatever the stored order."""
@@ -313,3 +326,76 @@ def test_cli_a_laplace_fit_of_a_log_with_more_columns(pilot, tmp_path, cli):
     assert code == 0, err
     code, out, err = cli(*run, "--draws", "3", "--out", "no")
     assert code == 2 and "--draws applies to a Bayesian fit" in err
+
+
+# --------------------------------------------------------------------------- a real fit, docs
+
+#: The commands of docs/power-from-fit.md's assurance section (in the folder of pilot.csv).
+DOCS_FIT = ("fit", "pilot.csv", "--model", SLOPES, "--backend", "numpyro", "--chains", "4",
+            "--draws", "1000", "--tune", "1000", "--seed", "1", "--out", "fit.nc")
+DOCS_LAPLACE = ("fit", "pilot.csv", "--model", SLOPES, "--backend", "laplace", "--out",
+                "fit.json")
+DOCS_RUN = ("--data", "pilot.csv", "--term", "x", "--along", "g=20,40", "--replicates", "200",
+            "--seed", "4")
+
+
+@pytest.fixture(scope="session")
+def docs_runs(tmp_path_factory) -> dict[str, dict]:
+    """The page's commands run in a fresh folder: a real NUTS fit of the pilot log, its
+    assurance, and the power at the Laplace fit of the same log (power.json of each)."""
+    import os
+
+    import arviz as az
+
+    from tomstats.cli import main
+
+    folder = tmp_path_factory.mktemp("assurance_docs")
+    pd.DataFrame(json.loads((REF / "lme4_power.json").read_text())["data"]).to_csv(
+        folder / "pilot.csv", index=False)
+    here = Path.cwd()
+    os.chdir(folder)
+    try:
+        for args in (DOCS_FIT, DOCS_LAPLACE,
+                     ("power", "--from-fit", "fit.nc", *DOCS_RUN, "--out", "assurance"),
+                     ("power", "--from-fit", "fit.json", *DOCS_RUN, "--out", "power")):
+            assert main(list(args)) == 0, args
+    finally:
+        os.chdir(here)
+    fit_hash = az.from_netcdf(str(folder / "fit.nc")).posterior.attrs["data_hash"]
+    return {k: json.loads((folder / k / "power.json").read_text()) | {"fit_hash": fit_hash}
+            for k in ("assurance", "power")}
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_on_a_real_bayesian_fit(docs_runs):
+    """(d) A NUTS fit that passed its checks: every draw sampled from, provenance kept, the
+    Laplace fit's power beside it on the same design points."""
+    a, p = docs_runs["assurance"], docs_runs["power"]
+    assert a["kind"] == "assurance" and p["kind"] == "power"
+    src = a["posterior"]
+    assert src["file"] == "fit.nc" and src["failed_checks"] == []
+    assert src["draws_used"] == src["draws_available"] == 4000
+    assert src["data_hash"] == a["fit_hash"] and src["backend"] == "numpyro"
+    for rows in (a["rows"], p["rows"]):
+        assert [r["g"] for r in rows] == [20, 40]
+        assert all(r["n_valid"] == r["null_n_valid"] == 200 for r in rows)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+@pytest.mark.slow
+def test_docs_assurance_numbers_are_the_commands(docs_runs):
+    from .test_from_fit import _page_table
+
+    head = ["groups", "power (%)", "95 % CI", "assurance (%)", "95 % CI",
+            "type I error (%), power / assurance"]
+    rows = [head]
+    for ra, rp in zip(docs_runs["assurance"]["rows"], docs_runs["power"]["rows"],
+                      strict=True):
+        rows.append([str(ra["g"]), _pct(rp["power"]),
+                     f"{_pct(rp['ci_low'])}–{_pct(rp['ci_high'])}", _pct(ra["assurance"]),
+                     f"{_pct(ra['ci_low'])}–{_pct(ra['ci_high'])}",
+                     f"{_pct(rp['null_power'])} / {_pct(ra['null_power'])}"])
+    assert _page_table("<!-- table: assurance -->") == rows

@@ -36,6 +36,11 @@ as "not significant"; singular full fits (lme4's ``isSingular``: a diagonal elem
 :math:`T_k` below :math:`10^{-4}`) are counted and kept. A design point stops early, after
 a chunk, when more than ``max_failed`` of its studies so far failed.
 
+From a Bayesian fit of a formula model (:func:`tomstats.glmm.fit`), each study first takes
+one posterior draw at random (:mod:`tomstats.planning.from_posterior`: its :math:`\beta`,
+and its SDs and correlations as :math:`T_k`) and is then simulated and refitted as above;
+the share of rejections is the assurance (power averaged over the posterior).
+
 Dimensions (``along`` and ``by``, ``{name: values}``):
 
 - a grouping factor ``g`` (a data column of a random-effects term): its number of levels.
@@ -61,7 +66,8 @@ from tomstats.glmm._hints import InputError
 from tomstats.planning.from_posterior import is_posterior, posterior_fit
 
 __all__ = ["FitPowerResult", "power_from_fit", "simulate_outcomes", "term_columns",
-           "load_laplace_fit", "lrt_statistics", "FIT_TESTS", "ROWS_PREFIX"]
+           "load_laplace_fit", "load_power_fit", "lrt_statistics", "FIT_TESTS",
+           "ROWS_PREFIX"]
 
 #: Tests of :func:`power_from_fit`.
 FIT_TESTS = ("wald", "lrt")
@@ -893,18 +899,18 @@ def power_from_fit(
     allow_warnings: bool = False,
     fit_name: str | None = None,
 ) -> FitPowerResult:
-    r"""Power (and type I error) of a test of ``term``, or of the likelihood-ratio test
+    """Power (and type I error) of a test of ``term``, or of the likelihood-ratio test
     against the reduced model ``compare``, for studies simulated from ``fit``; from a
     Bayesian fit, assurance.
 
     **Assurance.** With a Bayesian formula fit each study first takes one parameter set
-    :math:`(\beta^{(s)}, \theta^{(s)})`, :math:`s` drawn uniformly (seeded) from the
+    :math:`(\\beta^{(s)}, \\theta^{(s)})`, :math:`s` drawn uniformly (seeded) from the
     posterior draws (:mod:`tomstats.planning.from_posterior`), with the coefficients of
     ``set_effects``, of an ``along``/``by`` coefficient and (for the type I error) the
     tested ones set in every draw; then it is simulated and refitted as from a Laplace fit.
     The share of rejections estimates the assurance
-    :math:`\int P(\text{reject}\mid\beta, \theta)\,p(\beta, \theta\mid y)\,
-    d(\beta, \theta)`, each study an independent Bernoulli trial of it (hence the same
+    :math:`\\int P(\\text{reject}\\mid\\beta, \\theta)\\,p(\\beta, \\theta\\mid y)\\,
+    d(\\beta, \\theta)`, each study an independent Bernoulli trial of it (hence the same
     Wilson interval).
 
     Parameters
