@@ -172,6 +172,21 @@ def test_half_null_half_huge_gives_the_mean_of_the_two(intercepts_fit, pilot):
     assert zero.effects == {"x": 0.0}
 
 
+def test_along_a_coefficient_sets_it_in_every_draw(intercepts_fit, pilot):
+    """The varied coefficient takes the point's value in every draw (the rest is drawn):
+    the estimates follow the point, not the posterior of x; the null studies are shared."""
+    n = 10
+    sd = np.sqrt(intercepts_fit.covariances()[0][0, 0])
+    idata = posterior(pilot, INTERCEPTS, {"Intercept": np.full(n, intercepts_fit.beta[0]),
+                                          "x": np.linspace(-3, 3, n)}, np.full((n, 1), sd))
+    res = power_from_fit(idata, "x", data=pilot, along={"x": [0.0, 2.0]}, n_sims=40,
+                         seed=6, chunk=40, progress=False, allow_warnings=True)
+    t = res.table
+    assert abs(t["estimate"].iloc[0]) < 0.15 and abs(t["estimate"].iloc[1] - 2.0) < 0.3
+    assert t["assurance"].iloc[0] < 0.2 < 0.9 < t["assurance"].iloc[1]
+    assert t["null_power"].nunique() == 1 and t["null_estimate"].nunique() == 1
+
+
 def test_same_seed_same_assurance_other_seed_other_draws(intercepts_fit, pilot):
     n = 10
     sd = np.sqrt(intercepts_fit.covariances()[0][0, 0])
