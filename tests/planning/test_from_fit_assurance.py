@@ -38,7 +38,8 @@ def intercepts_fit(pilot):
 
 def posterior(df: pd.DataFrame, formula: str, beta: dict[str, np.ndarray],
               sd: np.ndarray, corr: np.ndarray | None = None, *, chains: int = 2,
-              diverging: bool = False, columns: dict[str, str] | None = None):
+              diverging: bool = False, columns: dict[str, str] | None = None,
+              family: str | None = None):
     """An InferenceData laid out as ``tomstats.glmm.fit`` writes a formula fit of one term
     ``(... | g)``: draws (chain-major) of ``beta`` (by the Bayesian names, ``Intercept``),
     ``sd_g`` and ``corr_g``, the spec, data hash and column mapping of ``df``."""
@@ -48,7 +49,7 @@ def posterior(df: pd.DataFrame, formula: str, beta: dict[str, np.ndarray],
     from tomstats.glmm.provenance import data_hash, used_columns
 
     prepared = prepare_data(df, columns).reset_index(drop=True)
-    spec, md = build_design(formula, prepared)
+    spec, md = build_design(formula, prepared, family=family)
     names = list(beta)
     b = np.stack([beta[n] for n in names], axis=-1)
     S = b.shape[0]
@@ -86,7 +87,7 @@ def repeated(fit, df: pd.DataFrame, n: int = 4):
     beta = {("Intercept" if k == "(Intercept)" else k): np.full(n, v)
             for k, v in zip(fit.coef_names, fit.beta, strict=True)}
     return posterior(df, fit.formula, beta, np.tile(sd, (n, 1)),
-                     None if corr is None else np.tile(corr, (n, 1, 1)))
+                     None if corr is None else np.tile(corr, (n, 1, 1)), family=fit.family)
 
 
 COUNTS = ["n_sims", "n_valid", "n_failed", "n_singular", "null_n_sims", "null_n_valid",
@@ -120,6 +121,18 @@ def test_one_repeated_draw_compare_is_the_laplace_path(slopes_fit, pilot):
     np.testing.assert_array_equal(a["null_power"], b["null_power"])
     pd.testing.assert_frame_equal(a[COUNTS], b[COUNTS])
     assert bayes.df == ml.df == 2
+
+
+def test_a_binomial_fit_is_the_laplace_path_too(pilot):
+    """Binomial counts (``k | trials(n)``): one repeated draw, the Laplace path's studies."""
+    agg = pilot.assign(xb=(pilot["x"] > 0).astype(int)).groupby(
+        ["g", "xb"], as_index=False).agg(k=("y", "sum"), n=("y", "size"))
+    fit = fit_lme(agg, "k | trials(n) ~ xb + (1 | g)", family="binomial")
+    kw = dict(n_sims=10, seed=7, chunk=10, progress=False)
+    ml = power_from_fit(fit, "xb", **kw)
+    bayes = power_from_fit(repeated(fit, agg), "xb", data=agg, **kw)
+    np.testing.assert_array_equal(ml.table["power"], bayes.table["assurance"])
+    pd.testing.assert_frame_equal(ml.table[COUNTS], bayes.table[COUNTS])
 
 
 def test_draws_become_lme4s_covariance_factors(slopes_fit, pilot):
