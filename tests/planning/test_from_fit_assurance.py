@@ -3,6 +3,7 @@ simulated from one posterior draw and refitted by Laplace, as from a Laplace fit
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -320,6 +321,8 @@ def test_cli_assurance_and_refusals(intercepts_fit, pilot, tmp_path, structural_
     assert "one of 3 posterior draws of bayes.nc (of 6)" in out
     js = json.loads((tmp_path / "out" / "power.json").read_text())
     assert js["kind"] == "assurance" and js["posterior"]["file"] == "bayes.nc"
+    assert js["posterior"]["file_sha256"] == hashlib.sha256(
+        (tmp_path / "bayes.nc").read_bytes()).hexdigest()
     assert "assurance" in pd.read_csv(tmp_path / "out" / "power.csv").columns
     # refusals: one line, exit 2, nothing written
     bad = idata.copy()

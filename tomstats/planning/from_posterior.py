@@ -24,10 +24,12 @@ Nothing in the file is run: the stored formula is re-read by the formula checker
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,7 +55,7 @@ class FitDraws:
         :math:`\\theta` per draw, term by term in lme4's order.
     source : dict
         Provenance: file, model, data hash, backend, seed, ``draws_available``,
-        ``draws_used``, ``failed_checks``.
+        ``draws_used``, ``failed_checks`` (and ``file_sha256`` when named by its path).
     """
 
     beta: np.ndarray
@@ -217,7 +219,8 @@ def posterior_fit(idata: Any, data: pd.DataFrame | None = None,
     allow_warnings : bool
         Use a fit that failed its own checks (:mod:`tomstats.glmm.verdict`).
     name : str
-        How the fit is named in messages and provenance (its path).
+        How the fit is named in messages and provenance (its path: the file's SHA-256 is
+        recorded too).
 
     Returns
     -------
@@ -262,4 +265,6 @@ def posterior_fit(idata: Any, data: pd.DataFrame | None = None,
                  for k in ("backend", "seed", "created_at")},
               "draws_available": int(n_all), "draws_used": int(len(idx)),
               "failed_checks": list(failed)}
+    if Path(name).is_file():  # named by its path: the file itself, as power --posterior
+        source["file_sha256"] = hashlib.sha256(Path(name).read_bytes()).hexdigest()
     return centre, FitDraws(beta=beta, theta=theta, source=source)
