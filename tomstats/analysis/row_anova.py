@@ -732,8 +732,12 @@ def anova(
     the noncentral F distribution of its F test
     (:func:`tomstats.analysis.intervals.ncf_eta2_interval`, Steiger 2004), and in a
     between-subjects design η² too (with :math:`F' = (\eta^2/DF)/((1 - \eta^2)/DF_E)`, as R's
-    effectsize does); only those columns are added. It assumes independent rows (no
-    clustering) and normal errors; it is NaN where F is NaN or infinite (a degenerate term).
+    effectsize does); only those columns are added. With ``cluster`` in a between design the
+    F test is the nested one: :math:`F/\hat D` on :math:`(DF, K - C)` degrees of freedom, with
+    the design effect :math:`\hat D = MS_\text{clusters}/MS_\text{res}` of the :math:`K`
+    clusters (a cluster value within one cell) in :math:`C` cells, and the noncentrality
+    bounds scaled back by :math:`\hat D` (``attrs["design_effect"]``); without it the rows are
+    taken as independent. NaN where F is NaN or infinite (a degenerate term).
 
     Parameters
     ----------
@@ -766,7 +770,7 @@ def anova(
     interval
         ``"bca"`` (default): cluster-bootstrap BCa intervals of every effect size;
         ``"ncf"``: noncentral-F intervals of partial η² (and η² in between designs), no
-        bootstrap (``n_boot``, ``cluster`` and ``seed`` unused).
+        bootstrap (``n_boot`` and ``seed`` unused; ``cluster`` gives the design effect).
 
     Returns
     -------
