@@ -354,3 +354,19 @@ def test_docs_table_is_the_benchmarks() -> None:
             if line.startswith("|") and not line.startswith("|---")]
     assert tuple(rows[0]) == mod.COLUMNS
     assert [tuple(r[:3]) for r in rows[1:]] == mod.row_keys(args)
+
+
+def test_log_report_uses_the_default_interval(tmp_path: Path) -> None:
+    """The log report's ANOVA shows the noncentral-F intervals unless --n-boot asks for the
+    bootstrap (0: none)."""
+    log = _log(tmp_path)
+    texts = {}
+    for name, extra in (("default", []), ("boot", ["--n-boot", "30"]), ("none", ["--n-boot", "0"])):
+        out = tmp_path / f"{name}.md"
+        assert main(["report", str(log), "--format", "md", "--out", str(out), *extra]) == 0
+        texts[name] = (out / "report.md").read_text(encoding="utf-8")
+    assert "noncentral-F intervals of η² and partial η² (Steiger 2004; the F tests divided by " \
+           "the design effect of the story_id clusters" in texts["default"]
+    assert "cluster bootstrap, 30 resamples of story_id within cells, seed 0 (BCa)" \
+        in texts["boot"]
+    assert "No intervals (--n-boot 0)." in texts["none"]
