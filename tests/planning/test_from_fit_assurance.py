@@ -157,6 +157,9 @@ def test_draws_become_lme4s_covariance_factors(slopes_fit, pilot):
                                              np.median(beta["x"])])
     _, thin = posterior_fit(posterior(pilot, SLOPES, beta, sd, corr), pilot, draws=3)
     assert thin.n_draws == 3 and thin.source["draws_available"] == 6
+    # without data: the rows the fit stored (its constant_data), the same data hash
+    _, own = posterior_fit(posterior(pilot, SLOPES, beta, sd, corr))
+    np.testing.assert_array_equal(own.theta, draws.theta)
 
 
 def test_half_null_half_huge_gives_the_mean_of_the_two(intercepts_fit, pilot):
