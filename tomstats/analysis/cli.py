@@ -7,7 +7,8 @@ intervals, the questions and errors per cell and StorySim's error taxonomy
 ``tomstats anova LOG`` prints the simulation paper's Table 1 for a real log
 (:func:`tomstats.analysis.log_anova.log_anova`): the two-way ANOVA context length × ToM order
 of the binary outcome with η², partial η², ω², partial ω² and generalized η², pooled over the
-LLMs and, with ``--by model``, per LLM; ``--ci 0.95`` adds cluster-bootstrap intervals;
+LLMs and, with ``--by model``, per LLM; ``--ci 0.95`` adds noncentral-F intervals of η² and
+partial η² (``--interval bca`` or ``--n-boot N``: cluster-bootstrap intervals of all five);
 ``--within``/``--subject`` give the repeated-measures form (LLMs as subjects).
 
 Both read the runner's JSON Lines log or any CSV/parquet table with one row per question;

@@ -5,7 +5,8 @@ leaves out runner error records, checks every factor, cell and subject before an
 runs :func:`tomstats.analysis.row_anova.anova` pooled over the LLMs and, with ``by``, per
 group: the two-way ANOVA context length × ToM order of the binary outcome with η², partial η²,
 ω², partial ω² and generalized η² by default; ``within``/``subject`` give the
-repeated-measures form (LLMs as subjects), ``ci`` cluster-bootstrap intervals.
+repeated-measures form (LLMs as subjects), ``ci`` intervals (noncentral F for η² and partial
+η² by default, ``interval="bca"`` the cluster bootstrap for all five).
 :func:`format_anova` prints the table.
 """
 

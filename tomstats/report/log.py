@@ -7,7 +7,8 @@
 2. accuracy by context length and ToM order per LLM (the simulation paper's Figure 2) with
    Wilson intervals, as a figure and a table (:func:`tomstats.analysis.summary.summarize`);
 3. the two-way ANOVA context length × ToM order per LLM and pooled, with η², partial η²,
-   ω², partial ω² and generalized η² and their cluster-bootstrap intervals
+   ω², partial ω² and generalized η², with noncentral-F intervals of η² and partial η² (with
+   ``--n-boot N``: cluster-bootstrap intervals of all five)
    (:func:`tomstats.analysis.log_anova.log_anova`);
 4. StorySim's error taxonomy per cell (first common location, recency, refusal/unparseable,
    other), as a stacked-bar figure and a table;
