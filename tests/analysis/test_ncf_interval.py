@@ -227,7 +227,7 @@ def test_cluster_design_effect_restores_coverage() -> None:
 
 def test_design_effect_values() -> None:
     """D = MS_clusters/MS_res; every cluster one row: no correction; one cluster per cell:
-    refused, naming the column."""
+    no interval, and the note names the column."""
     rng = np.random.default_rng(0)
     df = _nested(rng, 0.2, 1)[0]
     tab = anova(df, "y", ["g"], ci=0.95, interval="ncf", cluster="cl")
@@ -242,8 +242,10 @@ def test_design_effect_values() -> None:
     t1 = anova(single, "y", ["g"], ci=0.95, interval="ncf", cluster="cl")
     t0 = anova(single, "y", ["g"], ci=0.95, interval="ncf")
     pd.testing.assert_frame_equal(t1, t0, check_like=True, check_exact=False)
-    with pytest.raises(ValueError, match="cluster 'g2': one cluster per cell"):
-        anova(df.assign(g2=df["g"]), "y", ["g"], ci=0.95, interval="ncf", cluster="g2")
+    one = anova(df.assign(g2=df["g"]), "y", ["g"], ci=0.95, interval="ncf", cluster="g2")
+    assert one[["partial_eta2_low", "eta2_high"]].isna().all().all()
+    assert one["note"].iloc[0].startswith("no noncentral-F interval: one g2 cluster per cell")
+    assert one["note"].iloc[-1] == ""  # the Residual row has no interval anyway
 
 
 def test_degenerate_terms_are_nan() -> None:

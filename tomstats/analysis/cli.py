@@ -129,6 +129,8 @@ def _design_effect_words(attrs: dict) -> str:
     where = " (pooled table)" if attrs.get("by") else ""
     if attrs.get("design_effect") is None:
         return f" (each {attrs['cluster']} value one row: rows taken as independent)"
+    if attrs["design_effect"] != attrs["design_effect"]:  # NaN: one cluster per cell
+        return f" (one {attrs['cluster']} cluster per cell{where}: see the notes)"
     return (f", design effect of the {attrs['cluster']} clusters "
             f"{attrs['design_effect']:.3g}{where}")
 

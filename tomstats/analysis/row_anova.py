@@ -825,8 +825,9 @@ def anova(
         if clus is not None and not wfac and subject is None:
             shape = tuple(len(lv) for lv, _ in bcodes)
             cell = np.ravel_multi_index(tuple(c for _, c in bcodes), shape)
-            deff = _design_effect(y, cell, clus, cluster)
-        _add_ncf_intervals(frame, float(ci), between_design=not wfac, deff=deff)
+            deff = _design_effect(y, cell, clus)
+        _add_ncf_intervals(frame, float(ci), between_design=not wfac, deff=deff,
+                           cluster=cluster)
     return frame
 
 
@@ -838,14 +839,14 @@ def check_interval(interval: Any) -> None:
         raise ValueError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
 
 
-def _design_effect(y: np.ndarray, cell: np.ndarray, clus: np.ndarray, name: str | None
+def _design_effect(y: np.ndarray, cell: np.ndarray, clus: np.ndarray
                    ) -> tuple[float, float] | None:
     r"""The design effect of clusters nested in cells and its degrees of freedom:
     :math:`\hat D = MS_\text{clusters} / MS_\text{res}` with
     :math:`MS_\text{clusters} = \sum_j n_j (\bar y_j - \bar y_{c(j)})^2 / (K - C)` over the
     :math:`K` clusters (a cluster value within one cell) of the :math:`C` cells, and
-    :math:`K - C`. None when every cluster is one row (the rows are the units); ValueError
-    when no cell has two clusters."""
+    :math:`K - C`. None when every cluster is one row (the rows are the units); NaN and 0
+    when no cell has two clusters (the design effect cannot be estimated)."""
     _, stats = _cluster_stats(cell, clus, y)
     n_c = np.bincount(cell, minlength=int(cell.max()) + 1).astype(float)
     s_c = np.bincount(cell, weights=y, minlength=len(n_c))
@@ -855,8 +856,7 @@ def _design_effect(y: np.ndarray, cell: np.ndarray, clus: np.ndarray, name: str 
     df_clu = float(len(n_j) - np.count_nonzero(n_c))
     df_res = float(len(y) - np.count_nonzero(n_c))
     if df_clu < 1:
-        raise ValueError(f"cluster {name!r}: one cluster per cell; the noncentral-F interval "
-                         "needs two clusters in some cell to estimate the design effect")
+        return float("nan"), 0.0
     ss_clu = float(np.sum(s_j * s_j / n_j) - np.sum(s_c * s_c / np.where(n_c > 0, n_c, 1)))
     ss_res = float(np.sum(q_j) - np.sum(s_c * s_c / np.where(n_c > 0, n_c, 1)))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -864,13 +864,15 @@ def _design_effect(y: np.ndarray, cell: np.ndarray, clus: np.ndarray, name: str 
 
 
 def _add_ncf_intervals(frame: pd.DataFrame, ci: float, between_design: bool,
-                       deff: tuple[float, float] | None = None) -> None:
+                       deff: tuple[float, float] | None = None, cluster: str | None = None
+                       ) -> None:
     r"""Noncentral-F intervals of partial η² (and of η² in a between design) added to the
     table in place, before ``note``; NaN on the ``Residual`` row and where F is not finite.
 
     With clusters (``deff`` = :math:`(\hat D, K - C)` of :func:`_design_effect`) the F test
     is the nested one, :math:`F / \hat D` on :math:`(DF, K - C)` degrees of freedom, and its
-    noncentrality bounds are scaled back to rows, :math:`\lambda = \hat D\,\lambda_K`."""
+    noncentrality bounds are scaled back to rows, :math:`\lambda = \hat D\,\lambda_K`. With
+    one cluster per cell the bounds are NaN and the effect rows say why in ``note``."""
     f, d1, d2 = (frame[c].to_numpy(dtype=float) for c in ("F", "DF", "DF_error"))
     eff = np.isfinite(f)
     d1_ok, d2_ok = np.where(eff, d1, 1.0), np.where(eff, d2, 1.0)
@@ -886,11 +888,19 @@ def _add_ncf_intervals(frame: pd.DataFrame, ci: float, between_design: bool,
             cols[k] = ncf_eta2_interval(fk, d1_ok, d2_ok, ci)
             continue
         d_hat, df_k = deff
+        if df_k < 1:
+            cols[k] = (np.full(len(fk), np.nan), np.full(len(fk), np.nan))
+            continue
         with np.errstate(invalid="ignore", divide="ignore"):
             f_k = fk / d_hat if d_hat > 0 else np.full_like(fk, np.nan)
         lam = ncf_lambda_interval(np.where(np.isfinite(f_k), f_k, np.nan), d1_ok, df_k, ci)
         n_eff = d1_ok + d2_ok + 1
         cols[k] = tuple(d_hat * b / (d_hat * b + n_eff) for b in lam)
+    if deff is not None and deff[1] < 1:
+        why = (f"no noncentral-F interval: one {cluster} cluster per cell, so the design "
+               "effect cannot be estimated (--cluster names another unit)")
+        frame["note"] = [n if n or not ok else why for n, ok in zip(frame["note"], eff,
+                                                                    strict=True)]
     at = frame.columns.get_loc("note")
     for k in ("eta2", "partial_eta2"):
         if k in cols:

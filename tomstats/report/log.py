@@ -275,6 +275,8 @@ def _interval_words(attrs: Mapping[str, Any], level: float, n_boot: int, seed: i
     if attrs.get("interval") == "ncf":
         deff = attrs.get("design_effect")
         how = ("rows taken as independent" if unit is None or deff is None
+               else f"one {unit} cluster per cell in the pooled table, see the notes"
+               if deff != deff  # NaN: the design effect cannot be estimated
                else f"the F tests divided by the design effect of the {unit} clusters, "
                     f"{deff:.3g} in the pooled table")
         return (f"Intervals: {level:.0%} noncentral-F intervals of η² and partial η² "
