@@ -78,6 +78,9 @@ __all__ = ["TermShape", "LmeArrays", "lme_fit_arrays", "lme_deviance", "theta_st
 
 Array = jax.Array
 _DIFF_STEPS = 2
+#: Reuse the previous exact Hessian for a Newton step when, at the new point, the decrement
+#: it gives is below this share of the previous decrement (quadratic convergence under way).
+_CONTRACT = 0.01
 
 
 @dataclass(frozen=True)
@@ -454,6 +457,10 @@ class _Problem:
                                 for k in range(self.K)])
 
 
+def _sym(H: Array) -> Array:
+    return 0.5 * (H + H.T)
+
+
 def _canonical(pr: _Problem, theta: Array, u: Array) -> tuple[Array, Array]:
     """Negate every column of :math:`T_k` whose diagonal element is negative (and the
     matching component of :math:`u`): the same model, lme4's representative."""
@@ -497,31 +504,50 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
         cand = s["phi"] + s["t"] * s["d"]
         un = pr.pirls(s["u"], cand[:m], cand[m:], itol, max_inner)
         Dn = pr.laplace(un, pr.ztilde(cand[:m]), cand[m:])
-        gn, Hn = pr.grad_hess(cand, un)
         noise = 1e3 * eps * (jnp.abs(s["D"]) + 1.0)
         ok = first | (Dn <= s["D"] - 1e-4 * s["t"] * s["dec"] + noise)
-        ok = ok & jnp.isfinite(Dn) & jnp.all(jnp.isfinite(gn)) & jnp.all(jnp.isfinite(Hn))
+        ok = ok & jnp.isfinite(Dn)
+        # derivatives only at an accepted point (a rejected step only halves t); under vmap
+        # the cond becomes a select and both sides run, as before
+        gn, hvp = jax.vjp(lambda p: jax.grad(pr.ddev)(p, un), cand)
+        # the previous point's exact Hessian is reused for one step where the decrement it
+        # gives here has fallen fast (the quadratic phase: the step still contracts, at a
+        # ninth of the cost, a Hessian costing about nine gradients); never twice in a row,
+        # and convergence is only declared on an exact Hessian (the first time the reused one
+        # says "converged", the exact one is computed and decides from then on)
+        decq = direction(gn, s["H"])[1]
+        stale_ok = (s["fresh"] & ~first & ~s["exact"] & (decq >= tol)
+                    & (decq < _CONTRACT * s["dec"]))
+        fresh = ok & ~stale_ok
+        Hn = lax.cond(fresh, lambda: _sym(jax.vmap(hvp)(jnp.eye(mm, dtype=dtype))[0]),
+                      lambda: s["H"])
+        exact_phase = s["exact"] | (ok & ~first & (decq < tol))
+        ok = ok & jnp.all(jnp.isfinite(gn)) & jnp.all(jnp.isfinite(Hn))
         dn, decn = direction(gn, Hn)
         pick = lambda new, old: jnp.where(ok, new, old)  # noqa: E731
         it = s["it"] + ok.astype(s["it"].dtype)
         dec = pick(decn, s["dec"])
         t = jnp.where(ok, jnp.ones((), dtype), 0.5 * s["t"])
-        small = dec < tol
+        now_fresh = jnp.where(ok, fresh, s["fresh"])
+        small = (dec < tol) & now_fresh
         stuck = ~ok & (s["t"] < 2.0 ** -30)
         out_of_steps = it > max_iter
         conv = small | (stuck & (dec < jnp.maximum(tol, noise)))
         return dict(phi=pick(cand, s["phi"]), u=pick(un, s["u"]), D=pick(Dn, s["D"]),
                     g=pick(gn, s["g"]), H=pick(Hn, s["H"]), d=pick(dn, s["d"]), dec=dec,
                     t=t, it=it, done=small | stuck | out_of_steps | ~jnp.isfinite(dec),
-                    conv=conv)
+                    conv=conv, fresh=now_fresh, exact=jnp.where(ok, exact_phase, s["exact"]))
 
     init = dict(phi=phi0, u=jnp.zeros(pr.q_tot, dtype), D=jnp.asarray(jnp.inf, dtype),
                 g=jnp.zeros(mm, dtype), H=jnp.eye(mm, dtype=dtype), d=jnp.zeros(mm, dtype),
                 dec=jnp.asarray(jnp.inf, dtype), t=jnp.ones((), dtype),
                 it=jnp.zeros((), jnp.int32), done=jnp.asarray(False),
-                conv=jnp.asarray(False))
+                conv=jnp.asarray(False), fresh=jnp.asarray(False), exact=jnp.asarray(False))
     s = lax.while_loop(cond, body, init)
-    phi, u, D, H = s["phi"], s["u"], s["D"], s["H"]
+    phi, u, D = s["phi"], s["u"], s["D"]
+    # the exact Hessian at the end (standard errors, the reported eigenvalue) where the loop
+    # stopped on a reused one (out of iterations, or stuck)
+    H = lax.cond(s["fresh"], lambda: s["H"], lambda: pr.grad_hess(phi, u)[1])
     theta, beta = _canonical(pr, phi[:m], u)[0], phi[m:]
     sign_u = _canonical(pr, phi[:m], u)[1]
     # the Hessian in the canonical representative: theta elements of a negated column
