@@ -13,10 +13,14 @@ and refit every study with the same model:
 
 tomstats: :func:`tomstats.planning.from_fit.power_from_fit` (Wald test, no type I error run)
 is run once to compile (reported as ``first run``) and again with another seed; the second
-run's seconds divided by its refits is the amortised cost per refit. lme4: ``Rscript`` fits
-the pilot, ``simulate()``\\ s the studies and times ``refit()`` of each (lme4's fastest way
-to refit the same design; ``glmer`` from scratch is slower), measured in the same run.
-The ratio is lme4's seconds per refit over tomstats'.
+run's seconds divided by its refits is the amortised cost per refit. lme4, in the same run:
+``Rscript`` fits the pilot, ``simulate()``\\ s the studies and times two ways of refitting
+each: ``glmer()`` called afresh on the data with the simulated response, which is what
+simr's ``powerSim`` does for every study (its ``doFit.glmerMod`` builds and evaluates a new
+``glmer`` call), and ``refit()``, lme4's fastest way to refit the same design. The ratios are
+lme4's seconds per refit over tomstats'. tomstats is timed on one core (``cores=1``) and on
+every usable core (its default, one thread per core refitting part of each chunk); R, lme4
+and simr refit on one core.
 
     python benchmarks/bench_power_from_fit.py [--studies 200] [--r-studies 40] [--write-docs]
 
@@ -50,17 +54,23 @@ suppressPackageStartupMessages(library(lme4))
 a <- commandArgs(trailingOnly = TRUE)
 d <- read.csv(a[1]); d$g <- factor(d$g)
 n <- as.integer(a[3])
-m <- suppressMessages(suppressWarnings(glmer(as.formula(a[2]), data = d, family = binomial)))
+f <- as.formula(a[2])
+m <- suppressMessages(suppressWarnings(glmer(f, data = d, family = binomial)))
 ys <- simulate(m, nsim = n, seed = 1)
 t0 <- proc.time()[["elapsed"]]
 for (s in seq_len(n)) invisible(suppressMessages(suppressWarnings(refit(m, ys[[s]]))))
-cat((proc.time()[["elapsed"]] - t0) / n, "\n")
+t1 <- proc.time()[["elapsed"]]
+for (s in seq_len(n)) {
+  d2 <- d; d2$y <- ys[[s]]
+  invisible(suppressMessages(suppressWarnings(glmer(f, data = d2, family = binomial))))
+}
+t2 <- proc.time()[["elapsed"]]
+cat((t1 - t0) / n, (t2 - t1) / n, "\n")
 """
 
-
-def ours(formula: str, data: pd.DataFrame, studies: int) -> dict[str, float]:
-    """Seconds of a first (compiling) and a second run, and seconds per refit of the
-    second."""
+def ours(formula: str, data: pd.DataFrame, studies: int, cores: int) -> dict[str, float]:
+    """Seconds of a first (compiling) and a second run on ``cores`` cores, and seconds per
+    refit of the second."""
     import warnings
 
     from tomstats.glmm.lme import fit_lme
@@ -70,17 +80,20 @@ def ours(formula: str, data: pd.DataFrame, studies: int) -> dict[str, float]:
         warnings.simplefilter("ignore")
         fit = fit_lme(data, formula)
     t0 = time.perf_counter()
-    first = power_from_fit(fit, "x", n_sims=studies, seed=1, type_one=False, progress=False)
+    first = power_from_fit(fit, "x", n_sims=studies, seed=1, type_one=False, progress=False,
+                           cores=cores)
     t1 = time.perf_counter()
-    second = power_from_fit(fit, "x", n_sims=studies, seed=2, type_one=False, progress=False)
+    second = power_from_fit(fit, "x", n_sims=studies, seed=2, type_one=False, progress=False,
+                            cores=cores)
     t2 = time.perf_counter()
     return {"first_s": t1 - t0, "second_s": t2 - t1, "refits": second.refits,
             "per_refit": (t2 - t1) / second.refits,
             "failed": int(first.table["n_failed"].sum() + second.table["n_failed"].sum())}
 
 
-def lme4(formula: str, data: pd.DataFrame, studies: int) -> float | None:
-    """Seconds per ``refit()`` of ``glmer`` in R, or None without Rscript and lme4."""
+def lme4(formula: str, data: pd.DataFrame, studies: int) -> tuple[float, float] | None:
+    """Seconds per ``refit()`` and per fresh ``glmer()`` call in R, or None without Rscript
+    and lme4."""
     if shutil.which("Rscript") is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,7 +105,8 @@ def lme4(formula: str, data: pd.DataFrame, studies: int) -> float | None:
                              capture_output=True, text=True, check=False)
     if res.returncode != 0:
         return None
-    return float(res.stdout.split()[-1])
+    refit_s, glmer_s = (float(v) for v in res.stdout.split()[-2:])
+    return refit_s, glmer_s
 
 
 def main() -> None:
@@ -107,17 +121,28 @@ def main() -> None:
                     help="write the table into docs/power-from-fit.md")
     args = ap.parse_args()
     data = pd.DataFrame(json.loads(DATA.read_text())["data"])
+    from tomstats.planning.from_fit import default_cores
+
+    n_cores = default_cores()
     rows = []
     for name in args.models:
-        o = ours(MODELS[name], data, args.studies)
+        o1 = ours(MODELS[name], data, args.studies, 1)
+        on = ours(MODELS[name], data, args.studies, n_cores) if n_cores > 1 else o1
         r = lme4(MODELS[name], data, args.r_studies)
         shown = MODELS[name].replace("|", "\\|")  # a Markdown table cell
+        p1, pn = o1["per_refit"], on["per_refit"]
         rows.append({"model": f"{name}: `{shown}`",
-                     "tomstats first run (s)": f"{o['first_s']:.1f}",
-                     "tomstats ms per refit": f"{1e3 * o['per_refit']:.1f}",
-                     "lme4 ms per refit": "n/a" if r is None else f"{1e3 * r:.0f}",
-                     "ratio": "n/a" if r is None else f"{r / o['per_refit']:.0f} x"})
-        print(json.dumps({"model": name, **o, "lme4_per_refit": r}), flush=True)
+                     "tomstats first run (s)": f"{o1['first_s']:.1f}",
+                     "tomstats ms per refit, 1 core": f"{1e3 * p1:.2f}",
+                     f"tomstats ms per refit, {n_cores} cores": f"{1e3 * pn:.2f}",
+                     "lme4 glmer() ms (as simr)": "n/a" if r is None else f"{1e3 * r[1]:.0f}",
+                     "lme4 refit() ms": "n/a" if r is None else f"{1e3 * r[0]:.0f}",
+                     "glmer() / tomstats, 1 core": "n/a" if r is None else f"{r[1] / p1:.0f} x",
+                     f"glmer() / tomstats, {n_cores} cores":
+                         "n/a" if r is None else f"{r[1] / pn:.0f} x",
+                     "refit() / tomstats, 1 core": "n/a" if r is None else f"{r[0] / p1:.0f} x"})
+        print(json.dumps({"model": name, "one_core": o1, "all_cores": on, "cores": n_cores,
+                          "lme4_refit": r and r[0], "lme4_glmer": r and r[1]}), flush=True)
     head = list(rows[0])
     table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
                       + ["| " + " | ".join(r[h] for h in head) + " |" for r in rows])

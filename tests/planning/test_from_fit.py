@@ -4,6 +4,7 @@ against lme4 simulating and refitting the same design (tests/reference/lme4_powe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -460,3 +461,45 @@ def test_a_real_log_extended_to_more_llms(shared_data):
 def test_size_guard_refuses_a_run_of_years_before_any_work(fit):
     with pytest.raises(ValueError, match="power from a fit too large: would take about"):
         power_from_fit(fit, "x", n_sims=10**9, progress=False)
+
+
+def test_refits_on_several_cores_give_the_same_result(fit):
+    # blocks of 25 studies (the last of 10, padded) are simulated in order from one stream and
+    # refitted side by side, one a core: the table is the same whatever the number of cores
+    kw = dict(n_sims=60, seed=2, progress=False, set_effects={"x": 0.4})
+    one = power_from_fit(fit, "x", cores=1, **kw)
+    for cores in (2, 3):
+        pd.testing.assert_frame_equal(one.table, power_from_fit(fit, "x", cores=cores,
+                                                                **kw).table)
+    lrt = dict(compare="y ~ x + (1 | g)", n_sims=30, seed=1, chunk=10, progress=False,
+               type_one=False)
+    pd.testing.assert_frame_equal(power_from_fit(fit, cores=1, **lrt).table,
+                                  power_from_fit(fit, cores=2, **lrt).table)
+
+
+@pytest.mark.parametrize("cores", [0, -1, 1.5, True])
+def test_cores_must_be_a_positive_integer(fit, cores):
+    with pytest.raises(InputError, match=f"cores must be an integer >= 1, got {cores!r}"):
+        power_from_fit(fit, "x", n_sims=5, progress=False, cores=cores)
+
+
+def test_a_point_stops_early_when_too_many_fits_fail_alike_on_any_cores(fit, monkeypatch):
+    import tomstats.planning.from_fit as ff
+
+    real = ff._refit
+
+    def failing(a, X, ys, theta, eta, cores=1):
+        r = real(a, X, ys, theta, eta, cores)
+        # a study "fails" by its own outcomes (an odd number of successes): the same studies
+        # fail however the blocks are split between cores
+        bad = ys.sum(axis=1) % 2 == 1
+        return dataclasses.replace(r, converged=r.converged & ~bad)
+
+    monkeypatch.setattr(ff, "_refit", failing)
+    kw = dict(n_sims=100, seed=4, chunk=10, max_failed=0.3, progress=False, type_one=False)
+    one = power_from_fit(fit, "x", cores=1, **kw)
+    row = one.table.iloc[0]
+    assert row["stopped_early"] and row["n_valid"] + row["n_failed"] < 100
+    assert row["n_failed"] > 0.3 * (row["n_valid"] + row["n_failed"])
+    assert (row["n_valid"] + row["n_failed"]) % 10 == 0  # stopped at a block's end
+    pd.testing.assert_frame_equal(one.table, power_from_fit(fit, "x", cores=3, **kw).table)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tomstats._cpus import usable_cpus
 from tomstats._io import atomic_write_bytes
 from tomstats._version import __version__
 
@@ -241,14 +241,6 @@ def _build(model_fn: Callable[..., Any], spec: Any, static: Mapping[str, Any],
     ex = jax.export.export
     return {"init": ex(jax.jit(init))(key_spec, arr_spec, y_spec),
             "advance": ex(jax.jit(advance))(leaves_shape, arr_spec, y_spec, n_spec, keep_spec)}
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (the default number of chain groups run at once)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def chain_groups(chains: int) -> int:

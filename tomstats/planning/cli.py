@@ -97,6 +97,10 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-failed", type=float, default=0.1, metavar="SHARE",
                    help="stop a design point early when more than this share of its fits "
                         "failed")
+    g.add_argument("--cores", type=int, default=None, metavar="N",
+                   help="CPU cores refitting studies side by side (default: the usable CPUs "
+                        "on a CPU backend, 1 on an accelerator; the result does not depend "
+                        "on it)")
     p.add_argument("--no-figures", "--no-figure", action="store_true", help="skip power.png")
     add_progress_argument(p)
     p.add_argument("--quiet", action="store_true",
@@ -177,7 +181,8 @@ def _run_from_fit(args: argparse.Namespace) -> int:
         target=0.8 if args.target is None else args.target, max_failed=args.max_failed,
         refit=args.refit, draws=args.draws,
         allow_warnings=args.allow_warnings and is_posterior(fit),
-        fit_name=args.from_fit, progress=_progress(args), allow_large=args.allow_large)
+        fit_name=args.from_fit, progress=_progress(args), allow_large=args.allow_large,
+        cores=args.cores)
     with replaced_dir(args.out) as tmp:
         files = result.write(tmp)
     if not args.quiet:

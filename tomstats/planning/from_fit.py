@@ -67,7 +67,7 @@ from tomstats.planning.from_posterior import is_posterior, posterior_fit
 
 __all__ = ["FitPowerResult", "power_from_fit", "simulate_outcomes", "term_columns",
            "load_laplace_fit", "load_power_fit", "lrt_statistics", "FIT_TESTS",
-           "ROWS_PREFIX"]
+           "ROWS_PREFIX", "default_cores"]
 
 #: Tests of :func:`power_from_fit`.
 FIT_TESTS = ("wald", "lrt")
@@ -267,20 +267,49 @@ def simulate_outcomes(fit: Any, n_sims: int, seed: int = 0,
 # --------------------------------------------------------------------------- refits
 
 
+def default_cores() -> int:
+    """Refits run side by side by default on the usable CPUs on a CPU backend, and one at a
+    time on an accelerator (where one program already fills the device)."""
+    import jax
+
+    from tomstats._cpus import usable_cpus
+
+    return usable_cpus() if jax.default_backend() == "cpu" else 1
+
+
 def _refit(a: _Arrays, X: np.ndarray, ys: np.ndarray, theta: np.ndarray | None,
-           eta: np.ndarray) -> Any:
+           eta: np.ndarray, cores: int = 1) -> Any:
     """Fits of every study (rows of ``ys``) with design ``X``, started at ``theta`` and the
-    fixed effects closest to the linear predictor ``eta`` (least squares)."""
+    fixed effects closest to the linear predictor ``eta`` (least squares).
+
+    With ``cores`` > 1 the studies are split into that many equal parts (the last study
+    repeated to fill them, so one compiled shape serves all), each fitted one after another
+    by the same compiled program in its own thread: XLA runs the calls side by side on the
+    CPU's cores. Each study's fit does not depend on the split."""
     import jax
 
     from tomstats.glmm.lme_fit import lme_fit_arrays, theta_start
 
     beta0 = np.linalg.lstsq(X, eta, rcond=None)[0]
     theta = theta_start(a.shapes) if theta is None else theta
-    with jax.enable_x64(True):
-        r = lme_fit_arrays(X, ys, a.trials, a.Zs, a.gs, a.shapes, sequential=True,
-                           start=(theta, beta0))
-        return jax.tree_util.tree_map(np.asarray, r)
+
+    def fit(part: np.ndarray) -> Any:
+        with jax.enable_x64(True):  # (a thread-local setting: entered in each thread)
+            r = lme_fit_arrays(X, part, a.trials, a.Zs, a.gs, a.shapes, sequential=True,
+                               start=(theta, beta0))
+            return jax.tree_util.tree_map(np.asarray, r)
+
+    n = ys.shape[0]
+    cores = max(1, min(int(cores), n))
+    if cores == 1:
+        return fit(ys)
+    from concurrent.futures import ThreadPoolExecutor
+
+    size = -(-n // cores)
+    padded = np.concatenate([ys, np.repeat(ys[-1:], size * cores - n, axis=0)])
+    with ThreadPoolExecutor(cores) as pool:
+        parts = list(pool.map(fit, np.split(padded, cores)))
+    return jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n], *parts)
 
 
 def _reduced_design(a: _Arrays, cols: list[int]) -> np.ndarray:
@@ -421,9 +450,10 @@ def _null_factors(fit: Any, comp: _Comparison,
 
 
 def _lrt(a: _Arrays, reduced: _Reduced, ys: np.ndarray, full: Any, theta0: np.ndarray | None,
-         eta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+         eta: np.ndarray, cores: int = 1) -> tuple[np.ndarray, np.ndarray]:
     r""":math:`2(\ell_1 - \ell_0)` of each study and whether the reduced fit converged."""
-    red = _refit(reduced.arrays, reduced.X, ys, theta0 if reduced.same_random else None, eta)
+    red = _refit(reduced.arrays, reduced.X, ys, theta0 if reduced.same_random else None, eta,
+                 cores)
     return 2.0 * (full.loglik - red.loglik), red.converged
 
 
@@ -451,8 +481,10 @@ def lrt_statistics(fit: Any, compare: str, outcomes: np.ndarray, *,
         raise InputError(f"outcomes: shape {ys.shape}, expected (studies, {a.X.shape[0]}) "
                          f"(one row per study, one column per observation of the fit)")
     eta = a.X @ np.asarray(fit.beta, dtype=float)
-    full = _refit(a, a.Xc, ys, fit.theta, eta)
-    stat, red_ok = _lrt(a, _reduced(fit, comp, a, (), df0), ys, full, fit.theta, eta)
+    cores = default_cores()
+    full = _refit(a, a.Xc, ys, fit.theta, eta, cores)
+    stat, red_ok = _lrt(a, _reduced(fit, comp, a, (), df0), ys, full, fit.theta, eta,
+                        cores)
     return np.where(full.converged & red_ok, stat, np.nan)
 
 
@@ -509,7 +541,7 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
                test: str, alpha: float, n_sims: int, rng: np.random.Generator, chunk: int,
                max_failed: float, bar: Any, reduced: _Reduced | None = None,
                df: int | None = None, factors: Sequence[np.ndarray] | None = None,
-               draws: _PointDraws | None = None) -> _Tally:
+               draws: _PointDraws | None = None, cores: int = 1) -> _Tally:
     """Simulate with design ``sim`` (the fit's; random effects from ``factors``, default the
     fit's; with ``draws`` each study's parameters are a posterior draw), refit with design
     ``a`` (the same, or the model refitted on the same rows); the LRT against ``reduced``
@@ -524,16 +556,27 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
     if test == "lrt" and reduced is None:
         reduced = _Reduced(a, _reduced_design(a, cols), True)
     tally = _Tally()
-    for start in range(0, n_sims, chunk):
-        m = min(chunk, n_sims - start)
-        if draws is None:
-            ys = _simulate(fit, sim, beta, m, rng, factors)
-        else:
-            bs, fs = draws.take(m)
-            ys = _simulate(fit, sim, bs, m, rng, fs)
-        if m < chunk:  # one compiled shape: pad with repeats of the last study
-            ys = np.concatenate([ys, np.repeat(ys[-1:], chunk - m, axis=0)])
-        full = _refit(a, a.Xc, ys, theta0, eta)
+    todo = n_sims
+    while todo > 0:
+        # up to ``cores`` blocks of ``chunk`` studies, simulated one block after another
+        # from the same stream (so the studies do not depend on ``cores``), refitted side by
+        # side, one block a core; a last partial block is padded with repeats of its last
+        # study (one compiled shape)
+        sizes, blocks = [], []
+        while len(sizes) < cores and todo > 0:
+            m = min(chunk, todo)
+            todo -= m
+            if draws is None:
+                ys = _simulate(fit, sim, beta, m, rng, factors)
+            else:
+                bs, fs = draws.take(m)
+                ys = _simulate(fit, sim, bs, m, rng, fs)
+            if m < chunk:
+                ys = np.concatenate([ys, np.repeat(ys[-1:], chunk - m, axis=0)])
+            sizes.append(m)
+            blocks.append(ys)
+        ys = np.concatenate(blocks)
+        full = _refit(a, a.Xc, ys, theta0, eta, len(blocks))
         b, V = _to_user(a, full)
         ok = full.converged & np.all(np.isfinite(full.se), axis=1)
         if test == "wald":
@@ -543,22 +586,25 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
                 stat = np.einsum("si,si->s", bs, np.linalg.solve(Vs, bs[..., None])[..., 0])
         else:
             assert reduced is not None
-            stat, red_ok = _lrt(a, reduced, ys, full, theta0, eta)
+            stat, red_ok = _lrt(a, reduced, ys, full, theta0, eta, len(blocks))
             ok = ok & red_ok
-        ok = (ok & np.isfinite(stat))[:m]
-        reject = (stat[:m] > crit) & ok
-        tally.done += m
-        tally.valid += int(ok.sum())
-        tally.failed += int((~ok).sum())
-        tally.rejected += int(reject.sum())
-        tally.singular += int((_singular(a.shapes, full.theta[:m]) & ok).sum())
-        if cols:
-            tally.estimates += b[:m][ok][:, cols[0]].tolist()
-        bar.update(m)
-        if tally.failed > max_failed * tally.done and tally.done < n_sims:
-            tally.stopped = True
-            bar.update(n_sims - tally.done)
-            break
+        ok = ok & np.isfinite(stat)
+        singular = _singular(a.shapes, full.theta)
+        for k, m in enumerate(sizes):  # block by block: the early stop as with one core
+            rows = slice(k * chunk, k * chunk + m)
+            okb = ok[rows]
+            tally.done += m
+            tally.valid += int(okb.sum())
+            tally.failed += int((~okb).sum())
+            tally.rejected += int(((stat[rows] > crit) & okb).sum())
+            tally.singular += int((singular[rows] & okb).sum())
+            if cols:
+                tally.estimates += b[rows][okb][:, cols[0]].tolist()
+            bar.update(m)
+            if tally.failed > max_failed * tally.done and tally.done < n_sims:
+                tally.stopped = True
+                bar.update(n_sims - tally.done)
+                return tally
     return tally
 
 
@@ -898,6 +944,7 @@ def power_from_fit(
     draws: int | None = None,
     allow_warnings: bool = False,
     fit_name: str | None = None,
+    cores: int | None = None,
 ) -> FitPowerResult:
     """Power (and type I error) of a test of ``term``, or of the likelihood-ratio test
     against the reduced model ``compare``, for studies simulated from ``fit``; from a
@@ -954,8 +1001,9 @@ def power_from_fit(
     target : float
         Power aimed at (reported only).
     chunk : int
-        Studies refitted per compiled call (the progress bar and the early stop advance by
-        chunks).
+        Studies per block: simulated together, refitted by one compiled call on one core, and
+        the step of the progress bar and of the early stop (the result depends on it, not on
+        ``cores``).
     max_failed : float
         Share of failed fits after which a design point stops early.
     type_one : bool
@@ -975,6 +1023,10 @@ def power_from_fit(
         With a Bayesian fit: use it although it failed its own checks (recorded).
     fit_name : str, optional
         How a Bayesian fit is named in messages and provenance (its path).
+    cores : int, optional
+        Blocks refitted side by side, one thread (core) each (default
+        :func:`default_cores`: the usable CPUs on a CPU backend, 1 on an accelerator). The
+        result does not depend on it.
 
     Returns
     -------
@@ -1010,7 +1062,8 @@ def power_from_fit(
     if compare is not None and refit is not None:
         raise InputError("compare and refit: give one (compare tests the fit's model against "
                          "a reduced one; refit tests a term in another model)")
-    for name, v, lo in (("n_sims", n_sims, 1), ("chunk", chunk, 1), ("seed", seed, 0)):
+    for name, v, lo in (("n_sims", n_sims, 1), ("chunk", chunk, 1), ("seed", seed, 0),
+                        ("cores", 1 if cores is None else cores, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
     for name, v in (("alpha", alpha), ("target", target), ("max_failed", max_failed)):
@@ -1102,8 +1155,10 @@ def power_from_fit(
     n_fits = len(points) * (1 + bool(type_one)) * int(n_sims) * fits_per
     obs = max(p[2].X.shape[0] for p in points)
     m_theta = max(sum(s.n_theta for s in p[2].shapes) + p[2].X.shape[1] for p in points)
+    n_cores = default_cores() if cores is None else int(cores)
     check_footprint(Footprint(
-        "power from a fit", 8.0 * 4 * min(int(n_sims), int(chunk)) * obs * (1 + m_theta),
+        "power from a fit",
+        8.0 * 4 * min(int(n_sims), int(chunk) * n_cores) * obs * (1 + m_theta),
         n_fits * obs * _SECONDS_PER_OBS * m_theta,
         f"{len(points)} design point(s) x 2 x {n_sims} studies x {fits_per} fit(s) of up to "
         f"{obs} observations"), allow_large=allow_large)
@@ -1122,7 +1177,8 @@ def power_from_fit(
                                 if s[1] == "effect"]
             alt = _run_point(fit, sim, a, beta, cols, test, alpha, int(n_sims), rng,
                              int(chunk), max_failed, bar, red, lrt_df,
-                             draws=point_draws(beta, fixed, False, [int(seed), pi, 3]))
+                             draws=point_draws(beta, fixed, False, [int(seed), pi, 3]),
+                             cores=n_cores)
             nb = beta.copy()
             nb[sim_cols] = 0.0
             key = (tuple((s[0], s[2]) for s in settings if s[1] != "effect"), nb.tobytes())
@@ -1133,7 +1189,8 @@ def power_from_fit(
                 null_cache[key] = _run_point(
                     fit, sim, a, nb, cols, test, alpha, int(n_sims), nrng, int(chunk),
                     max_failed, bar, red, lrt_df, null_factors,
-                    draws=point_draws(nb, fixed + sim_cols, True, [int(seed), pi, 2]))
+                    draws=point_draws(nb, fixed + sim_cols, True, [int(seed), pi, 2]),
+                    cores=n_cores)
                 refits += null_cache[key].done * fits_per
             else:
                 bar.update(int(n_sims))  # the same null studies as an earlier point
