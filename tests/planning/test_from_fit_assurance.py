@@ -433,3 +433,22 @@ def test_docs_assurance_numbers_are_the_commands(docs_runs):
                      f"{_pct(ra['ci_low'])}–{_pct(ra['ci_high'])}",
                      f"{_pct(rp['null_power'])} / {_pct(ra['null_power'])}"])
     assert _page_table("<!-- table: assurance -->") == rows
+
+
+@pytest.mark.parametrize("formula", [INTERCEPTS, SLOPES])
+def test_cli_a_python_fit_of_the_whole_log_frame(pilot, tmp_path, cli, formula):
+    """A fit made in Python on the log's whole frame hashes the standard columns it had
+    (here tom_order): power reads the whole log then, so that workflow works too."""
+    from tomstats.glmm.lme import fit_lme
+
+    log = pilot.assign(tom_order=np.arange(len(pilot)) % 3)
+    log.to_csv(tmp_path / "log.csv", index=False)
+    fit_lme(log, formula).to_json(tmp_path / "fit.json")
+    code, out, err = cli("power", "--from-fit", "fit.json", "--data", "log.csv", "--term", "x",
+                         "--replicates", "4", "--out", "out")
+    assert code == 0, err
+    # another log is still refused, naming the hash
+    log.assign(x=log["x"][::-1].to_numpy()).to_csv(tmp_path / "other.csv", index=False)
+    code, out, err = cli("power", "--from-fit", "fit.json", "--data", "other.csv", "--term",
+                         "x", "--replicates", "4", "--out", "out2")
+    assert code == 2 and "data hash differs" in err and not (tmp_path / "out2").exists()

@@ -784,6 +784,29 @@ def _read_log(log: Any, formula: str, columns: Mapping[str, str] | None = None
     return _read_table(log, errors="drop", model=formula, columns=columns)
 
 
+def _hash_matches(fit: Any, df: pd.DataFrame) -> bool:
+    """Whether ``df`` is the data of the Laplace ``fit`` by its data hash."""
+    try:
+        _arrays(fit, *_prepare(fit, df, None), check_hash=True)
+    except InputError:
+        return False
+    return True
+
+
+def _log_of(fit: Any, log: Any) -> pd.DataFrame:
+    """The log as the Laplace ``fit`` read it: the columns ``tomstats fit`` reads (a fit
+    made on the command line), else the whole log when only that has the fit's data hash (a
+    fit made in Python on the log's frame, whose hash covers the standard columns it had);
+    a log that matches neither is refused later, by the hash check of the design."""
+    from tomstats.glmm.data import _read_table
+
+    df = _read_log(log, fit.formula)
+    if not fit.data_hash or _hash_matches(fit, df):
+        return df
+    whole = _read_table(log, errors="drop")
+    return whole if _hash_matches(fit, whole) else df
+
+
 def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
     """A Laplace fit's JSON and the log it was made from, ready for :func:`power_from_fit`.
 
@@ -825,15 +848,28 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
             fit = LmeFit.from_dict(d)
         except ValueError as exc:
             raise InputError(f"--from-fit: {exc}") from exc
-        return fit, _read_log(log, fit.formula)
+        return fit, _log_of(fit, log)
     formula = d.get("formula")
     check_formula(formula, "the fit file's stored formula")
-    df = _read_log(log, formula)
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fit = fit_lme(df, str(formula), family=d.get("family"))
+    from tomstats.glmm.data import _read_table
+
+    def refit(frame: pd.DataFrame) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fit_lme(frame, str(formula), family=d.get("family"))
+
+    df = _read_log(log, formula)
+    fit = refit(df)
+    if d.get("data_hash") and d.get("data_hash") != fit.data_hash:
+        # a fit made in Python on the log's frame: its hash covers the standard columns the
+        # frame had (see _log_of)
+        whole = _read_table(log, errors="drop")
+        if len(whole.columns) > len(df.columns):
+            again = refit(whole)
+            if again.data_hash == d.get("data_hash"):
+                df, fit = whole, again
     stored = d.get("loglik")
     if d.get("data_hash") and d.get("data_hash") != fit.data_hash:
         raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
