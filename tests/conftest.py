@@ -67,3 +67,19 @@ def r_available(*packages: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
+
+
+def r_reference(script: Path, committed: Path, packages: tuple[str, ...], folder: Path,
+                timeout: int = 300) -> tuple[dict, str]:
+    """An R reference: the JSON that ``script`` writes (run now, into ``folder``) when
+    ``Rscript`` and ``packages`` are present, else the ``committed`` JSON; with the source
+    named for the test's printout."""
+    import json
+
+    if r_available(*packages):
+        out = Path(folder) / committed.name
+        subprocess.run(["Rscript", str(script), str(out)], check=True, capture_output=True,
+                       timeout=timeout)
+        return json.loads(out.read_text()), f"Rscript + {packages[0]} (run now)"
+    return (json.loads(committed.read_text()),
+            f"committed {committed.name} (no Rscript/{packages[0]})")

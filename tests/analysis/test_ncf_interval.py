@@ -14,16 +14,14 @@ maps it to :math:`\\lambda/(\\lambda + d_1 + d_2 + 1)`; effectsize's bounds are 
 from __future__ import annotations
 
 import functools
-import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import r_available
+from conftest import r_reference
 from scipy.stats import f as central_f
 from scipy.stats import ncf
 
@@ -39,12 +37,7 @@ COMMITTED = REFERENCE / "effectsize_ncf.json"
 
 @functools.cache
 def _reference(tmp: str) -> tuple[dict[str, Any], str]:
-    if r_available("effectsize", "jsonlite"):
-        out = Path(tmp) / "effectsize_ncf.json"
-        subprocess.run(["Rscript", str(SCRIPT), str(out)], check=True, capture_output=True,
-                       timeout=300)
-        return json.loads(out.read_text()), "Rscript + effectsize (run now)"
-    return json.loads(COMMITTED.read_text()), f"committed {COMMITTED.name} (no Rscript/effectsize)"
+    return r_reference(SCRIPT, COMMITTED, ("effectsize", "jsonlite"), Path(tmp), timeout=300)
 
 
 @pytest.fixture(scope="module")

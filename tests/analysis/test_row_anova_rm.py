@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import r_available
+from conftest import r_reference
 from statsmodels.stats.anova import AnovaRM
 
 from tomstats.analysis.row_anova import EFFECT_SIZES, RM_COLUMNS, anova
@@ -36,12 +35,7 @@ COLUMN_MAP = {
 
 @functools.cache
 def _reference(tmp: str) -> tuple[dict[str, Any], str]:
-    if r_available("afex", "jsonlite"):
-        out = Path(tmp) / "afex_rm.json"
-        subprocess.run(["Rscript", str(SCRIPT), str(out)], check=True, capture_output=True,
-                       timeout=600)
-        return json.loads(out.read_text()), "Rscript + afex (run now)"
-    return json.loads(COMMITTED.read_text()), f"committed {COMMITTED.name} (no Rscript/afex)"
+    return r_reference(SCRIPT, COMMITTED, ("afex", "jsonlite"), Path(tmp), timeout=600)
 
 
 @pytest.fixture(scope="module")
