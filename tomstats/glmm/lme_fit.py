@@ -525,14 +525,15 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
         noise = 1e3 * eps * (jnp.abs(s["D"]) + 1.0)
         ok = first | (Dn <= s["D"] - 1e-4 * s["t"] * s["dec"] + noise)
         ok = ok & jnp.isfinite(Dn)
-        # derivatives only at an accepted point (a rejected step only halves t); under vmap
-        # the cond becomes a select and both sides run, as before
+        # the gradient at every candidate, its forward pass kept for the Hessian's rows; the
+        # Hessian only at an accepted point (a rejected step only halves t; under vmap the
+        # cond becomes a select and both sides run)
         gn, hvp = jax.vjp(lambda p: jax.grad(pr.ddev)(p, un), cand)
         # the previous point's exact Hessian is reused for one step where the decrement it
-        # gives here has fallen fast (the quadratic phase: the step still contracts, at a
-        # ninth of the cost, a Hessian costing about nine gradients); never twice in a row,
-        # and convergence is only declared on an exact Hessian (the first time the reused one
-        # says "converged", the exact one is computed and decides from then on)
+        # gives here has fallen fast (the quadratic phase: the step still contracts, without
+        # the Hessian's reverse pass per parameter); never twice in a row, and convergence is
+        # only declared on an exact Hessian (the first time the reused one says "converged",
+        # the exact one is computed and decides from then on)
         decq = direction(gn, s["H"])[1]
         stale_ok = (s["fresh"] & ~first & ~s["exact"] & (decq >= tol)
                     & (decq < _CONTRACT * s["dec"]))
