@@ -57,3 +57,33 @@ def test_two_device_sweep_equals_single_device():
         ds = simulate(paper_design(), PAPER_PARAMS, replicates=9, seed=3, path=path,
                       grid={"gamma": [0.5, 1.5]}, progress=False)
         np.testing.assert_array_equal(np.asarray(child[path]), ds["successes"].values)
+
+
+def test_more_devices_than_replicates():
+    """8 devices, 3 replicates: each chunk is padded to whole device shares (by repeating a
+    key whose results are dropped), as many times as needed."""
+    from tomstats.design import paper_design
+    from tomstats.simulation.paper import PAPER_PARAMS
+    from tomstats.simulation.simulator import simulate
+
+    child = textwrap.dedent(
+        """
+        import json, sys
+        import jax
+        from tomstats.design import paper_design
+        from tomstats.simulation.paper import PAPER_PARAMS
+        from tomstats.simulation.simulator import simulate
+        assert jax.device_count() == 8, jax.devices()
+        ds = simulate(paper_design(), PAPER_PARAMS, replicates=3, seed=3, path="exact",
+                      progress=False)
+        json.dump(ds["successes"].values.tolist(), sys.stdout)
+        """
+    )
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ds = simulate(paper_design(), PAPER_PARAMS, replicates=3, seed=3, path="exact",
+                  progress=False)
+    np.testing.assert_array_equal(np.asarray(json.loads(proc.stdout)), ds["successes"].values)

@@ -337,8 +337,9 @@ def _run_replicates(
             k = keys[start:start + chunk]
             size = k.shape[0]
             pad = (-size) % n_dev
-            if pad:
-                k = jnp.concatenate([k, keys[:pad]])
+            if pad:  # whole device shares: repeat the last key (its results are dropped);
+                # there may be more devices than keys
+                k = k[jnp.concatenate([jnp.arange(size), jnp.full(pad, size - 1)])]
             if mesh is not None:
                 k = jax.device_put(k, NamedSharding(mesh, PartitionSpec("replicate")))
             out = jax.device_get(vfn(k, p))
