@@ -9,6 +9,7 @@ slopes, centred and non-centred) is checked in test_glmm.py.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 
 import numpy as np
@@ -103,8 +104,39 @@ def test_pymc_through_numpyro_agrees():
     import jax
 
     x64 = bool(jax.config.jax_enable_x64)
+    flags = os.environ.get("XLA_FLAGS")
     df = _rows(4, 15, seed=7)
     a = _fit_both(df, "structural", "numpyro", item_effects=False, draws=2000)
     b = _fit_both(df, "structural", "pymc-numpyro", item_effects=False, draws=2000)
     assert bool(jax.config.jax_enable_x64) == x64
+    assert os.environ.get("XLA_FLAGS") == flags  # PyMC's bridge sets 100 host devices
     assert _agree(a, b, ["alpha", "gamma", "delta", "capability"]) == []
+
+
+_XLA_CHILD = """
+import os, warnings
+import numpy as np, pandas as pd
+from tomstats import glmm
+rng = np.random.default_rng(0)
+df = pd.DataFrame({"model": np.repeat(["a", "b", "c"], 40), "x": rng.normal(size=120)})
+df["correct"] = (rng.random(120) < 0.5).astype(int)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    glmm.fit(df, "correct ~ x + (1 | model)", "pymc-numpyro", chains=1, draws=20, tune=20,
+             progress=False)
+print(repr(os.environ.get("XLA_FLAGS")))
+"""
+
+
+def test_pymc_through_numpyro_leaves_the_processes_xla_flags():
+    """Importing PyMC's JAX bridge sets XLA_FLAGS to 100 host devices for the process and its
+    children (a later `tomstats simulate` then shards over 100 devices): the fit restores
+    them. A fresh process, so that the bridge is imported there for the first time."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    res = subprocess.run([sys.executable, "-c", _XLA_CHILD], capture_output=True, text=True,
+                         timeout=300, env=env, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "None"

@@ -14,6 +14,7 @@ parametrisation; the reported ``sd_<key>``, ``corr_<key>`` and ``re_<key>`` agre
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -216,6 +217,10 @@ def sample(
 
     model = build_model(spec, md)
     x64 = bool(jax.config.jax_enable_x64)
+    # importing PyMC's JAX bridge also rewrites XLA_FLAGS (100 host devices) for this process
+    # and every process it starts later: restored below, so that nothing started after a fit
+    # (a tomstats command, a test's child process) sees 100 CPU devices
+    xla_flags = os.environ.get("XLA_FLAGS")
     try:
         with model:
             if sampler == "pymc":
@@ -247,6 +252,10 @@ def sample(
                 y_rep = pp.posterior_predictive["y"].to_numpy()
     finally:
         jax.config.update("jax_enable_x64", x64)
+        if xla_flags is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = xla_flags
     post = {k: v.to_numpy() for k, v in idata.posterior.data_vars.items()}
     ss = idata.sample_stats
     stats: dict[str, np.ndarray] = {}
