@@ -32,7 +32,9 @@ def table_after(page: Path, anchor: str) -> list[list[str]]:
     for line in text[start:].splitlines():
         if line.startswith("|"):
             seen = True
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            # cells split at the unescaped pipes (a cell may hold `(1 \| g)`)
+            cells = [c.strip().replace("\\|", "|")
+                     for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
             if not all(re.fullmatch(r":?-+:?", c) for c in cells):
                 rows.append(cells)
         elif seen:
