@@ -109,10 +109,16 @@ class LmeTerm:
         return tuple((i, j) for j in range(self.d) for i in range(j, self.d))
 
     def factor(self, theta: np.ndarray) -> np.ndarray:
-        """:math:`T` from the term's :math:`\\theta` elements."""
-        T = np.zeros((self.d, self.d))
-        for v, (i, j) in zip(theta, self.theta_index(), strict=True):
-            T[i, j] = v
+        """:math:`T` from the term's :math:`\\theta` elements (shape ``(..., n_theta)``;
+        leading axes, e.g. posterior draws, give ``(..., d, d)``)."""
+        theta = np.asarray(theta, dtype=float)
+        idx = self.theta_index()
+        if theta.shape[-1:] != (len(idx),):
+            raise ValueError(f"term {self.label!r}: {len(idx)} theta elements expected, got "
+                             f"shape {theta.shape}")
+        T = np.zeros(theta.shape[:-1] + (self.d, self.d))
+        for k, (i, j) in enumerate(idx):
+            T[..., i, j] = theta[..., k]
         return T
 
 

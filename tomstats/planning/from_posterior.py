@@ -71,10 +71,7 @@ class FitDraws:
         """:math:`T_k^{(s)}` of each term, shape ``(S, d_k, d_k)``."""
         out, o = [], 0
         for t in terms:
-            T = np.zeros((self.n_draws, t.d, t.d))
-            for k, (i, j) in enumerate(t.theta_index()):
-                T[:, i, j] = self.theta[:, o + k]
-            out.append(T)
+            out.append(t.factor(self.theta[:, o:o + t.n_theta]))
             o += t.n_theta
         return out
 
