@@ -30,16 +30,25 @@ with :math:`\hat u` the conditional mode (penalised IRLS, Newton with step halvi
 Structure: with :math:`\tilde z_{ik} = T_k^\top z_{ik}`, the block of :math:`A` for levels
 :math:`a` of term :math:`j` and :math:`c` of term :math:`l` is
 :math:`\delta_{jl}\delta_{ac}I + \sum_{i: g_j(i)=a, g_l(i)=c} w_i\tilde z_{ij}\tilde z_{il}^\top`,
-accumulated by segment sums over the rows (no rows × effects matrix is formed). The term
+accumulated by sums over the rows (no rows × effects matrix is formed). The term
 with the most random effects (:math:`q_b d_b`) has a block-diagonal own block :math:`G`
 (:math:`q_b` blocks of :math:`d_b\times d_b`); it is eliminated, leaving the dense Schur
 complement :math:`S - E^\top G^{-1} E` over the other terms' effects:
 :math:`\log\det A = \sum_a\log\det G_a + \log\det(S - E^\top G^{-1}E)`.
 
+Row layout: where the grouping codes are concrete and padding adds at most a quarter of the
+rows, the rows are reordered level by level of the big term and padded to the same number
+per level with rows of no trials (:math:`n_i = y_i = 0`, zero covariates: they add nothing
+to :math:`D` or to any sum). The big term's sums over a level's rows are then a reshape and a
+sum, which XLA fuses with the elementwise work around them; the other terms' sums are
+segment sums. The fit does not depend on the layout (``tests/glmm/test_lme_layout.py``).
+
 Outer fit: :math:`(\theta, \beta)` jointly minimise :math:`D` (lme4's second stage,
 ``nAGQ = 1``) by Newton's method with the exact Hessian (JAX reverse-over-reverse through
 two chord steps of the mode, which makes first and second derivatives exact at the
-converged mode), eigenvalues made positive where indefinite, with step halving. Why Newton
+converged mode), eigenvalues made positive where indefinite, with backtracking (a rejected
+step of length :math:`t` shrinks to the minimum of the quadratic through :math:`D` at 0, its
+slope :math:`-\delta` and :math:`D` at :math:`t`, kept within :math:`[0.1t, 0.5t]`). Why Newton
 and not lme4's BOBYQA: the deviance is smooth in :math:`\theta` over all of
 :math:`\mathbb{R}^m` (a sign change of a column of :math:`T_k` changes no
 :math:`\Sigma_k`), so no bound is needed, and Newton converges to the optimum to ~1e-10 in
@@ -127,11 +136,13 @@ def theta_start(shapes: tuple[TermShape, ...]) -> np.ndarray:
 
 def theta_to_factor(theta: Any, shape: TermShape) -> Array:
     """:math:`T_k` (d × d) from the term's :math:`\\theta` elements."""
-    idx = shape.theta_index()
-    rows = np.array([i for i, _ in idx])
-    cols = np.array([j for _, j in idx])
     theta = jnp.asarray(theta)
-    return jnp.zeros((shape.d, shape.d), theta.dtype).at[rows, cols].set(theta)
+    # sum of theta times constant one-hot matrices: elementwise, so it fuses (a scatter into
+    # a zero matrix is a kernel of its own on a CPU)
+    onehot = np.zeros((shape.n_theta, shape.d, shape.d))
+    for k, (i, j) in enumerate(shape.theta_index()):
+        onehot[k, i, j] = 1.0
+    return jnp.sum(theta[:, None, None] * jnp.asarray(onehot, theta.dtype), axis=0)
 
 
 @jax.tree_util.register_dataclass
@@ -185,17 +196,107 @@ class LmeArrays:
     iterations: Array
 
 
+#: Products with at most this many inner columns are written out elementwise.
+_NARROW = 8
+
+
+def _narrow_matmul(A: Array, B: Array) -> Array:
+    """``A @ B`` for a design ``A`` (n, a) and ``B`` (a,) or (a, b): with few columns
+    (:math:`a \\le 8`) as a sum of broadcast products, which XLA fuses with the elementwise
+    work around it (a CPU matrix-product kernel call costs more than it computes here)."""
+    if A.shape[1] > _NARROW:
+        return A @ B
+    if B.ndim == 1:
+        return jnp.sum(A * B[None, :], axis=1)
+    return jnp.sum(A[:, :, None] * B[None, :, :], axis=1)
+
+
+def _inv_logdet(G: Array) -> tuple[Array, Array]:
+    r"""Inverses of positive definite blocks ``G`` (q, d, d) and the sum of their
+    log-determinants. For :math:`d \le 2` in closed form,
+    :math:`\begin{pmatrix}a&b\\b&c\end{pmatrix}^{-1}
+    = \frac{1}{ac-b^2}\begin{pmatrix}c&-b\\-b&a\end{pmatrix}` (elementwise, so XLA fuses it
+    with its neighbours; a LAPACK call per block set costs more at these sizes), else by LU."""
+    d = G.shape[-1]
+    if d == 1:
+        return 1.0 / G, jnp.sum(jnp.log(G))
+    if d == 2:
+        a, b, c = G[:, 0, 0], 0.5 * (G[:, 0, 1] + G[:, 1, 0]), G[:, 1, 1]
+        det = a * c - b * b
+        inv = jnp.stack([jnp.stack([c, -b], -1), jnp.stack([-b, a], -1)], -2) / det[:, None, None]
+        return inv, jnp.sum(jnp.log(det))
+    return jnp.linalg.inv(G), jnp.sum(jnp.linalg.slogdet(G)[1])
+
+
+def _big_term(shapes: tuple[TermShape, ...]) -> int:
+    """The term with the most random effects (:math:`q_k d_k`; the first of equals)."""
+    return int(np.argmax([s.q * s.d for s in shapes]))
+
+
+#: Rows are laid out level by level of the big term (:func:`_block_rows`) when the padding
+#: this needs adds at most this share of rows.
+_BLOCK_PAD = 0.25
+
+
+def _block_rows(X: Array, y: Array, n: Array, offset: Array, Zs: tuple[Array, ...],
+                gs: tuple[Array, ...], shapes: tuple[TermShape, ...]) -> tuple | None:
+    """The rows reordered level by level of the big term and padded to ``r`` rows per level
+    (``r`` the largest level's rows), or None where the codes are not concrete or the padding
+    would exceed ``_BLOCK_PAD`` of the rows.
+
+    A padding row has no trials (``n = y = 0``) and zero covariates, so it adds nothing to
+    the deviance, its derivatives or any sum over rows: the fit is the same model. The
+    reordering follows the codes only, so ``X``, ``y`` (with leading batch axes), ``n`` and
+    ``offset`` may be traced."""
+    big = _big_term(shapes)
+    g = gs[big]
+    if isinstance(g, jax.core.Tracer):
+        return None
+    g = np.asarray(g)
+    q, n_obs = shapes[big].q, g.shape[0]
+    counts = np.bincount(g, minlength=q)
+    r = int(counts.max()) if n_obs else 0
+    if n_obs == 0 or q * r > (1.0 + _BLOCK_PAD) * n_obs:
+        return None
+    if q * r == n_obs and np.all(g == np.repeat(np.arange(q), r)):
+        return X, y, n, offset, Zs, gs  # already level by level
+    order = np.argsort(g, kind="stable")
+    starts = np.cumsum(counts) - counts
+    pos = g[order] * r + (np.arange(n_obs) - np.repeat(starts, counts))
+    size = q * r
+
+    def place(a: Array) -> Array:
+        a = jnp.asarray(a)
+        out = jnp.zeros(a.shape[:-1] + (size,), a.dtype)
+        return out.at[..., pos].set(jnp.take(a, order, axis=-1))
+
+    def place_rows(a: Array) -> Array:
+        a = jnp.asarray(a)
+        out = jnp.zeros((size,) + a.shape[1:], a.dtype)
+        return out.at[pos].set(jnp.take(a, order, axis=0))
+
+    gs_new = tuple(jnp.asarray(np.repeat(np.arange(q), r), jnp.int32) if k == big
+                   else place_rows(gk) for k, gk in enumerate(gs))
+    return (place_rows(X), place(y), place(n), place(offset),
+            tuple(place_rows(z) for z in Zs), gs_new)
+
+
 class _Problem:
     """One fit's data with its static block structure (a helper of the traced code)."""
 
     def __init__(self, X: Array, y: Array, n: Array, offset: Array, Zs: tuple[Array, ...],
-                 gs: tuple[Array, ...], shapes: tuple[TermShape, ...]) -> None:
+                 gs: tuple[Array, ...], shapes: tuple[TermShape, ...],
+                 blocked: bool = False) -> None:
         self.X, self.y, self.n, self.offset = X, y, n, offset
         self.Zs, self.gs, self.shapes = Zs, gs, shapes
         self.K = len(shapes)
         self.p = X.shape[1]
         sizes = [s.q * s.d for s in shapes]
-        self.big = int(np.argmax(sizes))
+        self.big = _big_term(shapes)
+        # rows laid out level by level of the big term, the same number per level
+        # (:func:`_block_rows`): its sums over rows are reshapes and sums, which XLA fuses,
+        # where segment sums and gathers are separate (slow) kernels on a CPU
+        self.blocked = blocked
         self.rest = tuple(k for k in range(self.K) if k != self.big)
         self.order = (self.big,) + self.rest
         # offsets of each term in the internal vector (big term first)
@@ -227,16 +328,32 @@ class _Problem:
 
     def ztilde(self, theta: Array) -> list[Array]:
         """:math:`\\tilde z_{ik} = T_k^\\top z_{ik}` of every row, per term (n, d_k)."""
-        return [self.Zs[k] @ T for k, T in enumerate(self.factors(theta))]
+        return [_narrow_matmul(self.Zs[k], T) for k, T in enumerate(self.factors(theta))]
 
     def uterm(self, u: Array, k: int) -> Array:
         s = self.shapes[k]
         return u[self.off[k]: self.off[k] + self.size[k]].reshape(s.q, s.d)
 
+    def by_row(self, k: int, per_level: Array) -> Array:
+        """Rows' values of a per-level array (q_k, ...) of term ``k``, shape (n, ...)."""
+        if self.blocked and k == self.big:
+            q = per_level.shape[0]
+            r = self.X.shape[0] // q
+            tail = per_level.shape[1:]
+            return jnp.broadcast_to(per_level[:, None], (q, r) + tail).reshape((q * r,) + tail)
+        return per_level[self.gs[k]]
+
+    def level_sum(self, k: int, by_rows: Array) -> Array:
+        """Sums over the rows of each level of term ``k``: (n, ...) -> (q_k, ...)."""
+        q = self.shapes[k].q
+        if self.blocked and k == self.big:
+            return by_rows.reshape((q, by_rows.shape[0] // q) + by_rows.shape[1:]).sum(axis=1)
+        return jax.ops.segment_sum(by_rows, self.gs[k], q)
+
     def eta(self, u: Array, zt: list[Array], beta: Array) -> Array:
-        e = self.offset + self.X @ beta
+        e = self.offset + _narrow_matmul(self.X, beta)
         for k in range(self.K):
-            e = e + jnp.sum(zt[k] * self.uterm(u, k)[self.gs[k]], axis=1)
+            e = e + jnp.sum(zt[k] * self.by_row(k, self.uterm(u, k)), axis=1)
         return e
 
     def ztv(self, v: Array, zt: list[Array]) -> Array:
@@ -246,11 +363,10 @@ class _Problem:
             s = self.shapes[k]
             if v.ndim == 1:
                 prod = zt[k] * v[:, None]
-                parts.append(jax.ops.segment_sum(prod, self.gs[k], s.q).reshape(-1))
+                parts.append(self.level_sum(k, prod).reshape(-1))
             else:
                 prod = zt[k][:, :, None] * v[:, None, :]
-                parts.append(jax.ops.segment_sum(prod, self.gs[k], s.q)
-                             .reshape(s.q * s.d, v.shape[1]))
+                parts.append(self.level_sum(k, prod).reshape(s.q * s.d, v.shape[1]))
         return jnp.concatenate(parts, axis=0)
 
     def own(self, w: Array, zt: list[Array], k: int) -> Array:
@@ -258,7 +374,7 @@ class _Problem:
         shape (q, d, d)."""
         s = self.shapes[k]
         outer = w[:, None, None] * zt[k][:, :, None] * zt[k][:, None, :]
-        return jax.ops.segment_sum(outer, self.gs[k], s.q) + jnp.eye(s.d, dtype=w.dtype)
+        return self.level_sum(k, outer) + jnp.eye(s.d, dtype=w.dtype)
 
     def cross(self, w: Array, zt: list[Array], j: int, l: int) -> Array:
         """Dense block between terms ``j`` and ``l``, shape (q_j d_j, q_l d_l)."""
@@ -280,9 +396,7 @@ class _Problem:
         their total log-determinant, the blocks E between the big term and the others, and
         the Cholesky factor L of the Schur complement (E and L are None for one term)."""
         b = self.big
-        G = self.own(w, zt, b)
-        Ginv = jnp.linalg.inv(G)
-        ldG = jnp.sum(jnp.linalg.slogdet(G)[1])
+        Ginv, ldG = _inv_logdet(self.own(w, zt, b))
         if not self.rest:
             return Ginv, ldG, None, None
         E = jnp.concatenate([self.cross(w, zt, b, j) for j in self.rest], axis=1)
@@ -309,8 +423,9 @@ class _Problem:
         """:math:`G^{-1} r` for ``r`` of shape (q_b d_b,) or (q_b d_b, m)."""
         q, d, _ = Ginv.shape
         if r.ndim == 1:
-            return jnp.einsum("qij,qj->qi", Ginv, r.reshape(q, d)).reshape(-1)
-        return jnp.einsum("qij,qjm->qim", Ginv, r.reshape(q, d, -1)).reshape(q * d, -1)
+            # elementwise products and sums (fused), not a batched matrix product per level
+            return jnp.sum(Ginv * r.reshape(q, 1, d), axis=2).reshape(-1)
+        return jnp.sum(Ginv[:, :, :, None] * r.reshape(q, 1, d, -1), axis=2).reshape(q * d, -1)
 
     def solve(self, blk: tuple, r: Array) -> Array:
         """:math:`A^{-1} r` (internal order)."""
@@ -329,20 +444,20 @@ class _Problem:
         return ldG + 2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
 
     def dev(self, eta: Array) -> Array:
-        return -2.0 * jnp.sum(self.y * jax.nn.log_sigmoid(eta)
-                              + (self.n - self.y) * jax.nn.log_sigmoid(-eta))
+        # y log p + (n - y) log(1 - p) = n log p - (n - y) eta: one log-sigmoid a row
+        return -2.0 * jnp.sum(self.n * jax.nn.log_sigmoid(eta) - (self.n - self.y) * eta)
 
     def weights(self, eta: Array) -> tuple[Array, Array]:
         p = jax.nn.sigmoid(eta)
         return self.n * p * (1.0 - p), self.y - self.n * p
 
     def pdev(self, u: Array, zt: list[Array], beta: Array) -> Array:
-        return self.dev(self.eta(u, zt, beta)) + u @ u
+        return self.dev(self.eta(u, zt, beta)) + jnp.sum(u * u)
 
     def laplace(self, u: Array, zt: list[Array], beta: Array) -> Array:
         eta = self.eta(u, zt, beta)
         w, _ = self.weights(eta)
-        return self.dev(eta) + u @ u + self.logdet(self.blocks(w, zt))
+        return self.dev(eta) + jnp.sum(u * u) + self.logdet(self.blocks(w, zt))
 
     # ------------------------------------------------------------------ solvers
     def pirls(self, u0: Array, theta: Array, beta: Array, tol: Array, max_iter: int) -> Array:
@@ -359,7 +474,7 @@ class _Problem:
             w, res = self.weights(self.eta(u, zt, beta))
             r = self.ztv(res, zt) - u
             x = self.solve(self.blocks(w, zt), r)
-            dec = r @ x
+            dec = jnp.sum(r * x)
             slack = 10 * eps * (jnp.abs(pd) + 1.0)
             quad = dec < 1e-8
 
@@ -483,8 +598,8 @@ def _canonical(pr: _Problem, theta: Array, u: Array) -> tuple[Array, Array]:
 
 
 def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inner, se,
-             theta0=None, beta0=None) -> LmeArrays:
-    pr = _Problem(X, y, n, offset, Zs, gs, shapes)
+             theta0=None, beta0=None, blocked=False) -> LmeArrays:
+    pr = _Problem(X, y, n, offset, Zs, gs, shapes, blocked)
     dtype = X.dtype
     eps = jnp.finfo(dtype).eps
     itol = jnp.asarray(inner_tol, dtype)
@@ -545,7 +660,14 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
         pick = lambda new, old: jnp.where(ok, new, old)  # noqa: E731
         it = s["it"] + ok.astype(s["it"].dtype)
         dec = pick(decn, s["dec"])
-        t = jnp.where(ok, jnp.ones((), dtype), 0.5 * s["t"])
+        # a rejected step is shortened to the minimum of the quadratic through D, its slope
+        # -dec and Dn along the direction, kept within [0.1 t, 0.5 t] (halving where Dn is
+        # not finite)
+        curv = Dn - s["D"] + s["dec"] * s["t"]
+        t_quad = s["dec"] * s["t"] ** 2 / (2.0 * curv)
+        t_quad = jnp.where(jnp.isfinite(t_quad) & (curv > 0), t_quad, 0.5 * s["t"])
+        t_back = jnp.clip(t_quad, 0.1 * s["t"], 0.5 * s["t"])
+        t = jnp.where(ok, jnp.ones((), dtype), t_back)
         now_fresh = jnp.where(ok, fresh, s["fresh"])
         small = (dec < tol) & now_fresh
         stuck = ~ok & (s["t"] < 2.0 ** -30)
@@ -599,37 +721,46 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
 
 
 @partial(jax.jit, static_argnames=("shapes", "max_iter", "tol", "inner_tol", "max_inner", "se",
-                                   "batch_trials"))
+                                   "batch_trials", "blocked"))
 def _fit_batch(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inner, se,
-               batch_trials):
+               batch_trials, blocked):
     f = partial(_fit_one, shapes=shapes, max_iter=max_iter, tol=tol, inner_tol=inner_tol,
-                max_inner=max_inner, se=se)
+                max_inner=max_inner, se=se, blocked=blocked)
     return jax.vmap(lambda yy, nn: f(X, yy, nn, offset, Zs, gs),
                     in_axes=(0, 0 if batch_trials else None))(y, n)
 
 
 @partial(jax.jit, static_argnames=("shapes", "max_iter", "tol", "inner_tol", "max_inner", "se",
-                                   "batch_trials"))
+                                   "batch_trials", "blocked"))
 def _fit_map(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inner, se,
-             batch_trials, theta0=None, beta0=None):
+             batch_trials, blocked, theta0=None, beta0=None):
     f = partial(_fit_one, shapes=shapes, max_iter=max_iter, tol=tol, inner_tol=inner_tol,
-                max_inner=max_inner, se=se, theta0=theta0, beta0=beta0)
+                max_inner=max_inner, se=se, theta0=theta0, beta0=beta0, blocked=blocked)
     if batch_trials:
         return lax.map(lambda a: f(X, a[0], a[1], offset, Zs, gs), (y, n))
     return lax.map(lambda yy: f(X, yy, n, offset, Zs, gs), y)
 
 
+def _as(a: Any, dtype: Any) -> Any:
+    """``a`` as an array of ``dtype``: a NumPy array where ``a`` is concrete host data (the
+    compiled call takes it in one transfer, where a device array per input costs a dispatch
+    each), a JAX array where it is one or is traced."""
+    if isinstance(a, jax.Array):  # a device array or a tracer
+        return jnp.asarray(a, dtype)
+    return np.asarray(a, dtype)
+
+
 def _arrays(X, y, trials, offset, Zs, gs, shapes):
-    X = jnp.asarray(X)
-    if not jnp.issubdtype(X.dtype, jnp.floating):
-        X = X.astype(jnp.result_type(float))
-    dtype = X.dtype
+    kind = X.dtype if isinstance(X, jax.Array) else np.asarray(X).dtype
+    dtype = (jax.dtypes.canonicalize_dtype(kind) if jnp.issubdtype(kind, jnp.floating)
+             else jnp.result_type(float))
+    X = _as(X, dtype)
     n_obs = X.shape[0]
-    y = jnp.asarray(y, dtype)
-    n = jnp.ones(n_obs, dtype) if trials is None else jnp.asarray(trials, dtype)
-    off = jnp.zeros(n_obs, dtype) if offset is None else jnp.asarray(offset, dtype)
-    Zs = tuple(jnp.asarray(z, dtype) for z in Zs)
-    gs = tuple(jnp.asarray(g, jnp.int32) for g in gs)
+    y = _as(y, dtype)
+    n = np.ones(n_obs, dtype) if trials is None else _as(trials, dtype)
+    off = np.zeros(n_obs, dtype) if offset is None else _as(offset, dtype)
+    Zs = tuple(_as(z, dtype) for z in Zs)
+    gs = tuple(_as(g, np.int32) for g in gs)
     shapes = tuple(shapes)
     if len(Zs) != len(shapes) or len(gs) != len(shapes) or not shapes:
         raise ValueError("lme_fit_arrays: Zs, gs and shapes need one entry per random term "
@@ -689,12 +820,16 @@ def lme_fit_arrays(
     tol = (1e-10 if f64 else 1e-4) if tol is None else tol
     inner_tol = 1e-12 if f64 else 1e-6
     batch = y.shape[:-1]
+    laid = _block_rows(X, y, n, off, Zs, gs, shapes)
+    blocked = laid is not None
+    if blocked:
+        X, y, n, off, Zs, gs = laid
     yb = y.reshape((-1, y.shape[-1]))
     batch_trials = n.ndim > 1
     if batch_trials:
-        n = jnp.broadcast_to(n, y.shape).reshape(yb.shape)
+        n = (jnp if isinstance(n, jax.Array) else np).broadcast_to(n, y.shape).reshape(yb.shape)
     args = (X, yb, n, off, Zs, gs, shapes, int(max_iter), float(tol), float(inner_tol),
-            int(max_inner), se, batch_trials)
+            int(max_inner), se, batch_trials, blocked)
     if start is not None and not sequential:
         raise ValueError("lme_fit_arrays: start is taken with sequential=True only")
     if sequential:
@@ -702,6 +837,8 @@ def lme_fit_arrays(
         res = _fit_map(*args, theta0=th0, beta0=be0)
     else:
         res = _fit_batch(*args)
+    if batch == yb.shape[:1]:
+        return res
     return jax.tree_util.tree_map(lambda a: a.reshape(batch + a.shape[1:]), res)
 
 
