@@ -22,32 +22,48 @@ lme4's seconds per refit over tomstats'. tomstats is timed on one core (``cores=
 every usable core (its default, one thread per core refitting part of each chunk); R, lme4
 and simr refit on one core.
 
-    python benchmarks/bench_power_from_fit.py [--studies 200] [--r-studies 40] [--write-docs]
+    python benchmarks/bench_power_from_fit.py [--studies 1000] [--r-studies 40] [--write-docs]
 
-``--write-docs`` replaces the table between the markers in ``docs/power-from-fit.md``.
+``--studies`` defaults to 1000, simr's ``powerSim`` default (``nsim``): the per-run costs
+(building the design, compiling on the first run) are then shared as in a real power run.
+
+``--write-docs`` replaces the table between the script's markers in
+``docs/power-from-fit.md`` (:mod:`benchmarks._docs`).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docs import (  # noqa: E402
+    add_write_docs_argument,
+    markdown_table,
+    require_markers,
+    write_docs,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "reference" / "lme4_power.json"
-DOCS = REPO / "docs" / "power-from-fit.md"
+PAGE = REPO / "docs" / "power-from-fit.md"
+SCRIPT = "bench_power_from_fit.py"
 MODELS = {"intercepts": "y ~ x + (1 | g)", "slopes": "y ~ x + (1 + x | g)"}
-BEGIN = "<!-- begin: table written by bench_power_from_fit.py --write-docs -->"
-END = "<!-- end: table written by bench_power_from_fit.py -->"
+#: The columns of the table the script prints (and writes with --write-docs); "all cores":
+#: every usable core of the machine (the note under the table says how many).
+COLUMNS = ("model", "tomstats first run (s)", "tomstats ms per refit, 1 core",
+           "tomstats ms per refit, all cores", "lme4 glmer() ms (as simr)", "lme4 refit() ms",
+           "glmer() / tomstats, 1 core", "glmer() / tomstats, all cores",
+           "refit() / tomstats, 1 core")
 
 R_CODE = r"""
 suppressPackageStartupMessages(library(lme4))
@@ -109,56 +125,51 @@ def lme4(formula: str, data: pd.DataFrame, studies: int) -> tuple[float, float] 
     return refit_s, glmer_s
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--studies", type=int, default=200,
-                    help="studies per tomstats run (default 200)")
+    ap.add_argument("--studies", type=int, default=1000,
+                    help="studies per tomstats run (default 1000, simr's nsim)")
     ap.add_argument("--r-studies", type=int, default=40,
                     help="studies refitted by lme4 (default 40)")
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS),
                     help="models to time (default: both)")
-    ap.add_argument("--write-docs", action="store_true",
-                    help="write the table into docs/power-from-fit.md")
-    args = ap.parse_args()
+    add_write_docs_argument(ap)
+    return ap
+
+
+def row_keys(args: argparse.Namespace) -> list[str]:
+    """The first cell of each row, in order."""
+    return [f"{name}: `{MODELS[name]}`".replace("|", "\\|") for name in args.models]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
+    if args.write_docs:
+        require_markers(SCRIPT, PAGE)
     data = pd.DataFrame(json.loads(DATA.read_text())["data"])
     from tomstats.planning.from_fit import default_cores
 
     n_cores = default_cores()
     rows = []
-    for name in args.models:
+    for name, key in zip(args.models, row_keys(args), strict=True):
         o1 = ours(MODELS[name], data, args.studies, 1)
         on = ours(MODELS[name], data, args.studies, n_cores) if n_cores > 1 else o1
         r = lme4(MODELS[name], data, args.r_studies)
-        shown = MODELS[name].replace("|", "\\|")  # a Markdown table cell
         p1, pn = o1["per_refit"], on["per_refit"]
-        rows.append({"model": f"{name}: `{shown}`",
-                     "tomstats first run (s)": f"{o1['first_s']:.1f}",
-                     "tomstats ms per refit, 1 core": f"{1e3 * p1:.2f}",
-                     f"tomstats ms per refit, {n_cores} cores": f"{1e3 * pn:.2f}",
-                     "lme4 glmer() ms (as simr)": "n/a" if r is None else f"{1e3 * r[1]:.0f}",
-                     "lme4 refit() ms": "n/a" if r is None else f"{1e3 * r[0]:.0f}",
-                     "glmer() / tomstats, 1 core": "n/a" if r is None else f"{r[1] / p1:.0f} x",
-                     f"glmer() / tomstats, {n_cores} cores":
-                         "n/a" if r is None else f"{r[1] / pn:.0f} x",
-                     "refit() / tomstats, 1 core": "n/a" if r is None else f"{r[0] / p1:.0f} x"})
+        na = r is None
+        rows.append([key, f"{o1['first_s']:.1f}", f"{1e3 * p1:.2f}", f"{1e3 * pn:.2f}",
+                     "n/a" if na else f"{1e3 * r[1]:.0f}", "n/a" if na else f"{1e3 * r[0]:.0f}",
+                     "n/a" if na else f"{r[1] / p1:.0f} x", "n/a" if na else f"{r[1] / pn:.0f} x",
+                     "n/a" if na else f"{r[0] / p1:.0f} x"])
         print(json.dumps({"model": name, "one_core": o1, "all_cores": on, "cores": n_cores,
                           "lme4_refit": r and r[0], "lme4_glmer": r and r[1]}), flush=True)
-    head = list(rows[0])
-    table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                      + ["| " + " | ".join(r[h] for h in head) + " |" for r in rows])
-    print(table)
+    table = markdown_table(COLUMNS, rows)
+    note = (f"\nAll cores: {n_cores} here. {args.studies} studies per tomstats run, "
+            f"{args.r_studies} refitted by lme4 each way.\n")
+    print(table + note)
     if args.write_docs:
-        load = os.getloadavg()[0]
-        cmd = "python benchmarks/bench_power_from_fit.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in (("studies", args.studies),
-                                                        ("r_studies", args.r_studies)))
-        block = (f"{BEGIN}\n`{cmd}` on {platform.machine()} with {os.cpu_count()} CPUs, "
-                 f"load average {load:.1f}, {datetime.date.today().isoformat()}:\n\n"
-                 f"{table}\n{END}")
-        text = DOCS.read_text(encoding="utf-8")
-        start, end = text.index(BEGIN), text.index(END) + len(END)
-        DOCS.write_text(text[:start] + block + text[end:], encoding="utf-8")
-        print(f"wrote the table into {DOCS}")
+        write_docs(SCRIPT, argv, table + note, page=PAGE)
 
 
 if __name__ == "__main__":
