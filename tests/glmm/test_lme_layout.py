@@ -116,3 +116,10 @@ def test_too_much_padding_keeps_the_segment_sums():
                                shapes) is None
     with jax.enable_x64(True):
         assert bool(lme_fit_arrays(X, y, trials, Zs, gs, shapes).converged)
+
+
+def test_codes_outside_the_levels_are_refused():
+    X, y, trials, Zs, gs, shapes = _design(**CASES["balanced, shuffled"])
+    bad = (np.where(gs[0] == 0, shapes[0].q, gs[0]),)
+    with pytest.raises(ValueError, match=r"codes of term 0 must lie in 0\.\.11.*got 1\.\.12"):
+        lme_fit_arrays(X, y, trials, Zs, bad, shapes)

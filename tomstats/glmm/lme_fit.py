@@ -765,10 +765,13 @@ def _arrays(X, y, trials, offset, Zs, gs, shapes):
     if len(Zs) != len(shapes) or len(gs) != len(shapes) or not shapes:
         raise ValueError("lme_fit_arrays: Zs, gs and shapes need one entry per random term "
                          "(at least one)")
-    for z, g, s in zip(Zs, gs, shapes, strict=True):
+    for k, (z, g, s) in enumerate(zip(Zs, gs, shapes, strict=True)):
         if z.shape != (n_obs, s.d) or g.shape != (n_obs,):
             raise ValueError(f"lme_fit_arrays: a term's Z must be ({n_obs}, {s.d}) and its "
                              f"codes ({n_obs},); got {z.shape} and {g.shape}")
+        if isinstance(g, np.ndarray) and n_obs and (g.min() < 0 or g.max() >= s.q):
+            raise ValueError(f"lme_fit_arrays: the codes of term {k} must lie in 0..{s.q - 1} "
+                             f"(its q); got {int(g.min())}..{int(g.max())}")
     return X, y, n, off, Zs, gs, shapes, dtype
 
 
