@@ -93,9 +93,8 @@ def token_by_token_server(gguf: Path) -> Iterator[str]:
     is served from that cache with only its last token evaluated again, alone. llama.cpp's
     logits are not bit-for-bit the same for a token evaluated in a batch and alone (its
     server documents this for its prompt cache), so with batched prompts the repeat can
-    give another greedy answer: SmolLM2 did for 2 of 12 prompts asked twice in a row in one
-    process, and this test failed once that way. Token by token the answer depends on the
-    prompt alone, whatever the server saw before (0 of the 12)."""
+    give another greedy answer (this test failed once that way). Token by token the answer
+    depends on the prompt alone, whatever the server saw before."""
     with _serve(gguf, "--n_batch", "1", "--n_ubatch", "1") as url:
         yield url
 

@@ -265,20 +265,16 @@ def _block_rows(X: Array, y: Array, n: Array, offset: Array, Zs: tuple[Array, ..
     pos = g[order] * r + (np.arange(n_obs) - np.repeat(starts, counts))
     size = q * r
 
-    def place(a: Array) -> Array:
-        a = jnp.asarray(a)
-        out = jnp.zeros(a.shape[:-1] + (size,), a.dtype)
-        return out.at[..., pos].set(jnp.take(a, order, axis=-1))
-
-    def place_rows(a: Array) -> Array:
-        a = jnp.asarray(a)
-        out = jnp.zeros((size,) + a.shape[1:], a.dtype)
-        return out.at[pos].set(jnp.take(a, order, axis=0))
+    def place(a: Array, axis: int = 0) -> Array:
+        """``a``'s rows (along ``axis``) at their new places, zeros in the padding."""
+        a = jnp.moveaxis(jnp.asarray(a), axis, 0)
+        out = jnp.zeros((size,) + a.shape[1:], a.dtype).at[pos].set(jnp.take(a, order, 0))
+        return jnp.moveaxis(out, 0, axis)
 
     gs_new = tuple(jnp.asarray(np.repeat(np.arange(q), r), jnp.int32) if k == big
-                   else place_rows(gk) for k, gk in enumerate(gs))
-    return (place_rows(X), place(y), place(n), place(offset),
-            tuple(place_rows(z) for z in Zs), gs_new)
+                   else place(gk) for k, gk in enumerate(gs))
+    return (place(X), place(y, -1), place(n, -1), place(offset),
+            tuple(place(z) for z in Zs), gs_new)
 
 
 class _Problem:
