@@ -80,6 +80,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from tomstats.glmm._theta import n_theta, theta_index, theta_onehot
 from tomstats.glmm.glm import log_binomial_coefficients
 
 __all__ = ["TermShape", "LmeArrays", "lme_fit_arrays", "lme_deviance", "theta_start",
@@ -118,14 +119,12 @@ class TermShape:
     @property
     def n_theta(self) -> int:
         """Number of :math:`\\theta` elements: :math:`d(d+1)/2` or :math:`d`."""
-        return self.d * (self.d + 1) // 2 if self.correlated else self.d
+        return n_theta(self.d, self.correlated)
 
     def theta_index(self) -> tuple[tuple[int, int], ...]:
         """(row, column) of :math:`T_k` of each :math:`\\theta` element, lme4's order
         (column-major lower triangle)."""
-        if not self.correlated:
-            return tuple((i, i) for i in range(self.d))
-        return tuple((i, j) for j in range(self.d) for i in range(j, self.d))
+        return theta_index(self.d, self.correlated)
 
 
 def theta_start(shapes: tuple[TermShape, ...]) -> np.ndarray:
@@ -139,10 +138,8 @@ def theta_to_factor(theta: Any, shape: TermShape) -> Array:
     theta = jnp.asarray(theta)
     # sum of theta times constant one-hot matrices: elementwise, so it fuses (a scatter into
     # a zero matrix is a kernel of its own on a CPU)
-    onehot = np.zeros((shape.n_theta, shape.d, shape.d))
-    for k, (i, j) in enumerate(shape.theta_index()):
-        onehot[k, i, j] = 1.0
-    return jnp.sum(theta[:, None, None] * jnp.asarray(onehot, theta.dtype), axis=0)
+    onehot = jnp.asarray(theta_onehot(shape.d, shape.correlated), theta.dtype)
+    return jnp.sum(theta[:, None, None] * onehot, axis=0)
 
 
 @jax.tree_util.register_dataclass

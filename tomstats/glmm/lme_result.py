@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats.glmm._theta import n_theta, theta_index, theta_onehot
 from tomstats.glmm.laplace_backend import (
     SINGULAR_MESSAGE,
     LaplaceConvergenceWarning,
@@ -94,7 +95,7 @@ class LmeTerm:
     @property
     def n_theta(self) -> int:
         """:math:`\\theta` elements of the term: :math:`d(d+1)/2` or :math:`d`."""
-        return self.d * (self.d + 1) // 2 if self.correlated else self.d
+        return n_theta(self.d, self.correlated)
 
     @property
     def label(self) -> str:
@@ -104,22 +105,16 @@ class LmeTerm:
 
     def theta_index(self) -> tuple[tuple[int, int], ...]:
         """(row, column) of :math:`T` of each :math:`\\theta` element (lme4's order)."""
-        if not self.correlated:
-            return tuple((i, i) for i in range(self.d))
-        return tuple((i, j) for j in range(self.d) for i in range(j, self.d))
+        return theta_index(self.d, self.correlated)
 
     def factor(self, theta: np.ndarray) -> np.ndarray:
         """:math:`T` from the term's :math:`\\theta` elements (shape ``(..., n_theta)``;
         leading axes, e.g. posterior draws, give ``(..., d, d)``)."""
         theta = np.asarray(theta, dtype=float)
-        idx = self.theta_index()
-        if theta.shape[-1:] != (len(idx),):
-            raise ValueError(f"term {self.label!r}: {len(idx)} theta elements expected, got "
-                             f"shape {theta.shape}")
-        T = np.zeros(theta.shape[:-1] + (self.d, self.d))
-        for k, (i, j) in enumerate(idx):
-            T[..., i, j] = theta[..., k]
-        return T
+        if theta.shape[-1:] != (self.n_theta,):
+            raise ValueError(f"term {self.label!r}: {self.n_theta} theta elements expected, "
+                             f"got shape {theta.shape}")
+        return np.tensordot(theta, theta_onehot(self.d, self.correlated), axes=1)
 
 
 @dataclass(frozen=True)
