@@ -11,7 +11,18 @@ import os
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import doctest  # noqa: E402
+import sys  # noqa: E402
+
 from tomstats import __version__  # noqa: E402
+
+# Doctest outputs are compared as a reader compares them: a number may differ by one unit of
+# its last printed digit (the last bits of a sum differ between machines), everything else is
+# compared as usual (docs/printed.py). Sphinx's doctest runner takes the module's checker.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from printed import NumbersChecker  # noqa: E402
+
+doctest.OutputChecker = NumbersChecker
 
 project = "tomstats"
 author = "the tomstats authors"
