@@ -14,8 +14,9 @@ place; joins, "Alice joins Bob", name no place). The rules:
 - the **told-event family**, for each questioned character ``R`` in ``T`` (the target),
   ``S1``, ``S2`` (the question's chain; the pair of a world-model question): its ``k``-th
   last told destination (``R_dest_last1`` … ``R_dest_last3``), first, most and least
-  frequent told destination (no answer on a tie) (``R_dest_first``, ``R_dest_most``, ``R_dest_least``), and the
-  place most often named in the sentences naming it (``R_comention``);
+  frequent told destination (``R_dest_first``, ``R_dest_most``, ``R_dest_least``; no
+  answer on a tie), and the place most often named in the sentences naming it
+  (``R_comention``);
 - **story rules**: ``t_last``, ``t_second_last``, ``t_first`` (the place named last in the
   last, second-to-last, first sentence that names ``T``), ``t_near_frequent`` (the place
   named most often in and next to the sentences naming ``T``), ``story_last``,

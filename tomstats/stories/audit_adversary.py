@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -272,8 +272,13 @@ def _pack(feats: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cross_fit_group(x: np.ndarray, mask: np.ndarray, y: np.ndarray, fold: np.ndarray,
-                     lam: float) -> np.ndarray:
-    """Held-out guesses (candidate index; -1 when no model could be fitted)."""
+                     lam: float, fit: Callable[..., np.ndarray] | None = None) -> np.ndarray:
+    """Held-out guesses (candidate index; -1 when no model could be fitted).
+
+    Each fold is scored by ``fit`` (default :func:`fit_ranker`) on the other folds, with
+    features standardised by the other folds' means and standard deviations.
+    """
+    fit = fit_ranker if fit is None else fit
     guess = np.full(len(y), -1)
     for k in np.unique(fold):
         train, test = fold != k, fold == k
@@ -283,7 +288,7 @@ def _cross_fit_group(x: np.ndarray, mask: np.ndarray, y: np.ndarray, fold: np.nd
         mu, sd = xt.mean(axis=0), xt.std(axis=0)
         sd[sd < 1e-9] = 1.0
         z = np.where(mask[..., None], (x - mu) / sd, 0.0)
-        w = fit_ranker(z[train], mask[train], y[train], lam=lam)
+        w = fit(z[train], mask[train], y[train], lam=lam)
         s = np.where(mask[test], np.einsum("icd,d->ic", z[test], w), -np.inf)
         guess[test] = s.argmax(axis=1)
     return guess
@@ -306,6 +311,7 @@ def cross_fit(parses: Sequence[ItemParse], kinds: Sequence[str], statuses: Seque
     gold = [list(p.story.candidates).index(p.item.answer)
             if p.item.answer in p.story.candidates else -1 for p in parses]
     out: dict[str, list[bool]] = {}
+    blind_groups: list[set[int]] = []
     for variant in ("blind", "given"):
         groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for i, (k, s) in enumerate(zip(kinds, statuses, strict=True)):
@@ -325,5 +331,5 @@ def cross_fit(parses: Sequence[ItemParse], kinds: Sequence[str], statuses: Seque
                 hit[i] = bool(gi == gold[i])
         out[variant] = hit
         if variant == "blind":
-            blind_groups = [set(m) for m in groups.values()]
+            blind_groups += [set(m) for m in groups.values()]
     return AdversaryResult(out["blind"], out["given"], folds)

@@ -195,9 +195,11 @@ narrative` does not define.
 
     The words are those of the other settings' sentence banks (every text field but the
     name and the instructions of their :class:`~tomstats.stories.narrative.NaturalSetting`)
-    that are not in this setting's bank, in a sentence form :mod:`~tomstats.stories.narrative` shares between settings,
-    in a short list of function words or in a place name; plus :data:`CURATED_FOREIGN`,
-    less this setting's bank. The places are the other settings' place names.
+    that are neither in this setting's bank, nor in a sentence form
+    :mod:`~tomstats.stories.narrative` shares between settings (a module-level text no
+    setting holds), nor in a short list of function words, nor in a place name; plus
+    :data:`CURATED_FOREIGN`, less this setting's bank. The places are the other settings'
+    place names.
     """
     _banks, forbidden, places = _vocabularies()
     return forbidden.get(setting, frozenset()), places.get(setting, ())
