@@ -98,7 +98,7 @@ from tomstats.stories.audit_parse import ItemParse, item_parse, sentences
 from tomstats.stories.audit_rules import FAMILY_STATS, ROLES, RULES
 from tomstats.stories.items import Item
 
-__all__ = ["AUDIT_RULES", "LEVEL", "THRESHOLDS", "Audit", "Check", "audit_items",
+__all__ = ["AUDIT_RULES", "LEVEL", "SECTIONS", "THRESHOLDS", "Audit", "Check", "audit_items",
            "belief_status", "difference_check", "distinct_n", "estimate_tokens",
            "format_audit", "repeat_share", "rule_answers", "sentences", "share_check",
            "simpler_answers"]
@@ -488,7 +488,7 @@ def _num(key: str) -> tuple[int, str]:
 
 def audit_items(items: Iterable[Item], *,
                 tokenizer: Callable[[str], int] | None = None, adversary: bool = True,
-                lint: bool = True, seed: int = 0) -> Audit:
+                lint: bool = True, seed: int = 0, rules: Sequence[str] | None = None) -> Audit:
     """Audit ``items`` (see the module docstring for the rules, metrics and thresholds).
 
     Parameters
@@ -502,6 +502,9 @@ def audit_items(items: Iterable[Item], *,
         Run the text lint (:mod:`tomstats.stories.audit_lint`).
     seed : int
         Seed of the adversary's folds (same seed, same audit).
+    rules : sequence of str, optional
+        Run only these rules (names of :data:`~tomstats.stories.audit_rules.RULES` and
+        ``cell_mode``); default: every registered rule.
 
     Returns
     -------
@@ -510,8 +513,13 @@ def audit_items(items: Iterable[Item], *,
     items = list(items)
     if not items:
         raise ValueError("items: the item set is empty; nothing to audit")
-    parses = [item_parse(it) for it in items]
     names = _rule_names()
+    if rules is not None:
+        unknown = sorted(set(rules) - set(names))
+        if unknown:
+            raise ValueError(f"rules: unknown rule(s) {unknown}; registered: {names}")
+        names = [n for n in names if n in set(rules)]
+    parses = [item_parse(it) for it in items]
     groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
     for i, it in enumerate(items):
         groups[(it.setting, it.context_words, _question_kind(it), belief_status(it))].append(i)
@@ -744,52 +752,77 @@ def _told_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def format_audit(audit: Audit, *, cells: bool = False, failures: bool = True) -> str:
+#: The sections of :func:`format_audit`, in the order they are printed.
+SECTIONS = ("rules", "told", "adversary", "cells", "reference", "text", "lint", "checks")
+
+
+def format_audit(audit: Audit, *, cells: bool = False, failures: bool = True,
+                 sections: Sequence[str] | None = None) -> str:
     """The audit as plain-text tables (rules, told events, adversary, reference load,
-    text and lint, failed checks).
+    text and lint, checks).
 
     ``cells`` adds the per-cell table; ``failures=False`` leaves out the list of failed
-    checks (their number is always given).
+    checks (their number is always given); ``sections`` prints only these of
+    :data:`SECTIONS` (default: all).
     """
+    show = set(SECTIONS if sections is None else sections)
+    bad = sorted(show - set(SECTIONS))
+    if bad:
+        raise ValueError(f"sections: unknown {bad}; choose among {list(SECTIONS)}")
+    if not cells:
+        show.discard("cells")
     general = [n for n in _rule_names() if n in audit.pooled[0] and not (
         n in RULES and RULES[n].role)] if audit.pooled else []
     key = ["setting", "order", "belief", "n", "chance"]
-    lines = ["Text-only rules, accuracy pooled over lengths (chance = 1/candidates):"]
-    lines += _table(audit.pooled, key + general)
-    lines += ["", "Told events of each questioned character (T, S1, S2): accuracy of its "
-              "k-th last, first, most and least frequent told destination and of the place "
-              "most named with it, pooled over lengths:"]
-    lines += _table(_told_rows(audit.pooled), key[:3] + ["who"] + key[3:] + list(FAMILY_STATS),
-                    key[:3] + ["who"] + key[3:] + ["last1", "last2", "last3", "first", "most",
-                                                   "least", "comention"])
-    if audit.pooled and audit.pooled[0].get("adversary_blind") is not None:
-        lines += ["", "Learned adversary (ranker on text features, cross-fitted by story): "
-                  "accuracy blind to the belief status, and given it (reported only):"]
-        lines += _table(audit.pooled, key + ["adversary_blind", "adversary_given"],
-                        key + ["blind", "given_status"])
-    if cells:
-        lines += ["", "Per cell:"]
-        lines += _table(audit.cells, ["setting", "length", *key[1:], *general])
-    if audit.reference:
-        lines += ["", "Reference load: share of belief items whose answer is named in none "
-                  "of T's told moves (reached only through joins):"]
-        lines += _table(audit.reference, ["setting", "order", "belief", "length", "n",
-                                          "join_only"])
-    lines += ["", "Text per (setting, length):"]
-    text_cols = ["setting", "length", "stories", "words", "repeat_share", "distinct_2",
-                 "tokens_per_word", "move_coverage"]
-    lines += _table(audit.text, text_cols)
-    if audit.text and "a_before_vowel" in audit.text[0]:
+    parts: list[list[str]] = []
+    if "rules" in show:
+        parts.append(["Text-only rules, accuracy pooled over lengths (chance = "
+                      "1/candidates):", *_table(audit.pooled, key + general)])
+    if "told" in show:
+        parts.append(["Told events of each questioned character (T, S1, S2): accuracy of its "
+                      "k-th last, first, most and least frequent told destination and of the "
+                      "place most named with it, pooled over lengths:",
+                      *_table(_told_rows(audit.pooled),
+                              key[:3] + ["who"] + key[3:] + list(FAMILY_STATS),
+                              key[:3] + ["who"] + key[3:] + ["last1", "last2", "last3",
+                                                             "first", "most", "least",
+                                                             "comention"])])
+    if "adversary" in show and audit.pooled and \
+            audit.pooled[0].get("adversary_blind") is not None:
+        parts.append(["Learned adversary (ranker on text features, cross-fitted by story): "
+                      "accuracy blind to the belief status, and given it (reported only):",
+                      *_table(audit.pooled, key + ["adversary_blind", "adversary_given"],
+                              key + ["blind", "given_status"])])
+    if "cells" in show:
+        parts.append(["Per cell:", *_table(audit.cells,
+                                           ["setting", "length", *key[1:], *general])])
+    if "reference" in show and audit.reference:
+        parts.append(["Reference load: share of belief items whose answer is named in none "
+                      "of T's told moves (reached only through joins):",
+                      *_table(audit.reference, ["setting", "order", "belief", "length", "n",
+                                                "join_only"])])
+    if "text" in show:
+        parts.append(["Text per (setting, length):", *_table(
+            audit.text, ["setting", "length", "stories", "words", "repeat_share",
+                         "distinct_2", "tokens_per_word", "move_coverage"])])
+    if "lint" in show and audit.text and "a_before_vowel" in audit.text[0]:
         from tomstats.stories.audit_lint import LINT_CHECKS
 
-        lines += ["", "Text lint per (setting, length), defects counted:"]
-        lines += _table(audit.text, ["setting", "length", *LINT_CHECKS])
+        lint = ["Text lint per (setting, length), defects counted:",
+                *_table(audit.text, ["setting", "length", *LINT_CHECKS])]
         for setting, words in audit.foreign.items():
             top = ", ".join(f"{w} ({k})" for w, k in list(words.items())[:12])
-            lines.append(f"  words of another setting in {setting}: {top}")
+            lint.append(f"  words of another setting in {setting}: {top}")
+        parts.append(lint)
+    if "checks" in show:
+        parts.append(_check_lines(audit, failures))
+    return "\n\n".join("\n".join(p) for p in parts)
+
+
+def _check_lines(audit: Audit, failures: bool) -> list[str]:
     fails = audit.failures
-    lines += ["", f"Checks: {len(audit.checks) - len(fails)} of {len(audit.checks)} passed, "
-              f"{len(audit.unsure)} unsure (too few items to tell), {len(audit.failed)} failed"]
+    lines = [f"Checks: {len(audit.checks) - len(fails)} of {len(audit.checks)} passed, "
+             f"{len(audit.unsure)} unsure (too few items to tell), {len(audit.failed)} failed"]
     for c in fails if failures else ():
         lines.append(_check_line(c))
     if failures and audit.unsure:
@@ -797,7 +830,7 @@ def format_audit(audit: Audit, *, cells: bool = False, failures: bool = True) ->
         lines.append(f"  UNSURE: beyond the limit, but within sampling noise of it: too few "
                      f"items to tell; about {factor}x as many items (--n-per-cell/--n) would "
                      f"tell, if the shares stayed the same")
-    return "\n".join(lines)
+    return lines
 
 
 def _check_line(c: Check) -> str:

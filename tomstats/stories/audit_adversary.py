@@ -197,7 +197,7 @@ def _objective(w: np.ndarray, x: np.ndarray, mask: np.ndarray, y: np.ndarray,
 
 
 def fit_ranker(x: np.ndarray, mask: np.ndarray, y: np.ndarray, *, lam: float = LAMBDA,
-               max_iter: int = 50, tol: float = 1e-10) -> np.ndarray:
+               max_iter: int = 50, tol: float = 1e-8) -> np.ndarray:
     r"""Fit the penalised conditional logit by Newton's method (see the module docstring).
 
     Parameters
@@ -286,8 +286,8 @@ def _cross_fit_group(x: np.ndarray, mask: np.ndarray, y: np.ndarray, fold: np.nd
             continue
         xt = x[train][mask[train]]
         mu, sd = xt.mean(axis=0), xt.std(axis=0)
-        sd[sd < 1e-9] = 1.0
-        z = np.where(mask[..., None], (x - mu) / sd, 0.0)
+        keep = sd > 1e-9  # a constant feature ranks nothing (e.g. S2's for order 1)
+        z = np.where(mask[..., None], (x[..., keep] - mu[keep]) / sd[keep], 0.0)
         w = fit(z[train], mask[train], y[train], lam=lam)
         s = np.where(mask[test], np.einsum("icd,d->ic", z[test], w), -np.inf)
         guess[test] = s.argmax(axis=1)

@@ -266,33 +266,24 @@ def lint_story(parse: StoryParse, setting: str,
     ``found``, when given, collects the foreign words and places met (for the report).
     """
     text = parse.text
+    low_text = text.lower()
     counts = dict.fromkeys(LINT_CHECKS, 0)
     counts["a_before_vowel"] = sum(
         not m.group(1).lower().startswith(VOWEL_EXCEPTIONS) for m in _A_VOWEL.finditer(text))
     vocab = _adverbial_vocab()
     irregular = frozenset(IRREGULAR_PAST)
     words, _places = foreign_vocabulary(setting)
-    token_sets: list[set[str]] = []
-    bad: list[str] = []
-    for i, (a, b) in enumerate(parse.spans):
-        low = text[a:b].lower()
+    sents = [low_text[a:b] for a, b in parse.spans]
+    for low in sents:
         if "," in low:
             if _adverbial_count(low, vocab) >= 2:
                 counts["stacked_adverbials"] += 1
             if low.split(",", 1)[0] in PRESENT_MARKERS and _tense_clash(low, irregular, vocab):
                 counts["tense_clash"] += 1
-        toks = set(_WORDS.findall(low))
-        size = len(toks)
-        for prev in token_sets[max(0, i - NEAR_DUPLICATE_WINDOW):i]:
-            # |A & B| / |A | B| <= min(|A|, |B|) / max(|A|, |B|): skip what cannot reach
-            if min(size, len(prev)) < NEAR_DUPLICATE_JACCARD * max(size, len(prev)):
-                continue
-            union = len(toks | prev)
-            if union and len(toks & prev) / union >= NEAR_DUPLICATE_JACCARD:
-                counts["near_duplicate"] += 1
-                break
-        token_sets.append(toks)
-    for w, k in Counter(_WORDS.findall(text.lower())).items():
+    tokens = [_WORDS.findall(low) for low in sents]
+    counts["near_duplicate"] = _near_duplicates(tokens)
+    bad: list[str] = []
+    for w, k in Counter(w for ts in tokens for w in ts).items():
         n = _NORM.get(w)
         if n is None:
             n = _NORM[w] = _norm(w)
@@ -300,12 +291,41 @@ def lint_story(parse: StoryParse, setting: str,
             bad += [n] * k
     rx = _place_regex(setting)
     if rx is not None:
-        bad += rx.findall(text.lower())
+        bad += rx.findall(low_text)
     counts["foreign_words"] = len(bad)
     if found is not None:
         found.update(bad)
     counts["move_runs"] = _long_runs(sorted({m.sentence for m in parse.moves}))
     return counts
+
+
+def _near_duplicates(tokens: list[list[str]]) -> int:
+    """Sentences whose word set has a Jaccard index of at least
+    :data:`NEAR_DUPLICATE_JACCARD` with one of the :data:`NEAR_DUPLICATE_WINDOW` before.
+
+    A boolean sentence × word matrix ``M``; for each lag ``L``, the intersections of rows
+    ``i`` and ``i - L`` are the row sums of ``M[L:] & M[:-L]`` and the unions
+    ``|A| + |B| - |A & B|``.
+    """
+    import numpy as np
+
+    n = len(tokens)
+    if n < 2:
+        return 0
+    flat = [w for ts in tokens for w in ts]
+    if not flat:
+        return 0
+    _uniq, inv = np.unique(np.array(flat), return_inverse=True)
+    rows = np.repeat(np.arange(n), [len(ts) for ts in tokens])
+    m = np.zeros((n, len(_uniq)), dtype=bool)
+    m[rows, inv] = True
+    size = m.sum(axis=1)
+    dup = np.zeros(n, dtype=bool)
+    for lag in range(1, min(NEAR_DUPLICATE_WINDOW, n - 1) + 1):
+        inter = (m[lag:] & m[:-lag]).sum(axis=1)
+        union = size[lag:] + size[:-lag] - inter
+        dup[lag:] |= (union > 0) & (inter >= NEAR_DUPLICATE_JACCARD * union)
+    return int(dup.sum())
 
 
 def _long_runs(move_sentences: Iterable[int]) -> int:

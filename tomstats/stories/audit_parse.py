@@ -14,11 +14,12 @@ A move sentence form is a template with ``{a}`` (or ``{x}``/``{X}``, an object) 
 actor, ``{l}`` for the place and ``{b}`` for the joined characters, optionally after one
 leading ``"Adverbial, "`` and before one trailing ``", adverbial"``. The forms are
 :data:`FIRST_ROUND_FORMS` (those of the first design generator, so old item files still
-parse) and every form :mod:`tomstats.stories.narrative` defines: each setting's ``moves``
-and every module-level tuple of templates whose name contains ``MOVES`` or ``JOINS``
-(:func:`move_forms`). Remarks about a place (``"Alice says that the library is cold"``)
-are not moves: they match no form. :func:`ItemParse.coverage` compares the told moves with
-the item's recorded events, so that a generator with a new move wording that this parser
+parse), every form :mod:`tomstats.stories.narrative` defines (each setting's ``moves`` and
+every module-level tuple of templates whose name contains ``MOVES`` or ``JOINS``) and the
+forms of the storyboard stories (:mod:`tomstats.stories.settings`; :func:`move_forms`).
+Remarks about a place (``"Alice says that the library is cold"``) are not moves: they match
+no form. :func:`ItemParse.coverage` compares the told moves with the item's recorded
+events, so that a generator with a new move wording that this parser
 does not know is caught by the audit instead of silently escaping the told-move rules.
 
 :class:`ItemParse` binds a parsed story to one item's questioned characters — ``T`` (the
@@ -113,9 +114,12 @@ def mode(names: Iterable[str]) -> str:
 
 def move_forms() -> tuple[str, ...]:
     """Every move and join sentence form the parser knows (see the module docstring)."""
-    from tomstats.stories import narrative
+    from tomstats.stories import narrative, settings
 
     forms = list(FIRST_ROUND_FORMS)
+    for sst in settings.SETTINGS.values():  # the storyboard stories' forms
+        forms += [*sst.to_place, *sst.to_hub]
+    forms += list(settings.OBJECT_TEMPLATES)
     for st in narrative.NATURAL_SETTINGS.values():
         forms += list(st.moves)
     for name, value in sorted(vars(narrative).items()):
@@ -366,11 +370,21 @@ class ItemParse:
         return self.story.flat
 
     def coverage(self) -> tuple[int, int] | None:
-        """``(told moves parsed, events recorded)``, or ``None`` without recorded events."""
+        """``(told moves parsed, recorded moves into a candidate place)``; ``None`` without
+        such recorded events (the comparison the audit's ``move_coverage`` makes)."""
         events = self.item.metadata.get("events")
         if not isinstance(events, list) or not events:
             return None
-        return len(self.story.moves), len(events)
+        cands = set(self.story.candidates)
+        enters = 0
+        for e in events:
+            if isinstance(e, dict):
+                enters += e.get("action") == "enter" and e.get("location") in cands
+            elif isinstance(e, list | tuple) and len(e) > 2:
+                enters += e[2] in cands
+        if not enters:
+            return None
+        return len(self.story.moves), enters
 
 
 def item_parse(item: Item) -> ItemParse:
