@@ -122,3 +122,32 @@ def test_the_audit_fails_a_lint_check_on_any_count() -> None:
     failed = {c.name for c in bad.failed}
     assert failed >= {"lint a_before_vowel"}
     assert not failed & {f"lint {c}" for c in LINT_CHECKS if c != "a_before_vowel"}
+
+
+def test_near_duplicates_match_a_plain_loop() -> None:
+    """The matrix count equals pairwise Jaccard over the ten sentences before, by hand."""
+    import random
+
+    from tomstats.stories.audit_lint import (
+        NEAR_DUPLICATE_JACCARD,
+        _near_duplicates,
+        _near_duplicates_sets,
+    )
+
+    rng = random.Random(0)
+    vocab = [f"w{i}" for i in range(12)]
+    for _ in range(50):
+        tokens = [rng.sample(vocab, rng.randint(1, 6)) for _ in range(rng.randint(0, 40))]
+        want = 0
+        for i, a in enumerate(tokens):
+            if any(len(set(a) & set(b)) / len(set(a) | set(b)) >= NEAR_DUPLICATE_JACCARD
+                   for b in tokens[max(0, i - 10):i]):
+                want += 1
+        assert _near_duplicates(tokens) == want == _near_duplicates_sets(
+            [set(t) for t in tokens])
+
+
+def test_hostile_text_is_linted_without_blowing_up() -> None:
+    long_sentence = "Bob walks into the kitchen" + ", and on" * 20000 + "."
+    got = _lint("rooms", "Intro. " + long_sentence + " " + "a b c. " * 3000)
+    assert got["near_duplicate"] == 2999 and got["move_runs"] == 0

@@ -316,6 +316,8 @@ def _near_duplicates(tokens: list[list[str]]) -> int:
     if not flat:
         return 0
     _uniq, inv = np.unique(np.array(flat), return_inverse=True)
+    if n * len(_uniq) > 20_000_000:  # a huge text: compare word sets, in linear memory
+        return _near_duplicates_sets([set(ts) for ts in tokens])
     rows = np.repeat(np.arange(n), [len(ts) for ts in tokens])
     m = np.zeros((n, len(_uniq)), dtype=bool)
     m[rows, inv] = True
@@ -326,6 +328,18 @@ def _near_duplicates(tokens: list[list[str]]) -> int:
         union = size[lag:] + size[:-lag] - inter
         dup[lag:] |= (union > 0) & (inter >= NEAR_DUPLICATE_JACCARD * union)
     return int(dup.sum())
+
+
+def _near_duplicates_sets(sets: list[set[str]]) -> int:
+    """:func:`_near_duplicates` with Python sets (same count, memory linear in the text)."""
+    count = 0
+    for i, a in enumerate(sets):
+        for b in sets[max(0, i - NEAR_DUPLICATE_WINDOW):i]:
+            union = len(a | b)
+            if union and len(a & b) >= NEAR_DUPLICATE_JACCARD * union:
+                count += 1
+                break
+    return count
 
 
 def _long_runs(move_sentences: Iterable[int]) -> int:

@@ -38,11 +38,14 @@ from functools import lru_cache
 
 from tomstats.stories.items import Item
 
-__all__ = ["FIRST_ROUND_FORMS", "ItemParse", "Move", "StoryParse", "item_parse",
+__all__ = ["FIRST_ROUND_FORMS", "MAX_MOVE_CHARS", "ItemParse", "Move", "StoryParse",
+           "item_parse",
            "location_pattern", "mode", "move_forms", "parse_story", "sentence_spans",
            "sentences", "target_text"]
 
 _SPLIT = re.compile(r'(?<=[.!?])["”]?\s+')
+#: Longest sentence (characters) tried against the move forms.
+MAX_MOVE_CHARS = 300
 
 #: The move and join sentence forms of the first design generator (kept so that its item
 #: files, and the fixture the tests audit, still parse if the generator's forms change).
@@ -95,7 +98,9 @@ def location_pattern(candidates: Sequence[str]) -> tuple[re.Pattern[str], dict[s
     for c in candidates:
         for f in {c, c.replace("_", " ")}:
             forms[f.lower()] = c
-    alts = sorted(forms, key=len, reverse=True)
+    alts = sorted((f for f in forms if f), key=len, reverse=True)
+    if not alts:  # no candidates: a pattern that never matches
+        return re.compile(r"(?!x)x"), forms
     pat = re.compile(r"(?<![\w])(" + "|".join(map(re.escape, alts)) + r")(?![\w])", re.I)
     return pat, forms
 
@@ -267,10 +272,12 @@ def _parse(text: str, candidates: tuple[str, ...], forms: tuple[str, ...]) -> St
         i = bisect.bisect_right(starts, m.start()) - 1
         if i >= 0:
             places[i].append(lforms[m.group(1).lower()])
-    place_alt = "|".join(re.escape(f) for f in sorted(lforms, key=len, reverse=True))
-    regexes = _move_regexes(forms, place_alt)
+    place_alt = "|".join(re.escape(f) for f in sorted(lforms, key=len, reverse=True) if f)
+    regexes = _move_regexes(forms, place_alt or "(?!x)x")
     moves = []
     for i, (a, b) in enumerate(spans):
+        if b - a > MAX_MOVE_CHARS:  # no move sentence is this long; bounds the matching
+            continue
         s = text[a:b]
         if not places[i] and " join" not in s and " be with " not in s:
             continue
