@@ -192,3 +192,23 @@ def test_design_items_are_parsed_completely() -> None:
         assert parsed == recorded, it.item_id
     audit = audit_items(items, adversary=False)
     assert all(r["move_coverage"] == 1.0 for r in audit.text)
+
+
+def test_token_estimate_equals_the_token_by_token_count() -> None:
+    """The regex-count form of estimate_tokens equals the rule it states, applied token by
+    token (letters: ceil(len / 7) a run; every digit and other non-space character: 1)."""
+    import math
+    import random
+    import re
+
+    from tomstats.stories.audit import estimate_tokens
+
+    def by_token(text: str) -> int:
+        return sum(math.ceil(len(w) / 7) if w[0].isalpha() else 1
+                   for w in re.findall(r"[A-Za-z]+|[0-9]|[^\sA-Za-z0-9]", text))
+
+    rng = random.Random(0)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABC  \n.,;'\"0123456789_-é"
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80)))
+        assert estimate_tokens(text) == by_token(text), text

@@ -121,9 +121,6 @@ THRESHOLDS: dict[str, float] = {
 LEVEL = 0.95
 _Z = NormalDist().inv_cdf(0.5 + LEVEL / 2)
 
-_WORD = re.compile(r"[A-Za-z]+|[0-9]|[^\sA-Za-z0-9]")
-
-
 _LETTERS = re.compile(r"[A-Za-z]+")
 _LONG = re.compile(r"[A-Za-z]{8,}")
 _NOT_OTHER = re.compile(r"[\sA-Za-z]+")
