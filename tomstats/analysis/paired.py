@@ -113,8 +113,9 @@ def _all_units(df: pd.DataFrame, dv: str, group: Sequence[str] | None,
             raise ValueError(f"paired scoring: item_id {show_value(df.loc[r.name, 'item_id'])} "
                              f"appears twice in the unit pair_id={r['pair_id']!r}, "
                              f"tom_order={show_value(r['tom_order'])} (row {int(r.name)})")
-    status = (df.loc[paired, "belief_status"].astype("string").fillna("none").to_numpy()
-              if "belief_status" in df.columns else None)
+    # (a CSV reader turns the words true/false into booleans: compared as lower-case text)
+    status = (df.loc[paired, "belief_status"].astype("string").fillna("none").str.lower()
+              .to_numpy() if "belief_status" in df.columns else None)
     if status is not None:
         work["_true"], work["_false"] = status == "true", status == "false"
     chance_known = "n_candidates" in df.columns
