@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -252,3 +253,35 @@ def test_glmm_rows_from_a_log(generated_log) -> None:
     assert rows.groupby("model")["correct"].mean().to_dict() == {"heuristic-oracle": 1.0,
                                                                 "heuristic-recency": 0.0}
     assert rows.attrs["paired"]["n_units"] == len(items)
+
+
+def test_report_shows_paired_scores_and_baselines(generated_log, tmp_path) -> None:
+    from tomstats.report.log import SECTIONS, write_log_report
+
+    log, _ = generated_log
+    text = write_log_report(log, tmp_path / "md", "md").read_text(encoding="utf-8")
+    i = text.index(f"## {SECTIONS[2]}")
+    section = text[i:text.index("## ", i + 3)]
+    one = read_log(log).query("model == 'heuristic-oracle'")
+    cells = paired_summary(one.assign(
+        correct=(one["last_location"] == one["answer"]).astype(int)))
+    assert (cells["accuracy"] == 0).all()  # the reality tracker, by hand: 0 paired
+    for model in ("heuristic-oracle", "heuristic-recency"):
+        for base in ("reality tracker", "previous place"):
+            rows = re.findall(rf"^\| {model} · {base} \| (\d) \| (.*) \|$", section, re.M)
+            assert len(rows) == 4  # orders 1, 2 in the per-question and the paired table
+        paired_rows = re.findall(rf"^\| {model} · reality tracker \| \d \| (.*) \|$",
+                                 section, re.M)[2:]
+        assert all(c.startswith("0.000 [") for r in paired_rows for c in r.split(" | "))
+    oracle = re.findall(r"^\| heuristic-oracle \| \d \| (.*) \|$", section, re.M)[-2:]
+    assert all(c.startswith("1.000 [") for r in oracle for c in r.split(" | "))
+    assert "chance of a paired unit" in section
+
+
+def test_report_of_an_old_log_names_what_is_missing(tmp_path) -> None:
+    from tomstats.report.log import write_log_report
+
+    text = write_log_report(SHIPPED_LOG, tmp_path / "md", "md", n_boot=0).read_text("utf-8")
+    assert "No previous place baseline: the log does not record previous_location" in text
+    assert "No paired scores: no question of this log carries a pair_id" in text
+    assert "| smollm2-local · reality tracker | 1 |" in text
