@@ -206,6 +206,17 @@ def test_incomplete_count_printed(tmp_path, capsys) -> None:
     assert "11 paired units; 1 incomplete unit(s) left out" in capsys.readouterr().out
 
 
+def test_questions_that_ask_no_belief_are_not_units() -> None:
+    df = _frame(lambda m, s: True)
+    reality = df[df["tom_order"] == 1].assign(tom_order=0, belief_status="none",
+                                              item_id=lambda d: d["item_id"] + "-r")
+    units = paired_units(pd.concat([df, reality], ignore_index=True))
+    assert len(units) == len(paired_units(df)) and units.attrs["n_incomplete"] == 0
+    assert units.attrs["n_unpaired_rows"] == len(reality)
+    with pytest.raises(ValueError, match="no belief question has a pair_id"):
+        paired_units(reality)
+
+
 def test_versions_must_share_their_cell_and_not_repeat() -> None:
     df = _frame(lambda m, s: True)
     bad = df.copy()
@@ -222,10 +233,10 @@ def test_old_logs_load_unpaired_and_paired_scores_say_why(capsys) -> None:
     df = read_log(SHIPPED_LOG)
     assert (df["pair_id"] == "").all() and df["previous_location"].isna().all()
     assert df["last_location"].notna().any()
-    with pytest.raises(ValueError, match="no row has a pair_id"):
+    with pytest.raises(ValueError, match="no belief question has a pair_id"):
         paired_summary(SHIPPED_LOG)
     assert main(["summarize", str(SHIPPED_LOG), "--paired"]) == 2
-    assert "no row has a pair_id" in capsys.readouterr().err
+    assert "no belief question has a pair_id" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("reader", ["read_log", "stream"])

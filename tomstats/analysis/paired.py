@@ -24,8 +24,9 @@ Anything less (a version lost to an error, a ``--query`` that kept one version, 
 short) cannot be scored as a pair: such units are left out and counted per reason
 (``attrs["n_incomplete"]``, ``attrs["incomplete_by_reason"]``; :func:`paired_summary` also per
 cell); ``incomplete="raise"`` refuses them instead. Rows with an empty ``pair_id`` (unpaired
-items: reality and world-model questions, items of format ``tomstats.items/1`` and ``/2``,
-logs of older runners) are not units and are counted in ``attrs["n_unpaired_rows"]``.
+items: items of format ``tomstats.items/1`` and ``/2``, logs of older runners) and rows whose
+``belief_status`` is ``"none"`` (reality and world-model questions of a paired story ask no
+belief) are not units and are counted in ``attrs["n_unpaired_rows"]``.
 Data without any paired row are refused with a message that says why.
 
 Within a unit, ``context_words`` must be one value (the versions are one story told at one
@@ -63,6 +64,12 @@ _REASONS = ("a version without an answer", "a belief status missing",
 _CELL = ("context_words", "tom_order")
 
 
+def _status_words(col: pd.Series) -> pd.Series:
+    """``belief_status`` as lower-case words, ``"none"`` where missing (a CSV reader turns the
+    words true/false into booleans)."""
+    return col.astype("string").fillna("none").str.lower()
+
+
 def unit_keys(df: pd.DataFrame, group: Sequence[str] | None = None) -> list[str]:
     """The columns that identify a unit: ``group`` (default ``model`` when the data have it),
     ``pair_id``, ``tom_order`` and ``sample`` when present."""
@@ -85,9 +92,12 @@ def _all_units(df: pd.DataFrame, dv: str, group: Sequence[str] | None,
         require_column(df, c, "paired scoring")
     pid = df["pair_id"]
     paired = (pid.notna() & pid.astype("string").fillna("").str.len().gt(0)).to_numpy()
+    if "belief_status" in df.columns:  # reality and world-model questions are not versions
+        paired &= _status_words(df["belief_status"]).ne("none").to_numpy()
     n_unpaired = int((~paired).sum())
     if not paired.any():
-        raise ValueError("paired scoring: no row has a pair_id (every pair_id is empty); "
+        raise ValueError("paired scoring: no belief question has a pair_id (every pair_id "
+                         "is empty, or only reality and world-model questions have one); "
                          "paired scores need items whose true- and false-belief versions "
                          "share a pair_id (item format tomstats.items/3 from a generator that "
                          "pairs its stories, evaluated by this version of the runner)")
@@ -113,9 +123,8 @@ def _all_units(df: pd.DataFrame, dv: str, group: Sequence[str] | None,
             raise ValueError(f"paired scoring: item_id {show_value(df.loc[r.name, 'item_id'])} "
                              f"appears twice in the unit pair_id={r['pair_id']!r}, "
                              f"tom_order={show_value(r['tom_order'])} (row {int(r.name)})")
-    # (a CSV reader turns the words true/false into booleans: compared as lower-case text)
-    status = (df.loc[paired, "belief_status"].astype("string").fillna("none").str.lower()
-              .to_numpy() if "belief_status" in df.columns else None)
+    status = (_status_words(df.loc[paired, "belief_status"]).to_numpy()
+              if "belief_status" in df.columns else None)
     if status is not None:
         work["_true"], work["_false"] = status == "true", status == "false"
     chance_known = "n_candidates" in df.columns

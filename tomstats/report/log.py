@@ -182,11 +182,13 @@ def fig_taxonomy(cells: pd.DataFrame, group: str | None) -> Figure:
     return fig
 
 
-def _accuracy_table(cells: pd.DataFrame, group: str | None) -> pd.DataFrame:
-    """Rows: group × ToM order; columns: context lengths; cells ``0.250 [0.112, 0.469]``."""
+def _accuracy_table(cells: pd.DataFrame, group: str | None,
+                    empty: str = "answered") -> pd.DataFrame:
+    """Rows: group × ToM order; columns: context lengths; cells ``0.250 [0.112, 0.469]``
+    (``— (0 of n answered)`` without answers; ``empty`` words the count)."""
     def cell(r: pd.Series) -> str:
         if r["n_answered"] == 0:
-            return f"— (0 of {int(r['n'])} answered)"
+            return f"— (0 of {int(r['n'])} {empty})"
         return f"{r['accuracy']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
 
     d = cells.assign(value=[cell(r) for _, r in cells.iterrows()])
@@ -264,8 +266,9 @@ def _paired_blocks(df: pd.DataFrame, level: float) -> list[Any]:
         blocks.append(Text(f"No paired scores: {' '.join(str(exc).split())}.", "missing"))
         return blocks
     n_llm = paired[~paired["model"].astype(str).str.contains(" · ")]
-    blocks.append(Table(_accuracy_table(paired.rename(columns={"n_units": "n_answered"})
-                                        .assign(n=paired["n_units"]), "model"),
+    shown = paired.rename(columns={"n_units": "n_answered"}).assign(
+        n=paired["n_units"] + paired["n_incomplete"])
+    blocks.append(Table(_accuracy_table(shown, "model", "units complete"),
                         caption=f"Paired accuracy [{level:.0%} Wilson interval] per cell, LLMs "
                                 "and baselines"))
     chance = paired.groupby(["context_words", "tom_order"], sort=True)["chance"].mean()
