@@ -296,3 +296,34 @@ def test_report_of_an_old_log_names_what_is_missing(tmp_path) -> None:
     assert "No previous place baseline: the log does not record previous_location" in text
     assert "No paired scores: no question of this log carries a pair_id" in text
     assert "| smollm2-local · reality tracker | 1 |" in text
+
+
+def test_fit_paired_on_units(tmp_path, capsys) -> None:
+    """``tomstats fit --paired``: the GLMM sees one row per unit (item = the pair)."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for p in range(60):
+        for order in (1, 2):
+            for status in ("true", "false"):
+                rows.append({"model": "m", "pair_id": f"s{p}", "tom_order": order,
+                             "context_words": (200, 1000, 5000)[p % 3],
+                             "belief_status": status, "item_id": f"s{p}-{order}-{status}",
+                             "correct": int(rng.random() < (0.8 if order == 1 else 0.6))})
+    path = tmp_path / "t.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    out = tmp_path / "fit.json"
+    assert main(["fit", str(path), "--paired", "--backend", "laplace", "--model",
+                 "correct ~ tom_order + (1 | item)", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "120 paired units" in err
+    fit = json.loads(out.read_text())
+    assert fit["n_obs"] == 120 and fit["groups"] == ["item"] and fit["n_levels"] == [60]
+    # the units by pandas; with the story variance at its boundary (0 here) the ML fixed
+    # effects are the logistic regression's (statsmodels)
+    import statsmodels.api as sm
+
+    df = pd.DataFrame(rows)
+    units = df.groupby(["pair_id", "tom_order"])["correct"].min().reset_index()
+    ref = sm.Logit(units["correct"], sm.add_constant(units["tom_order"])).fit(disp=0)
+    assert np.max(fit["sd"]) < 1e-3
+    np.testing.assert_allclose(fit["beta"], ref.params.to_numpy(), rtol=1e-3)
