@@ -53,7 +53,7 @@ def test_paper_design(tmp_path) -> None:
     assert {(it.context_words, it.tom_order) for it in items} == \
         {(200, 0), (200, 2), (500, 0), (500, 2)}
     for line in out.read_text().splitlines():
-        assert json.loads(line)["format"] == "tomstats.items/2"
+        assert json.loads(line)["format"] == "tomstats.items/3"
     assert [p.name for p in tmp_path.iterdir()] == ["items.jsonl"]  # no temporary left
 
 

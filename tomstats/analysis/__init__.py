@@ -4,6 +4,8 @@
   and ``--query``;
 - :mod:`tomstats.analysis.intervals` — intervals of a binomial proportion (Wilson);
 - :mod:`tomstats.analysis.summary` — accuracy by cell with the error taxonomy;
+- :mod:`tomstats.analysis.paired` — paired scores: a story's question right only when its
+  true- and false-belief versions both are;
 - :mod:`tomstats.analysis.row_anova` — n-way, repeated-measures and mixed ANOVA of rows;
 - :mod:`tomstats.analysis.log_anova` — the paper's ANOVA table for a log;
 - :mod:`tomstats.analysis.cli` — ``tomstats summarize`` and ``tomstats anova``.

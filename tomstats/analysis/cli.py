@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from tomstats._args import seed_arg
 from tomstats._io import atomic_write_text, prepare_out_file
+from tomstats.analysis.paired import PAIRED_COLUMNS, incomplete_note
 from tomstats.analysis.row_anova import INTERVALS
 from tomstats.analysis.summary import format_summary, summarize
 from tomstats.analysis.table import add_selection_arguments, load_table, parse_mapping
@@ -43,8 +44,16 @@ def add_summarize_arguments(p: argparse.ArgumentParser) -> None:
                                 "error_category"))
     p.add_argument("--level", type=float, default=0.95,
                    help="coverage of the Wilson intervals (default 0.95)")
+    _add_paired_argument(p)
     p.add_argument("--out", metavar="CSV", help="also write the table as CSV (atomically)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
+
+
+def _add_paired_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--paired", action="store_true",
+                   help="score paired units: a (model, pair_id, ToM order) unit is right only "
+                        "when every version of the pair (its true- and false-belief telling) "
+                        "is; incomplete units are left out and counted")
 
 
 def _by_arg(by: Sequence[str] | None) -> list[str] | None:
@@ -60,11 +69,23 @@ def run_summarize(args: argparse.Namespace) -> int:
     out = prepare_out_file(args.out, force=args.force) if args.out else None
     columns = parse_mapping(args.map)
     by = _by_arg(args.by)
+    paired = getattr(args, "paired", False)
     df = load_table(args.log, columns, args.query,
-                    needed=["correct", "context_words", "tom_order", *(by or [])],
-                    optional=["status", "error_category", *(["model"] if by is None else [])])
-    table = summarize(df, by=by, level=args.level)
+                    needed=["correct", "context_words", "tom_order", *(by or []),
+                            *(["pair_id"] if paired else [])],
+                    optional=["status", "error_category", *(["model"] if by is None or paired
+                                                            else []),
+                              *(PAIRED_COLUMNS if paired else ())])
+    table = summarize(df, by=by, level=args.level, paired=paired)
     print(format_summary(table))
+    if paired:
+        print(f"{incomplete_note(table.attrs)}; a unit is right when every version is; "
+              f"{args.level:.0%} Wilson intervals; chance: the mean over the units of the "
+              "product of the versions' chance levels")
+        if out is not None:
+            atomic_write_text(out, table.to_csv(index=False))
+            print(f"wrote {out}")
+        return 0
     reasons = table.attrs.get("errors_by_reason", {})
     n_err = int(table["n_errors"].sum())
     print(f"{int(table['n'].sum())} questions, {int(table['n_answered'].sum())} answered, "
@@ -115,6 +136,7 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-large", action="store_true",
                    help="run a bootstrap even when the size guard estimates more memory than "
                         "is available or more than a day")
+    _add_paired_argument(p)
     add_selection_arguments(p, ("correct", "model", "tom_order", "context_words"))
     p.add_argument("--out", metavar="CSV", help="also write the table(s) as CSV (atomically)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
@@ -155,13 +177,16 @@ def run_anova(args: argparse.Namespace) -> int:
     within = args.within or []
     subject = args.subject or ("model" if within else None)
     cluster = [args.cluster] if args.ci is not None and args.cluster else []
+    paired = getattr(args, "paired", False)
     df = load_table(args.log, parse_mapping(args.map), args.query,
                     needed=[args.dv, *(args.between or ([] if within else DEFAULT_BETWEEN)),
                             *within, *([subject] if subject else []),
-                            *([args.by] if args.by else []), *cluster],
+                            *([args.by] if args.by else []), *cluster,
+                            *(["pair_id", "tom_order", "context_words"] if paired else [])],
                     optional=["status", *(["story_id", "item_id", "item"]
                                           if args.ci is not None and not cluster
-                                          else [])])
+                                          else []),
+                              *(["model", *PAIRED_COLUMNS] if paired else [])])
     n_all = len(df)
     if boot:  # and with the design's cells, before the bootstrap
         factors = [c for c in [*(args.between or DEFAULT_BETWEEN), *(args.within or [])]
@@ -172,7 +197,7 @@ def run_anova(args: argparse.Namespace) -> int:
     table = log_anova(df, dv=args.dv, between=args.between, within=args.within,
                       subject=args.subject, by=args.by, ss_type=args.ss_type, ci=args.ci,
                       n_boot=n_boot, cluster=args.cluster, seed=args.seed,
-                      interval=interval)
+                      interval=interval, paired=paired)
     a = table.attrs
     design = " × ".join(a["between"] + a["within"])
     head = (f"ANOVA of {a['dv']} on {design} (type {args.ss_type} sums of squares"
@@ -185,8 +210,11 @@ def run_anova(args: argparse.Namespace) -> int:
                if a["ci"] else "") + ")")
     print(head)
     dropped = n_all - a["n_rows"]
-    print(f"{a['n_rows']} questions" + (f" ({dropped} error record(s) without an answer left "
-                                        "out)" if dropped else ""))
+    if paired:
+        print(f"{incomplete_note(a)} (a unit is right when every version of its pair is)")
+    else:
+        print(f"{a['n_rows']} questions" + (f" ({dropped} error record(s) without an answer "
+                                            "left out)" if dropped else ""))
     if args.by is None:
         print(format_anova(table))
     else:

@@ -99,6 +99,7 @@ def log_anova(
     seed: int = 0,
     columns: dict[str, str] | None = None,
     interval: str = DEFAULT_INTERVAL,
+    paired: bool = False,
 ) -> pd.DataFrame:
     """The paper's ANOVA table for an evaluation log: pooled and, with ``by``, per group.
 
@@ -135,6 +136,11 @@ def log_anova(
         bootstrap; or cluster-bootstrap BCa intervals of every effect size (``n_boot``
         resamples of ``cluster``, seeded by ``seed``). See
         :func:`tomstats.analysis.row_anova.anova`.
+    paired : bool, default False
+        The rows are paired units (:func:`tomstats.analysis.paired.paired_units`: one per
+        model × ``pair_id`` × ToM order, right only when every version of the pair is), not
+        questions; incomplete units are left out (``attrs["n_incomplete"]`` counts them). The
+        default cluster is then the pair.
 
     Returns
     -------
@@ -177,6 +183,17 @@ def log_anova(
             raise ValueError(f"--by {by!r} is also the --subject of the repeated-measures "
                              "design; one table per subject has no subjects to compare")
     require_column(df, dv, "--dv")
+    pairing: dict[str, Any] = {}
+    if paired:
+        from tomstats.analysis.paired import paired_units, unit_keys
+
+        keys = unit_keys(df)
+        extra = [c for c in [*factors, *([subject] if subject else []), *([by] if by else []),
+                             *([cluster] if cluster else [])]
+                 if c not in keys and c not in ("story_id", "item_id", "item")]
+        df = paired_units(df, dv=dv, keep=list(dict.fromkeys(extra)))
+        pairing = {k: df.attrs[k] for k in ("n_units", "n_incomplete", "incomplete_by_reason",
+                                            "n_unpaired_rows")}
     if "status" in df.columns:
         df = df[df["status"].astype("string").fillna("ok").ne("error").to_numpy()]
         df = df.reset_index(drop=True)
@@ -227,7 +244,7 @@ def log_anova(
                       "ci": kwargs.get("ci"),
                       "n_boot": kwargs.get("n_boot") if interval == "bca" else None,
                       "interval": interval if ci is not None else None,
-                      "design_effect": deff})
+                      "design_effect": deff, "paired": bool(paired), **pairing})
     return out
 
 

@@ -42,8 +42,9 @@ __all__ = ["read_log_stream"]
 
 #: Columns with few distinct strings (one object each is kept, not one per record).
 _SHARED = ("model", "question_type", "agents", "target", "setting", "generator",
-           "belief_status", "same_as", "answer", "parsed_answer", "error_category", "status",
-           "error", "config_hash")
+           "belief_status", "same_as", "pair_id", "answer", "last_location",
+           "previous_location", "parsed_answer", "error_category", "status", "error",
+           "config_hash")
 
 
 def _loads(raw: bytes, p: Path, lineno: int, torn: bool) -> Any:
@@ -73,7 +74,7 @@ _BLOCK_BYTES = 1 << 20
 _SORT = ("model", "context_words", "tom_order", "item_id", "sample")
 #: Integer columns of the frame and the nullable ones.
 _INT64 = ("sample", "tom_order", "context_words", "n_words", "n_characters", "prompt_id")
-_NULLABLE = ("correct", "mislead_distance")
+_NULLABLE = ("correct", "mislead_distance", "n_candidates")
 #: The outcome pairs an answered or an error record may hold, with their types.
 _OUTCOMES = frozenset({("ok", int, 0), ("ok", int, 1), ("error", type(None), None)})
 
@@ -93,6 +94,8 @@ _TYPED: dict[str, Any] = {
 }
 #: An optional count field as msgspec reads it (what ``check_record`` accepts).
 _COUNT = Annotated[int, msgspec.Meta(ge=0)] | None
+#: An optional text field as msgspec reads it (``check_record``: a string or null).
+_TEXT = str | None
 _TYPED_OUTCOMES = frozenset({("ok", 0), ("ok", 1), ("error", None)})
 #: The fields :func:`tomstats.evaluate.log.belief_status` reads.
 _BELIEF = ("belief_status", "question_type", "tom_order", "last_location", "answer",
@@ -186,7 +189,7 @@ class _Reader:
     """
 
     def __init__(self, p: Path, columns: list[str]) -> None:
-        from tomstats.evaluate.log import COUNT_FIELDS, LOG_FORMAT, REQUIRED_FIELDS
+        from tomstats.evaluate.log import COUNT_FIELDS, LOG_FORMAT, REQUIRED_FIELDS, TEXT_FIELDS
 
         self.p = p
         self.out = columns
@@ -203,6 +206,7 @@ class _Reader:
         # the checked fields typed as the runner's checks want them (msgspec refuses a bool
         # or a float for an int), the others any JSON value; a field that may be absent: None
         typed = {**_TYPED, **dict.fromkeys(COUNT_FIELDS, _COUNT),
+                 **dict.fromkeys(TEXT_FIELDS, _TEXT),
                  "format": Literal[LOG_FORMAT]}  # the one format read
         record = msgspec.defstruct(
             "_Record", [(f, typed.get(f, Any)) if f in self.required
@@ -305,7 +309,7 @@ class _Reader:
     def _check_block(self, field: Any) -> None:
         """The runner's checks of a block's records, a column at a time (``field(name)``: the
         column); :class:`_Fallback` when one fails."""
-        from tomstats.evaluate.log import COUNT_FIELDS, LOG_FORMAT
+        from tomstats.evaluate.log import COUNT_FIELDS, LOG_FORMAT, TEXT_FIELDS
 
         try:
             fmt = self.first_format[1] if self.first_format else LOG_FORMAT
@@ -328,6 +332,9 @@ class _Reader:
                     col = [v for v in field(c) if v is not None]
                     if col and (set(map(type, col)) != {int} or min(col) < 0):
                         raise _Fallback
+            for c in TEXT_FIELDS:
+                if c in self.names and not set(map(type, field(c))) <= _STR_OR_NONE:
+                    raise _Fallback
         except TypeError:  # an unhashable value
             raise _Fallback from None
         if self.first_format is None:
@@ -369,7 +376,7 @@ class _Reader:
             fields = [field(f) for f in _BELIEF]
             return [belief_status(dict(zip(_BELIEF, v, strict=True)))
                     for v in zip(*fields, strict=True)] if n else []
-        if c == "same_as":
+        if c in ("same_as", "pair_id"):
             return [v or "" for v in field(c)]
         return field(c)
 

@@ -859,8 +859,9 @@ def _design_effect(y: np.ndarray, cell: np.ndarray, clus: np.ndarray
         return float("nan"), 0.0
     ss_clu = float(np.sum(s_j * s_j / n_j) - np.sum(s_c * s_c / np.where(n_c > 0, n_c, 1)))
     ss_res = float(np.sum(q_j) - np.sum(s_c * s_c / np.where(n_c > 0, n_c, 1)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (max(ss_clu, 0.0) / df_clu) / (ss_res / df_res), df_clu
+    with np.errstate(invalid="ignore", divide="ignore"):  # no residual (every row right): NaN
+        return float(np.float64(max(ss_clu, 0.0) / df_clu) / np.float64(ss_res / df_res)), \
+            df_clu
 
 
 def _add_ncf_intervals(frame: pd.DataFrame, ci: float, between_design: bool,

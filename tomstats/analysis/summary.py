@@ -132,6 +132,7 @@ def summarize(
     by: str | Sequence[str] | None = None,
     columns: Mapping[str, str] | None = None,
     level: float = 0.95,
+    paired: bool = False,
 ) -> pd.DataFrame:
     r"""Accuracy per group × context length × ToM order with Wilson intervals and error taxonomy.
 
@@ -156,6 +157,11 @@ def summarize(
 
         with :math:`n` the answered questions
         (:func:`tomstats.analysis.intervals.wilson_interval`; NaN for a cell without answers).
+    paired : bool, default False
+        Score paired units instead of questions: a (model, ``pair_id``, ToM order) unit is
+        right only when every version of the pair (its true- and false-belief telling) is;
+        the table is then :func:`tomstats.analysis.paired.paired_summary`'s (units, paired
+        accuracy with its Wilson interval, the units' chance level, incomplete units left out).
 
     Returns
     -------
@@ -180,6 +186,10 @@ def summarize(
     0          0  2           2          1         0
     1          1  2           1          1         1
     """
+    if paired:
+        from tomstats.analysis.paired import paired_summary
+
+        return paired_summary(data, by=by, columns=columns, level=level)
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"level must be a number in (0, 1), got {level!r}")
     df = apply_mapping(read_evaluation(data), columns)
@@ -230,4 +240,6 @@ def format_summary(table: pd.DataFrame) -> str:
     show = table.copy()
     for c in ("accuracy", "ci_low", "ci_high"):
         show[c] = [("—" if pd.isna(v) else f"{v:.3f}") for v in show[c]]
+    if "chance" in show.columns:
+        show["chance"] = [("—" if pd.isna(v) else f"{v:.4f}") for v in show["chance"]]
     return show.to_string(index=False, na_rep="—")

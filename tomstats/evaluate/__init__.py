@@ -12,7 +12,9 @@
   context window (counted with a local model's tokenizer, estimated for a server);
 - :func:`redact`, :func:`safe_url` — what keeps secrets out of logs and messages;
 - :func:`extract_answer_text`, :func:`score_response` — answer extraction and scoring;
-- :func:`heuristic_answer` — the oracle / recency / first-common-location / random baselines.
+- :func:`heuristic_answer` — the oracle / recency / first-common-location / random baselines;
+- :mod:`tomstats.evaluate.baselines` — what each record carries for the paired scores and the
+  report's baselines (``pair_id``, the target's previous place, the number of places).
 
 Nothing is imported until it is first used (:pep:`562`): the log reader
 (:mod:`tomstats.evaluate.log`, which the analysis commands use) comes without the HTTP client

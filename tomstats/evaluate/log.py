@@ -6,6 +6,13 @@ Every record carries :data:`LOG_FORMAT`. A record is either answered (``status =
 ``error_category`` is ``"context_overflow"`` when the prompt did not fit the model's
 context window, else ``"request_failed"``).
 
+Fields beyond :data:`REQUIRED_FIELDS` are optional and read with a default, so that logs of
+earlier versions still load: ``belief_status`` (derived when absent, :func:`belief_status`),
+``same_as`` (``""``), ``pair_id`` (``""``: unpaired; items that share a ``pair_id`` are the
+true- and false-belief versions of one story's question, scored together by the paired
+analyses), ``last_location``, ``previous_location`` and ``n_candidates`` (missing: the
+baselines of :mod:`tomstats.evaluate.baselines` and the chance level are then unknown).
+
 Re-running a run appends only what is missing: keys with an answered record or a context
 overflow (which would fail again) are skipped, keys whose last record is another error are
 tried again. So a key may hold error records followed by at most one answered record;
@@ -75,7 +82,7 @@ COLUMNS = (
     "model", "item_id", "sample", "correct", "tom_order", "context_words", "question_type",
     "story_id", "n_words", "agents", "target", "mislead_distance", "n_characters",
     "setting", "generator", "item_seed", "critical_position", "belief_status", "same_as",
-    "answer", "parsed_answer",
+    "pair_id", "answer", "last_location", "previous_location", "n_candidates", "parsed_answer",
     "error_category", "status", "error", "config_hash", "prompt_id", "prompt_hash",
     "latency_s", "prompt_tokens", "completion_tokens", "cached", "timestamp",
 )
@@ -231,7 +238,11 @@ def read_records(path: str | os.PathLike[str], *,
 
 #: Optional count fields of a record: a non-negative integer when present and not null
 #: (a float or a string there is refused, never truncated or parsed).
-COUNT_FIELDS = ("n_words", "n_characters", "prompt_id", "mislead_distance")
+COUNT_FIELDS = ("n_words", "n_characters", "prompt_id", "mislead_distance", "n_candidates")
+#: Optional text fields of a record: a string when present and not null (``pair_id`` groups
+#: the true- and false-belief versions of one story's question; the places are the answers
+#: of the reality-tracker and previous-place baselines).
+TEXT_FIELDS = ("pair_id", "last_location", "previous_location")
 
 
 def check_record(p: Path, lineno: int, rec: Mapping[str, Any]) -> None:
@@ -259,6 +270,10 @@ def check_record(p: Path, lineno: int, rec: Mapping[str, Any]) -> None:
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise ValueError(f"{p}:{lineno}: field {k!r} must be a non-negative integer, "
                              f"got {v!r}")
+    for k in TEXT_FIELDS:
+        v = rec.get(k)
+        if v is not None and not isinstance(v, str):
+            raise ValueError(f"{p}:{lineno}: field {k!r} must be a string, got {v!r}")
     for k in ("model", "item_id"):
         if not isinstance(rec[k], str) or not rec[k]:
             raise ValueError(f"{p}:{lineno}: field {k!r} must be a non-empty string, "
@@ -401,12 +416,14 @@ def read_log(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.DataFr
     if not rows:
         raise ValueError(f"evaluation log {str(p)!r} holds no answered records")
     df = pd.DataFrame([{**{c: r.get(c) for c in COLUMNS}, "belief_status": belief_status(r),
-                        "same_as": r.get("same_as") or ""} for r in rows], columns=list(COLUMNS))
+                        "same_as": r.get("same_as") or "", "pair_id": r.get("pair_id") or ""}
+                       for r in rows], columns=list(COLUMNS))
     df["agents"] = [">".join(a) if isinstance(a, list) else str(a or "") for a in df["agents"]]
     df["correct"] = df["correct"].astype("Int64" if errors == "keep" else "int64")
     for c in ("sample", "tom_order", "context_words", "n_words", "n_characters", "prompt_id"):
         df[c] = df[c].astype("int64")
-    df["mislead_distance"] = df["mislead_distance"].astype("Int64")
+    for c in ("mislead_distance", "n_candidates"):
+        df[c] = df[c].astype("Int64")
     df = df.sort_values(["model", "context_words", "tom_order", "item_id", "sample"],
                         kind="stable").reset_index(drop=True)
     df.attrs["log_format"] = LOG_FORMAT

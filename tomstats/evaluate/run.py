@@ -24,6 +24,7 @@ from tomstats._io import ensure_writable_file
 from tomstats._validate import read_text
 from tomstats._version import __version__
 from tomstats.evaluate.backends import Call, RequestFailed, note, open_backend, redactor_for
+from tomstats.evaluate.baselines import baseline_fields
 from tomstats.evaluate.cache import DEFAULT_CACHE_DIR, Completion, ResponseCache
 from tomstats.evaluate.config import ModelConfig, load_model_config
 from tomstats.evaluate.extract import score_response
@@ -176,7 +177,7 @@ def make_record(config: ModelConfig, request: Request, completion: Completion | 
         "setting": item.setting, "generator": item.generator, "item_seed": item.seed,
         "critical_position": item.critical_position, "answer": item.answer,
         "belief_status": getattr(item, "belief_status", "none"),
-        "same_as": getattr(item, "same_as", ""), "last_location": item.last_location,
+        "same_as": getattr(item, "same_as", ""), **baseline_fields(item),
         "prompt_id": config.prompt, "prompt_form": config.prompt_form,
         "prompt_hash": request.prompt_hash, "request_hash": request.request_hash,
         "seed": request.seed, "temperature": request.temperature,

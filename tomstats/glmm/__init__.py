@@ -63,6 +63,7 @@ __getattr__, __dir__, __all__ = lazy_face(__name__, {
     "posterior_params": "tomstats.glmm.calibrate",
     "posterior_summary": "tomstats.glmm.calibrate",
     "predict": "tomstats.glmm.fitting",
+    "paired_table": "tomstats.glmm.data",
     "prepare_data": "tomstats.glmm.data",
     "read_table": "tomstats.glmm.data",
     "rhat_rank": "tomstats.glmm.rhat_ess",

@@ -35,7 +35,7 @@ from tomstats._io import prepare_out_file
 from tomstats.analysis.table import add_selection_arguments, apply_query, parse_mapping
 from tomstats.cli import EXIT_WARNINGS
 from tomstats.glmm._hints import cli_syntax
-from tomstats.glmm.data import ERROR_POLICIES, _read_table
+from tomstats.glmm.data import ERROR_POLICIES, _read_table, paired_table
 from tomstats.glmm.fitting import BACKENDS, fit
 
 # Lazy, each where it is used: ``fit --help`` and a Laplace fit need none of them. The
@@ -113,6 +113,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                         "prompt longer than the context window): 'drop' leaves them out "
                         "(default; a note counts them), 'keep' scores them as incorrect; "
                         "recorded in the fit's provenance")
+    p.add_argument("--paired", action="store_true",
+                   help="fit paired outcomes: one binary row per LLM x pair_id x ToM order, "
+                        "correct only when every version of the pair (its true- and "
+                        "false-belief telling) is; item = the pair; incomplete units left out")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="spec option (JSON value), e.g. item_effects=false, "
                         "random_slopes='[\"tom_order\"]', aggregate=false")
@@ -168,10 +172,18 @@ def _run_fit(args: argparse.Namespace) -> int:
                              "'successes | trials(n) ~ ...'")
     # only the columns the fit reads (the formula's or the structural model's, the mapping's
     # and the query's)
+    paired = getattr(args, "paired", False)
     df = _read_table(args.log, errors=args.errors, model=args.model, columns=columns,
-                     query=query)
+                     query=query, paired=paired)
     _note_errors(df, args)
     df = apply_query(df, query)
+    if paired:
+        from tomstats.analysis.paired import incomplete_note
+
+        df = paired_table(df, columns, errors=args.errors)
+        columns = {}  # the units carry the standard names
+        print(f"tomstats fit: note: {incomplete_note(df.attrs['paired'])} (a unit is right "
+              "when every version of its pair is)", file=sys.stderr)
     if args.backend == "laplace":
         return _run_laplace(args, df, columns, options, out)
     _check_sampler_sizes(args, len(df))

@@ -45,6 +45,7 @@ __all__ = [
     "ModelData",
     "prepare_data",
     "read_table",
+    "paired_table",
     "build_design",
     "fit_columns",
     "formula_matrices",
@@ -67,7 +68,8 @@ STANDARD_COLUMNS = ("correct", "successes", "trials", "model", "item", "tom_orde
 ERROR_POLICIES = ("drop", "keep")
 
 
-def read_table(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.DataFrame:
+def read_table(path: str | os.PathLike[str], *, errors: str = "drop",
+               paired: bool = False) -> pd.DataFrame:
     """Read an evaluation log: the runner's JSON Lines, CSV or parquet (by suffix).
 
     The reader is :func:`tomstats.analysis.table.read_evaluation` (JSON Lines through
@@ -86,8 +88,12 @@ def read_table(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.Data
         scored as incorrect (``correct = 0``: the model gave no correct answer). The count
         and the policy are kept in ``df.attrs["errored_questions"]`` and recorded in the
         provenance of a fit made from the frame.
+    paired : bool, default False
+        One binary row per paired unit instead of per question (:func:`paired_table`).
     """
     df = _read_table(path, errors)
+    if paired:
+        df = paired_table(df, errors=errors)
     info = df.attrs.get("errored_questions") or {}
     if info.get("n") and info.get("policy") == "drop":
         warnings.warn(f"{path}: dropped {info['n']} question(s) that ended in an error (no "
@@ -97,7 +103,7 @@ def read_table(path: str | os.PathLike[str], *, errors: str = "drop") -> pd.Data
 
 def _read_table(path: str | os.PathLike[str], errors: str = "drop", *,
                 model: str | None = None, columns: Mapping[str, str] | None = None,
-                query: Query | None = None) -> pd.DataFrame:
+                query: Query | None = None, paired: bool = False) -> pd.DataFrame:
     """:func:`read_table` without the warning (the command line prints its own note).
 
     With ``model`` (and the fit's ``columns`` mapping and ``query``), only the file's columns
@@ -108,8 +114,44 @@ def _read_table(path: str | os.PathLike[str], errors: str = "drop", *,
         raise ValueError(f"errors must be 'drop' or 'keep', got {errors!r}")
     if model is None:
         return _apply_error_policy(read_evaluation(path), errors)
-    usecols, maybe = used_columns(columns, query, *fit_columns(model))
+    needed, optional = fit_columns(model)
+    if paired:
+        from tomstats.analysis.paired import PAIRED_COLUMNS
+
+        needed = [*needed, "pair_id", "tom_order", "context_words"]
+        optional = [*optional, *PAIRED_COLUMNS]
+    usecols, maybe = used_columns(columns, query, needed, optional)
     return _apply_error_policy(read_evaluation(path, usecols, maybe), errors)
+
+
+def paired_table(df: pd.DataFrame, columns: Mapping[str, str] | None = None, *,
+                 errors: str = "drop") -> pd.DataFrame:
+    r"""One binary row per paired unit, for a GLMM of paired outcomes.
+
+    A unit (:func:`tomstats.analysis.paired.paired_units`) is one LLM's answers to the
+    versions of one story's question that share a ``pair_id`` (its true- and false-belief
+    telling) at one ToM order; ``correct`` is 1 only when every version is right,
+    :math:`y_u = \prod_{v\in u} y_v`. The rows keep the cell covariates (``context_words``,
+    ``tom_order``), ``model``, and ``item`` = the ``pair_id`` (the story: the random effect
+    of ``(1 | item)``). ``columns`` (``--map``) is applied first; the frame returned has the
+    standard names. With ``errors="drop"`` (the questions that ended in an error already
+    left out) a unit that lost a version is incomplete and left out; with ``"keep"`` an
+    errored version counts as wrong and its unit is scored. ``attrs["paired"]`` records the
+    units and those left out (kept in the fit's provenance).
+    """
+    from tomstats.analysis.paired import paired_units
+    from tomstats.analysis.table import apply_mapping
+
+    attrs = dict(df.attrs)
+    src = apply_mapping(df, columns)
+    if errors == "keep" and "status" in src.columns:
+        src = src.drop(columns="status")  # errored versions were scored 0: answered
+    units = paired_units(src)
+    units["item"] = units["pair_id"]
+    info = {k: units.attrs[k] for k in ("n_units", "n_incomplete", "incomplete_by_reason",
+                                        "n_unpaired_rows")}
+    units.attrs = {**attrs, "paired": info}
+    return units
 
 
 def fit_columns(model: str) -> tuple[list[str], list[str]]:

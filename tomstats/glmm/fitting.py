@@ -365,6 +365,9 @@ def fit(
     if isinstance(errored, Mapping):
         # questions of the log that ended in an error, and what read_table did with them
         attrs["errored_questions"] = json.dumps(dict(errored), sort_keys=True)
+    paired = data.attrs.get("paired")
+    if isinstance(paired, Mapping):  # one row per paired unit (tomstats.glmm.paired_table)
+        attrs["paired_units"] = json.dumps(dict(paired), sort_keys=True)
     idata = _assemble(spec, md, df, res, attrs)
     from tomstats.glmm.diagnostics import DiagnosticsWarning, check_diagnostics
 

@@ -6,13 +6,19 @@
 1. the log: LLMs, questions, answers, errors by reason;
 2. accuracy by context length and ToM order per LLM (the simulation paper's Figure 2) with
    Wilson intervals, as a figure and a table (:func:`tomstats.analysis.summary.summarize`);
-3. the two-way ANOVA context length × ToM order per LLM and pooled, with η², partial η²,
+3. paired scores and baselines: beside every LLM, the reality tracker (the target's true
+   final place) and the previous place (the target's place before its last move), scored on
+   the same questions; and, when the log's items carry a ``pair_id``, the paired accuracy
+   (a story's question right only when its true- and false-belief versions both are) of the
+   LLMs and the baselines per cell with Wilson intervals and the units' chance level
+   (:mod:`tomstats.analysis.paired`);
+4. the two-way ANOVA context length × ToM order per LLM and pooled, with η², partial η²,
    ω², partial ω² and generalized η², with noncentral-F intervals of η² and partial η² (with
    ``--n-boot N``: cluster-bootstrap intervals of all five)
    (:func:`tomstats.analysis.log_anova.log_anova`);
-4. StorySim's error taxonomy per cell (first common location, recency, refusal/unparseable,
+5. StorySim's error taxonomy per cell (first common location, recency, refusal/unparseable,
    other), as a stacked-bar figure and a table;
-5. the exact ``tomstats fit`` command that fits the GLMM next, and the report command after it.
+6. the exact ``tomstats fit`` command that fits the GLMM next, and the report command after it.
 """
 
 from __future__ import annotations
@@ -51,7 +57,15 @@ LOG_SUFFIXES = tuple(s for s in TABLE_FORMATS if s != ".json")
 
 #: Section titles, in order (the HTML and the Markdown forms share them).
 SECTIONS = ("The log", "Accuracy by context length and ToM order",
-            "ANOVA: context length × ToM order", "Error taxonomy", "Next: fit the GLMM")
+            "Paired scores and baselines", "ANOVA: context length × ToM order",
+            "Error taxonomy", "Next: fit the GLMM")
+
+#: The baselines shown beside every LLM: name → the log column holding its answer
+#: (:mod:`tomstats.evaluate.baselines`).
+BASELINES = {"reality tracker": "last_location", "previous place": "previous_location"}
+#: Columns the paired section reads when the log has them.
+_PAIRED_READ = ("pair_id", "answer", "last_location", "previous_location", "n_candidates",
+                "belief_status", "sample")
 
 _ORDER_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e")
 _TAX_LABELS = {"n_correct": "correct", "first_common_location": "first common location",
@@ -168,11 +182,13 @@ def fig_taxonomy(cells: pd.DataFrame, group: str | None) -> Figure:
     return fig
 
 
-def _accuracy_table(cells: pd.DataFrame, group: str | None) -> pd.DataFrame:
-    """Rows: group × ToM order; columns: context lengths; cells ``0.250 [0.112, 0.469]``."""
+def _accuracy_table(cells: pd.DataFrame, group: str | None,
+                    empty: str = "answered") -> pd.DataFrame:
+    """Rows: group × ToM order; columns: context lengths; cells ``0.250 [0.112, 0.469]``
+    (``— (0 of n answered)`` without answers; ``empty`` words the count)."""
     def cell(r: pd.Series) -> str:
         if r["n_answered"] == 0:
-            return f"— (0 of {int(r['n'])} answered)"
+            return f"— (0 of {int(r['n'])} {empty})"
         return f"{r['accuracy']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
 
     d = cells.assign(value=[cell(r) for _, r in cells.iterrows()])
@@ -181,6 +197,91 @@ def _accuracy_table(cells: pd.DataFrame, group: str | None) -> pd.DataFrame:
     wide.columns = [f"{c:g} words" if isinstance(c, (int, float, np.number)) else str(c)
                     for c in wide.columns]
     return wide.reset_index()
+
+
+def baseline_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The rows of each baseline beside each LLM, and why a baseline is missing.
+
+    For every LLM (``model``; one responder when the log has no such column) and baseline of
+    :data:`BASELINES` whose answer the log records, a copy of that LLM's questions with
+    ``model`` = ``"LLM · baseline"``, ``status`` ``"ok"`` and ``correct`` = 1 when the
+    baseline's answer is the gold ``answer``: the baseline scored on exactly the questions the
+    LLM was asked. A question whose baseline answer is unknown (``None``) is left out of that
+    baseline's rows.
+    """
+    missing: dict[str, str] = {}
+    if "answer" not in df.columns:
+        return df.iloc[:0], dict.fromkeys(BASELINES, "the log has no gold answer column")
+    models = df["model"] if "model" in df.columns else pd.Series("—", index=df.index)
+    parts = []
+    for name, col in BASELINES.items():
+        if col not in df.columns or df[col].isna().all():
+            missing[name] = (f"the log does not record {col}"
+                             + (" (the items carry no events, or a runner before it was "
+                                "recorded)" if col == "previous_location" else ""))
+            continue
+        known = df[col].notna().to_numpy()
+        rows = df.loc[known].copy()
+        rows["model"] = [f"{m} · {name}" for m in models[known]]
+        rows["correct"] = (rows[col].astype(str) == rows["answer"].astype(str)).astype("int64")
+        if "status" in rows.columns:
+            rows["status"] = "ok"
+        parts.append(rows)
+    return (pd.concat(parts, ignore_index=True) if parts else df.iloc[:0]), missing
+
+
+def _paired_blocks(df: pd.DataFrame, level: float) -> list[Any]:
+    """The paired section: paired accuracy of every LLM and baseline, plain accuracy of the
+    baselines beside the LLMs'."""
+    from tomstats.analysis.paired import incomplete_note, paired_summary
+
+    base, missing = baseline_rows(df)
+    src = df if "model" in df.columns else df.assign(model="—")
+    both = pd.concat([src, base], ignore_index=True) if len(base) else src
+    blocks: list[Any] = [Text(
+        "Two answers that need no belief reasoning are scored beside every LLM, on the same "
+        "questions: the reality tracker answers the target's true final place "
+        "(last_location); the previous place answers the target's place before its last "
+        "move (previous_location, from the items' recorded events). A paired unit is one "
+        "story's question told with a true and with a false belief (items sharing a "
+        "pair_id); it counts as right only when every version is answered right, so the "
+        "reality tracker, right on the true belief and wrong on the false one, scores 0, and "
+        "any rule that ignores who saw what scores near 0. The chance level of a unit is the "
+        "product of its versions' chance levels (1 / the number of places).")]
+    for name, why in missing.items():
+        blocks.append(Text(f"No {name} baseline: {why}.", "missing"))
+    plain = summarize(both, by=["model"], level=level)
+    blocks.append(Table(_accuracy_table(plain, "model"),
+                        caption=f"Accuracy per question [{level:.0%} Wilson interval], "
+                                "LLMs and baselines"))
+    has_pairs = "pair_id" in df.columns and df["pair_id"].fillna("").astype(str).ne("").any()
+    if not has_pairs:
+        blocks.append(Text("No paired scores: no question of this log carries a pair_id (items "
+                           "of format tomstats.items/3 whose true- and false-belief versions "
+                           "share one, evaluated by a runner that records it).", "missing"))
+        return blocks
+    try:
+        paired = paired_summary(both, by=["model"], level=level)
+    except ValueError as exc:
+        blocks.append(Text(f"No paired scores: {' '.join(str(exc).split())}.", "missing"))
+        return blocks
+    n_llm = paired[~paired["model"].astype(str).str.contains(" · ")]
+    shown = paired.rename(columns={"n_units": "n_answered"}).assign(
+        n=paired["n_units"] + paired["n_incomplete"])
+    blocks.append(Table(_accuracy_table(shown, "model", "units complete"),
+                        caption=f"Paired accuracy [{level:.0%} Wilson interval] per cell, LLMs "
+                                "and baselines"))
+    chance = paired.groupby(["context_words", "tom_order"], sort=True)["chance"].mean()
+    if chance.notna().any():
+        ch = chance.reset_index()
+        ch["chance"] = [("—" if pd.isna(v) else f"{v:.4f}") for v in ch["chance"]]
+        blocks.append(Table(ch.rename(columns={"chance": "chance of a paired unit"}),
+                            caption="Chance level of a paired unit per cell"))
+    units = int(n_llm["n_units"].sum())
+    note = incomplete_note({**paired.attrs, "n_units": units,
+                            "n_incomplete": int(n_llm["n_incomplete"].sum())})
+    blocks.append(Text(f"LLMs: {note}.", "note"))
+    return blocks
 
 
 def _anova_display(table: pd.DataFrame, group: str | None) -> pd.DataFrame:
@@ -349,7 +450,7 @@ def log_document(
     df = load_table(source, dict(columns or {}), query,
                     needed=["correct", "context_words", "tom_order"],
                     optional=["model", "status", "error_category", "story_id", "item_id",
-                              "item"])
+                              "item", *_PAIRED_READ])
     group = "model" if "model" in df.columns and df["model"].nunique() > 1 else None
     by = "model" if "model" in df.columns else None
     cells = summarize(df, by=[by] if by else [], level=level)
@@ -408,9 +509,10 @@ def log_document(
     sections = (
         _log_section(df, cells, src),
         Section(SECTIONS[1], tuple(acc_blocks)),
-        Section(SECTIONS[2], tuple(anova_blocks)),
-        Section(SECTIONS[3], tuple(tax_blocks)),
-        Section(SECTIONS[4], next_blocks),
+        Section(SECTIONS[2], tuple(_paired_blocks(df, level))),
+        Section(SECTIONS[3], tuple(anova_blocks)),
+        Section(SECTIONS[4], tuple(tax_blocks)),
+        Section(SECTIONS[5], next_blocks),
     )
     return Document("tomstats evaluation log report", subtitle, sections)
 

@@ -22,10 +22,11 @@ __all__ = ["BELIEF_STATUSES", "ITEM_FORMAT", "READABLE_FORMATS", "Item", "read_i
            "write_items"]
 
 #: Version tag written into every item record (version 2 added ``belief_status`` and
-#: ``same_as``; version-1 records are still read, ``belief_status`` derived on reading).
-ITEM_FORMAT = "tomstats.items/2"
+#: ``same_as``, version 3 ``pair_id``; version-1 records are still read, ``belief_status``
+#: derived on reading; records of versions 1 and 2 read as unpaired, ``pair_id = ""``).
+ITEM_FORMAT = "tomstats.items/3"
 #: Every version :meth:`Item.from_dict` reads.
-READABLE_FORMATS = ("tomstats.items/1", ITEM_FORMAT)
+READABLE_FORMATS = ("tomstats.items/1", "tomstats.items/2", ITEM_FORMAT)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,12 @@ class Item:
         ``+``-joined among the labels of :func:`~tomstats.stories.beliefs.simpler_chains`
         (order 2: ``reality``, ``S1`` — the chain's first agent about the target — and
         ``S2``, the second agent about the target), or ``"none"``; ``""`` for other items.
+    pair_id : str
+        Items that share a non-empty ``pair_id`` are the versions of one story's question
+        that differ only in the belief status: the true-belief and the false-belief telling
+        of the same story, with the same characters, places and question. Paired scoring
+        counts such a unit right only when every version is answered right, which a reality
+        tracker cannot do. ``""`` when the item is unpaired.
     """
 
     item_id: str
@@ -107,6 +114,7 @@ class Item:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     belief_status: str = "none"
     same_as: str = ""
+    pair_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict with the format tag."""
@@ -123,8 +131,11 @@ class Item:
         if fmt not in READABLE_FORMATS:
             raise ValueError(f"item format {fmt!r} is not supported (expected one of "
                              f"{list(READABLE_FORMATS)})")
-        if fmt != ITEM_FORMAT:
+        if fmt == "tomstats.items/1":
             d = {**d, "belief_status": _derived_belief_status(d)}
+        if fmt != ITEM_FORMAT and "pair_id" in d:
+            raise ValueError(f"item {d.get('item_id', '?')!r}: field 'pair_id' exists from "
+                             f"format {ITEM_FORMAT!r} on, not in {fmt!r}")
         names = {f.name for f in dataclasses.fields(cls)}
         required = {
             f.name for f in dataclasses.fields(cls)
@@ -142,6 +153,9 @@ class Item:
         if kw.get("belief_status", "none") not in BELIEF_STATUSES:
             raise ValueError(f"item {kw['item_id']!r}: field 'belief_status' must be one of "
                              f"{list(BELIEF_STATUSES)}, got {kw['belief_status']!r}")
+        if not isinstance(kw.get("pair_id", ""), str):
+            raise ValueError(f"item {kw['item_id']!r}: field 'pair_id' must be a string, "
+                             f"got {kw['pair_id']!r}")
         for k in ("tom_order", "context_words", "n_words"):
             if not isinstance(kw[k], int) or isinstance(kw[k], bool) or kw[k] < 0:
                 raise ValueError(f"item {kw['item_id']!r}: field {k!r} must be a non-negative "
