@@ -135,3 +135,26 @@ def test_features_read_the_text() -> None:
     assert x[PLACES.index("yard"), col["remark_mentions"]] > 0
     assert x[PLACES.index("hall"), col["never_named"]] == 1.0
     assert (x[:, col["S1_dest_count"]] == 0).all()  # no S1 in a reality question
+
+
+def test_the_two_versions_of_a_story_share_a_fold() -> None:
+    """Stories linked by a shared pair id (the true- and false-belief versions of one story)
+    are one unit of cross-fitting, also through a chain of links (a story asked at two
+    orders has a pair id per order); unpaired stories stay apart."""
+    base = _items("random", n=8, seed=3)
+    # (pair id, story id): items 2 and 3 are one story asked at orders 1 and 2, whose
+    # versions are the stories of items 4 and 5
+    edits = {0: ("p1-o1", "s0"), 1: ("p1-o1", "s1"), 2: ("p2-o1", "x"), 3: ("p2-o2", "x"),
+             4: ("p2-o1", "s4"), 5: ("p2-o2", "s5")}
+    items = []
+    for i, it in enumerate(base):
+        pid, sid = edits.get(i, ("", it.metadata["story_id"]))
+        fields = {f: getattr(it, f) for f in it.__dataclass_fields__}
+        items.append(Item(**{**fields, "pair_id": pid, "metadata": {"story_id": sid}}))
+    units = adv.fold_units([item_parse(it) for it in items])
+    assert units[0] == units[1]
+    assert units[2] == units[3] == units[4] == units[5] != units[0]
+    assert len({units[0], units[2], units[6], units[7]}) == 4
+    res = adv.cross_fit([item_parse(it) for it in items * 3], ["tom"] * 24, ["false"] * 24,
+                        folds=2)
+    assert len(res.blind) == 24

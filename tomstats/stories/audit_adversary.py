@@ -18,7 +18,8 @@ on standardised features by Newton's method (gradient
 until the objective falls); the objective is strictly convex, so the fit is unique and
 deterministic. It guesses the candidate of highest score.
 
-**Cross-fitted by story.** Stories (``metadata["story_id"]``, else the story text) are
+**Cross-fitted by story.** Stories (``metadata["story_id"]``, else the story text; the two
+versions of a story that share a ``pair_id`` count as one story, :func:`fold_units`) are
 dealt into :data:`N_FOLDS` folds at random (seeded); an item is scored only by the model
 fitted on the other folds, so by a model that never saw its story. Models are fitted per
 question kind (order 0, 1, 2, each world-model question type), pooling settings and
@@ -48,7 +49,7 @@ import numpy as np
 from tomstats.stories.audit_parse import ItemParse, StoryParse
 
 __all__ = ["FEATURES", "LAMBDA", "N_FOLDS", "AdversaryResult", "candidate_features",
-           "cross_fit", "fit_ranker", "story_key"]
+           "cross_fit", "fit_ranker", "fold_units", "story_key"]
 
 #: Folds of the cross-fitting (by story).
 N_FOLDS = 5
@@ -73,6 +74,35 @@ def story_key(p: ItemParse) -> str:
     """The story an item belongs to: ``metadata["story_id"]``, else its text."""
     sid = p.item.metadata.get("story_id")
     return str(sid) if sid else p.item.story
+
+
+def fold_units(parses: Sequence[ItemParse]) -> list[str]:
+    """The unit of cross-fitting of each item: its story, joined with every story that
+    shares a ``pair_id`` with it (the true- and false-belief versions of one story tell the
+    same cast, places and events, so a model trained on one version has seen the other).
+
+    The unit is the smallest :func:`story_key` of the connected component of stories linked
+    by shared pair ids (union-find).
+    """
+    parent: dict[str, str] = {}
+
+    def find(k: str) -> str:
+        while parent.setdefault(k, k) != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    keys = [story_key(p) for p in parses]
+    first_of_pair: dict[str, str] = {}
+    for p, k in zip(parses, keys, strict=True):
+        find(k)
+        pid = getattr(p.item, "pair_id", "")
+        if pid:
+            other = first_of_pair.setdefault(pid, k)
+            a, b = find(k), find(other)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return [find(k) for k in keys]
 
 
 def candidate_features(p: ItemParse) -> np.ndarray:
@@ -303,7 +333,8 @@ def cross_fit(parses: Sequence[ItemParse], kinds: Sequence[str], statuses: Seque
     """
     if folds < 2:
         raise ValueError(f"folds must be at least 2, got {folds}")
-    keys = sorted({story_key(p) for p in parses})
+    units = fold_units(parses)
+    keys = sorted(set(units))
     rng = random.Random(seed)
     rng.shuffle(keys)
     fold_of = {k: i % folds for i, k in enumerate(keys)}
@@ -325,7 +356,7 @@ def cross_fit(parses: Sequence[ItemParse], kinds: Sequence[str], statuses: Seque
                 continue
             x, mask = _pack([feats[i] for i in members])
             y = np.array([gold[i] for i in members])
-            fold = np.array([fold_of[story_key(parses[i])] for i in members])
+            fold = np.array([fold_of[units[i]] for i in members])
             guess = _cross_fit_group(x, mask, y, fold, lam)
             for i, gi in zip(members, guess, strict=True):
                 hit[i] = bool(gi == gold[i])
