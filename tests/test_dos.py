@@ -4,9 +4,10 @@ Each hostile input of the table below is given to the command line in a child pr
 watchdog that polls its processor time and resident memory and kills it past its budget:
 twice the processor time and 150 MB above the peak memory of the same harness refusing a
 misspelled column (measured in this run, so the check is relative, never a fixed number of
-seconds). Each case must end in exit 2 with one error line that says why, inside that budget. Before the budgets existed,
-every case ran past it (19 GB for ``tom_order ^ 1000000000``, minutes for ``9 ** 9 ** 9``,
-gigabytes for a forged netCDF variable or a sparse table), so each fails on the code before.
+seconds). Each case must end in exit 2 with one error line that says why, inside that
+budget. On the code before the budgets every case failed: killed past the memory or the
+processor time (formula expansions, integer towers, forged netCDF variables, sparse tables),
+or a fit file with such a stored formula accepted.
 """
 
 from __future__ import annotations
@@ -184,14 +185,38 @@ def work(tmp_path_factory) -> Path:
     return d
 
 
+def _edited_nc(src: Path, dest: Path, formula: str) -> Path:
+    """A copy of the formula fit ``src`` whose stored spec (``posterior.attrs['spec']``)
+    has ``formula`` and its fixed part."""
+    import shutil
+
+    import netCDF4
+
+    shutil.copyfile(src, dest)
+    with netCDF4.Dataset(dest, "a") as ds:
+        spec = json.loads(ds.groups["posterior"].getncattr("spec"))
+        spec["formula"] = formula
+        spec["fixed"] = formula.split("~", 1)[1].replace("+ (1 | model)", "").strip()
+        ds.groups["posterior"].setncattr("spec", json.dumps(spec))
+    return dest
+
+
 @pytest.fixture(scope="module")
 def forged(work) -> Path:
-    """A real structural fit (two short chains) with a forged 8 GB variable added."""
+    """A real structural fit (two short chains) with a forged 8 GB variable added, a second
+    copy of it, and copies of a real formula fit whose stored formula is one of
+    :data:`EDITED`."""
     sys.path.insert(0, str(Path(__file__).parent))
     from _fits import failed_fit
 
     fit = _forged_nc(failed_fit(), work / "forged.nc")
     _forged_nc(failed_fit(), work / "forged2.nc")
+    run = watched(["fit", "t.csv", "--model", "correct ~ tom_order + (1 | model)", "--chains",
+                   "2", "--draws", "30", "--tune", "30", "--seed", "1", "--cores", "1",
+                   "--no-progress", "--allow-warnings", "--out", "formula.nc"], work)
+    assert run.rc == 0, run.stderr
+    for name, formula in EDITED.items():
+        _edited_nc(work / "formula.nc", work / f"{name}.nc", formula)
     return fit
 
 
@@ -219,6 +244,11 @@ CASES = [
            "--out", "p"], "the fit file's stored formula"),
     ("3", ["report", "power_50.json", "--out", "r.html"], "the fit file's stored formula"),
     ("3", ["compare", "integer_tower.json", "ok.json"], "the fit file's stored formula"),
+    ("3", ["report", "{fit}power_1e9.nc", "--out", "r.html"], "the fit file's stored formula"),
+    ("3", ["power", "--from-fit", "{fit}power_50.nc", "--data", "t.csv", "--term",
+           "tom_order", "--out", "p"], "the fit file's stored formula"),
+    ("3", ["report", "{fit}integer_tower.nc", "--out", "r.html"],
+     "the fit file's stored formula"),
     ("4", ["report", "{fit}", "--out", "r.html"], "declares 7.5 GiB"),
     ("4", ["compare", "{fit}", "{fit2}"], "declares 7.5 GiB"),
     ("4", ["calibrate", "{fit}", "--out", "c.toml"], "declares 7.5 GiB"),
@@ -266,8 +296,12 @@ def budgets(work) -> dict[str | None, tuple[float, float]]:
 def test_hostile_input_is_refused_within_budget(request, work, budgets, finding, args, words):
     if any("{fit" in a for a in args):
         fit = request.getfixturevalue("forged")
-        args = [a.replace("{fit}", str(fit)).replace("{fit2}", str(fit.with_stem("forged2")))
+        args = [str(work / a.removeprefix("{fit}")) if a.startswith("{fit}") and len(a) > 5
+                else a.replace("{fit}", str(fit)).replace("{fit2}", str(work / "forged2.nc"))
                 for a in args]
+    # each case writes (if it wrongly writes at all) beside its own name
+    args = [f"{request.node.callspec.id}-{a}" if i and args[i - 1] == "--out" else a
+            for i, a in enumerate(args)]
     cpu, memory = budgets.get(args[0], budgets[None])
     run = watched(args, work, cpu=cpu, memory=memory)
     assert run.rc == 2, (run.killed, run.cpu, run.stderr[-2000:])
