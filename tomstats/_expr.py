@@ -36,7 +36,13 @@ contrast (``Treatment``, ``Sum``, ``Helmert``, ``Diff``, ``Poly``, with literal 
 should be given beyond the data.
 
 Sizes are bounded (:data:`MAX_LENGTH` characters, nesting :data:`MAX_DEPTH`), so a hostile
-string cannot exhaust the recursion limit or the memory.
+string cannot exhaust the recursion limit or the memory. A formula is also bounded in what it
+asks the formula engine to build: ``^ n`` takes ``n`` from 1 to the number of factors of what
+it raises (a higher power adds no term: ``x:x`` is ``x``), the terms it expands to are counted
+as the parser reads it (at most :data:`MAX_TERMS`, :func:`expand_terms`), and every constant
+inside a transform is computed by the checker in floating point and must be finite and at
+most :data:`MAX_CONSTANT` in magnitude, so the formula engine, which evaluates a transform
+with Python's exact integers, never meets ``9 ** 9 ** 9``.
 """
 
 from __future__ import annotations
@@ -54,10 +60,10 @@ import pandas as pd
 
 from tomstats._validate import closest_hint
 
-__all__ = ["CBIND", "CONTRASTS", "FORMULA_CONTEXT", "FUNCTIONS", "MAX_DEPTH", "MAX_LENGTH",
-           "MAX_POLY_DEGREE", "TRANSFORMS", "ExpressionError", "FormulaParts", "Query",
-           "check_column", "check_formula", "check_group", "check_terms", "parse_query",
-           "query_mask"]
+__all__ = ["CBIND", "CONTRASTS", "FORMULA_CONTEXT", "FUNCTIONS", "MAX_CONSTANT", "MAX_DEPTH",
+           "MAX_LENGTH", "MAX_POLY_DEGREE", "MAX_TERMS", "TRANSFORMS", "ExpressionError",
+           "Factor", "FormulaParts", "Query", "TermExpansion", "check_column", "check_formula",
+           "check_group", "check_terms", "expand_terms", "parse_query", "query_mask"]
 
 #: Longest query or formula accepted, in characters.
 MAX_LENGTH = 10_000
@@ -66,6 +72,12 @@ MAX_DEPTH = 50
 
 #: Highest degree of ``poly(x, degree)`` in a formula.
 MAX_POLY_DEGREE = 10
+#: Most terms a formula's fixed part (or one random term's effects) may expand to: formulaic
+#: expands ``a * b``, ``a / b`` and ``(a + b) ^ n`` term by term before building a column.
+MAX_TERMS = 1000
+#: Largest magnitude of a constant inside a formula transform (a literal, or arithmetic of
+#: literals such as ``9 ** 9``), computed by the checker in floating point.
+MAX_CONSTANT = 1e100
 
 #: Functions of one number a query (and a formula transform's argument) may call.
 FUNCTIONS: dict[str, Callable[[Any], Any]] = {
@@ -587,6 +599,51 @@ class FormulaParts:
     failures: str | None = None
 
 
+#: One term of a formula: the keys (:attr:`Factor.key`) of the factors it multiplies; the
+#: empty term is the intercept.
+Term = frozenset[str]
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One factor of a formula's terms, as the parser read it.
+
+    Attributes
+    ----------
+    key : str
+        The factor as written, spaces removed (``x``, `` `tom order` ``, ``C(model,Sum)``).
+    kind : {"column", "categorical", "poly", "transform"}
+        A bare column (numeric: one design column; text, boolean or categorical: one per
+        level), ``C(col)`` (one per level), ``poly(x, d)`` (``d`` columns) or any other
+        transform (one column).
+    column : str or None
+        The column of a bare name, of ``C(col)``.
+    width : int or None
+        The degree of ``poly``, the number of ``levels=[...]`` of ``C``.
+    """
+
+    key: str
+    kind: str
+    column: str | None = None
+    width: int | None = None
+
+
+@dataclass(frozen=True)
+class TermExpansion:
+    """The terms a right-hand side expands to (before any data are read).
+
+    Attributes
+    ----------
+    terms : tuple of frozenset of str
+        Each term's factor keys (the intercept is the empty term), at most :data:`MAX_TERMS`.
+    factors : dict
+        Key → :class:`Factor`.
+    """
+
+    terms: tuple[Term, ...]
+    factors: dict[str, Factor]
+
+
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d*)?)|(?P<name>[A-Za-z_][A-Za-z0-9_.]*)"
                     r"|(?P<tick>`[^`]*`)|(?P<op>\|\||\*\*|[-+*/:^|~()]))")
 
@@ -660,6 +717,7 @@ class _FormulaParser:
         self.i = 0
         self.depth = 0
         self.variables: list[str] = []
+        self.factors: dict[str, Factor] = {}
 
     # -- helpers
     def peek(self) -> _Tok:
@@ -691,6 +749,7 @@ class _FormulaParser:
         fixed: list[str] = []
         random: list[tuple[str, str, bool]] = []
         sign = ""
+        expanded: frozenset[Term] = frozenset()
         while True:
             start = self.i
             rand = self.random_term()
@@ -700,7 +759,7 @@ class _FormulaParser:
                                      f"{self.slice(start, self.i)}")
                 random.append(rand)
             else:
-                self.product()
+                expanded = self.bounded(expanded | self.product())
                 fixed.append(f"{sign} {self.slice(start, self.i)}" if sign == "-"
                              else self.slice(start, self.i))
             tok = self.peek()
@@ -759,28 +818,78 @@ class _FormulaParser:
                 continue
             return "".join(parts)
 
-    def sum(self) -> None:
-        self.product()
+    # -- the term algebra (what formulaic expands), counted as it is read
+    def bounded(self, terms: frozenset[Term]) -> frozenset[Term]:
+        """``terms``, refused when more than :data:`MAX_TERMS`."""
+        if len(terms) > MAX_TERMS:
+            raise self.error(f"expands to more than {MAX_TERMS} terms (products and powers "
+                             f"multiply the terms); write the interactions you need")
+        return terms
+
+    def interact(self, a: frozenset[Term], b: frozenset[Term]) -> frozenset[Term]:
+        """``a : b``: every term of ``a`` with every term of ``b``."""
+        if len(a) * len(b) > 100 * MAX_TERMS:
+            raise self.error(f"expands to more than {MAX_TERMS} terms ({len(a)} × {len(b)} "
+                             f"terms multiplied); write the interactions you need")
+        return self.bounded(frozenset(x | y for x in a for y in b))
+
+    def sum(self) -> frozenset[Term]:
+        """``sum := product (('+'|'-') product)*``; a removed term still counts (formulaic
+        expands it before removing it)."""
+        out = self.product()
         while self.peek().kind == "op" and self.peek().text in ("+", "-"):
             self.take()
-            self.product()
+            out = self.bounded(out | self.product())
+        return out
 
-    def product(self) -> None:
-        self.power()
+    def product(self) -> frozenset[Term]:
+        """``product := power (('*'|'/'|':') power)*``: ``a*b`` is ``a + b + a:b``, ``a/b``
+        is ``a + (all of a):b``."""
+        out = self.power()
         while self.peek().kind == "op" and self.peek().text in ("*", "/", ":"):
-            self.take()
-            self.power()
+            op = self.take().text
+            right = self.power()
+            if op == ":":
+                out = self.interact(out, right)
+            elif op == "*":
+                out = self.bounded(out | right | self.interact(out, right))
+            else:
+                whole = frozenset([frozenset().union(*out)])
+                out = self.bounded(out | self.interact(whole, right))
+        return out
 
-    def power(self) -> None:
-        self.atom()
-        if self.peek().kind == "op" and self.peek().text in ("^", "**"):
-            self.take()
-            tok = self.take()
-            if tok.kind != "num" or not tok.text.isdigit():
-                raise self.error(f"'^' needs a whole number after it, found "
-                                 f"{tok.text or 'the end'!r}")
+    def power(self) -> frozenset[Term]:
+        """``power := atom (('^'|'**') n)?`` with ``n`` from 1 to the number of factors of
+        the atom: ``(a + b) ^ 2`` is ``a + b + a:b``; a higher power adds no term."""
+        start = self.i
+        base = self.atom()
+        if not (self.peek().kind == "op" and self.peek().text in ("^", "**")):
+            return base
+        self.take()
+        tok = self.take()
+        if tok.kind != "num" or not tok.text.isdigit():
+            raise self.error(f"'^' needs a whole number after it, found "
+                             f"{tok.text or 'the end'!r}")
+        factors = len(frozenset().union(*base))
+        n = int(tok.text) if len(tok.text) <= 6 else MAX_TERMS * MAX_LENGTH
+        if not 1 <= n <= max(factors, 1):
+            shown = _short(self.slice(start, self.i - 2), 60)
+            square = (f", or I({shown} ** {tok.text}) for the arithmetic power"
+                      if factors == 1 and len(tok.text) <= 2 else "")
+            raise self.error(f"'^ {_short(tok.text, 20)}' on {shown}: the power must be a "
+                             f"whole number from 1 to the {factors} factor(s) it raises (a "
+                             f"higher power adds no term: x:x is x){square}")
+        out = base
+        for _ in range(n - 1):
+            out = self.bounded(out | self.interact(out, base))
+        return out
 
-    def atom(self) -> None:
+    def factor(self, factor: Factor) -> frozenset[Term]:
+        """The one term of one factor (recorded under its key)."""
+        self.factors.setdefault(factor.key, factor)
+        return frozenset([frozenset([factor.key])])
+
+    def atom(self) -> frozenset[Term]:
         tok = self.take()
         if tok.kind == "name":
             if "." in tok.text:
@@ -789,37 +898,53 @@ class _FormulaParser:
             if tok.text.startswith("__"):
                 raise self.error(f"{tok.text!r}: names starting with '__' are not allowed")
             self.variables.append(tok.text)
-        elif tok.kind == "tick":
+            return self.factor(Factor(tok.text, "column", tok.text))
+        if tok.kind == "tick":
             self.variables.append(tok.text[1:-1])
-        elif tok.kind == "num":
+            return self.factor(Factor(tok.text, "column", tok.text[1:-1]))
+        if tok.kind == "num":
             if tok.text not in ("0", "1"):
                 raise self.error(f"the number {tok.text} cannot stand as a term (only 0 and "
                                  f"1: without or with an intercept)")
-        elif tok.kind == "call":
-            self.variables.extend(_check_call(tok.text, self.field, self.text))
-        elif tok.kind == "op" and tok.text == "(":
+            return frozenset([frozenset()]) if tok.text == "1" else frozenset()
+        if tok.kind == "call":
+            call = _check_call(tok.text, self.field, self.text)
+            self.variables.extend(call.variables)
+            return self.factor(call.factor)
+        if tok.kind == "op" and tok.text == "(":
             self.depth += 1
             if self.depth > MAX_DEPTH:
                 raise self.error(f"nested more than {MAX_DEPTH} levels deep")
-            self.sum()
+            out = self.sum()
             if self.peek().kind == "op" and self.peek().text in ("|", "||"):
                 raise self.error(f"a random term (expr | group) may stand only as a term of "
                                  f"its own, at position {self.peek().pos + 1}")
             self.expect(")")
             self.depth -= 1
-        elif tok.kind == "op" and tok.text == "-":
+            return out
+        if tok.kind == "op" and tok.text == "-":
             self.depth += 1  # "-1" removes the intercept
             if self.depth > MAX_DEPTH:
                 raise self.error(f"nested more than {MAX_DEPTH} levels deep")
-            self.atom()
+            out = self.atom()
             self.depth -= 1
+            return out
         else:
             raise self.error(f"unexpected {tok.text or 'end of formula'!r} at position "
                              f"{tok.pos + 1}")
 
 
-def _check_call(call: str, field: str, formula: str) -> list[str]:
-    """Check one transform call ``name(...)`` of a formula; return the columns it reads."""
+@dataclass(frozen=True)
+class _CallInfo:
+    """A checked transform call: the columns it reads and the factor it makes."""
+
+    variables: list[str]
+    factor: Factor
+
+
+def _check_call(call: str, field: str, formula: str) -> _CallInfo:
+    """Check one transform call ``name(...)`` of a formula; return the columns it reads and
+    its :class:`Factor`."""
     lexed = _lex(call, field, booleans=False)
     try:
         tree = ast.parse(lexed.source.strip(), mode="eval")
@@ -837,15 +962,76 @@ def _check_call(call: str, field: str, formula: str) -> list[str]:
     if any(isinstance(a, ast.Starred) for a in node.args) or any(
             k.arg is None for k in node.keywords):
         raise rules.refuse(node, "'*' and '**' arguments are not allowed")
+    key = "".join(call.split())
     if name in FUNCTIONS or name == "I":
         if len(node.args) != 1 or node.keywords:
             raise rules.refuse(node, f"{name}() takes exactly one argument")
         rules.check(node.args[0])
-    elif name == "C":
+        _fold_constants(node.args[0], rules)
+        return _CallInfo(rules.variables, Factor(key, "transform"))
+    if name == "C":
         _check_categorical(node, rules)
+        levels = [k.value for k in node.keywords if k.arg == "levels"]
+        width = len(levels[0].elts) if levels else None  # type: ignore[attr-defined]
+        return _CallInfo(rules.variables, Factor(key, "categorical", rules.variables[0],
+                                                 width))
+    _check_stateful(node, name, rules)
+    _fold_constants(node.args[0], rules)
+    if name == "poly":
+        degree = node.args[1:] + [k.value for k in node.keywords if k.arg == "degree"]
+        return _CallInfo(rules.variables, Factor(key, "poly", None,
+                                                 int(_literal(degree[0])) if degree else 1))
+    return _CallInfo(rules.variables, Factor(key, "transform"))
+
+
+def _fold_constants(node: ast.AST, rules: _Rules) -> float | None:
+    """The value of ``node`` when it holds no column (else ``None``), computed in floating
+    point; every constant part must be a finite number of magnitude at most
+    :data:`MAX_CONSTANT`.
+
+    The formula engine evaluates a transform with Python's exact integers, for which
+    ``9 ** 9 ** 9`` runs for minutes and takes gigabytes; here it is an overflow, refused in
+    microseconds. ``node`` has passed :class:`_Rules` in ``"arith"`` mode (numbers, columns,
+    arithmetic, :data:`FUNCTIONS`) and :func:`_check_depth`.
+    """
+    value: Any
+    if isinstance(node, ast.Constant):
+        value = node.value
+    elif isinstance(node, ast.UnaryOp):
+        inner = _fold_constants(node.operand, rules)
+        if inner is None:
+            return None
+        value = -inner if isinstance(node.op, ast.USub) else inner
+    elif isinstance(node, ast.BinOp):
+        left, right = _fold_constants(node.left, rules), _fold_constants(node.right, rules)
+        if left is None or right is None:
+            return None
+        try:
+            value = _ARITH[type(node.op)](left, right)
+        except ZeroDivisionError:
+            raise rules.refuse(node, "divides by zero") from None
+        except OverflowError:
+            value = float("inf")
+    elif isinstance(node, ast.Call):
+        arg = _fold_constants(node.args[0], rules)
+        if arg is None:
+            return None
+        name = _function_name(node.func, rules.names, numpy=True)
+        with np.errstate(all="ignore"):
+            value = FUNCTIONS[name or ""](np.float64(arg))
     else:
-        _check_stateful(node, name, rules)
-    return rules.variables
+        return None  # a column
+    if isinstance(value, complex):
+        raise rules.refuse(node, "is not a real number")
+    try:
+        value = float(value)
+    except OverflowError:
+        value = float("inf")
+    if not (np.isfinite(value) and abs(value) <= MAX_CONSTANT):
+        raise rules.refuse(node, f"the constant is {value:g}; a constant in a formula must be "
+                                 f"a finite number of magnitude at most {MAX_CONSTANT:g} "
+                                 f"(it is computed in floating point)")
+    return value
 
 
 def _transform_name(func: ast.AST, rules: _Rules) -> str:
@@ -1000,13 +1186,35 @@ def check_terms(expr: str, field: str = "formula") -> tuple[str, ...]:
     ExpressionError
         Anything outside the formula language (random terms included).
     """
+    return _read_terms(expr, field)[0]
+
+
+def _read_terms(expr: str, field: str) -> tuple[tuple[str, ...], TermExpansion]:
+    """:func:`check_terms` and :func:`expand_terms` in one reading."""
     _check_size(expr, field)
     parser = _FormulaParser(expr, field)
-    parser.sum()
+    terms = parser.sum()
     if parser.peek().kind != "end":
         tok = parser.peek()
         raise parser.error(f"unexpected {tok.text!r} at position {tok.pos + 1}")
-    return tuple(dict.fromkeys(parser.variables))
+    ordered = tuple(sorted(terms, key=lambda t: (len(t), sorted(t))))
+    return tuple(dict.fromkeys(parser.variables)), TermExpansion(ordered, parser.factors)
+
+
+def expand_terms(expr: str, field: str = "formula") -> TermExpansion:
+    """The terms a right-hand side without random terms expands to, read by :func:`check_terms`.
+
+    ``"(a + b) ^ 2"`` gives the terms ``{a}``, ``{b}``, ``{a, b}``; ``"1 + x * C(g)"`` gives
+    the intercept ``{}``, ``{x}``, ``{C(g)}`` and ``{x, C(g)}``. A removed term (``- x``) is
+    counted too: the formula engine expands it before removing it. Used to estimate the
+    design matrix's columns before it is built.
+
+    Raises
+    ------
+    ExpressionError
+        As :func:`check_terms`, and more than :data:`MAX_TERMS` terms.
+    """
+    return _read_terms(expr, field)[1]
 
 
 

@@ -83,21 +83,23 @@ def format_seconds(s: float) -> str:
 
 
 def check_footprint(fp: Footprint, *, allow_large: bool = False,
-                    flag: str = "allow_large=True (--allow-large)") -> None:
+                    flag: str | None = "allow_large=True (--allow-large)",
+                    share: float = MEMORY_SHARE) -> None:
     """Raise ``ValueError`` when ``fp`` needs more memory than is available or over a day.
 
-    The limit is :data:`MEMORY_SHARE` × :func:`available_memory` bytes and :data:`MAX_SECONDS`
-    seconds; ``allow_large=True`` skips the check (the caller takes the risk).
+    The limit is ``share`` (default :data:`MEMORY_SHARE`) × :func:`available_memory` bytes
+    and :data:`MAX_SECONDS` seconds; ``allow_large=True`` skips the check (the caller takes
+    the risk). ``flag`` names the override in the message; ``None``: there is none.
     """
     if allow_large:
         return
     avail = available_memory()
-    if fp.bytes > MEMORY_SHARE * avail:
+    way_out = "make it smaller" + (f" or pass {flag} to run it anyway" if flag else "")
+    if fp.bytes > share * avail:
         raise ValueError(
             f"{fp.what} too large: needs about {format_bytes(fp.bytes)} of memory "
-            f"({fp.detail}) but {format_bytes(avail)} is available; make it smaller or pass "
-            f"{flag} to run it anyway")
+            f"({fp.detail}) but {format_bytes(avail)} is available; {way_out}")
     if fp.seconds > MAX_SECONDS:
         raise ValueError(
             f"{fp.what} too large: would take about {format_seconds(fp.seconds)} "
-            f"({fp.detail}); make it smaller or pass {flag} to run it anyway")
+            f"({fp.detail}); {way_out}")

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_keys", "check_type", "closest_hint", "decode_text", "read_text", "show_value"]
+__all__ = ["INPUT_MEMORY_FACTOR", "READ_CHUNK", "check_input_size", "check_keys", "check_no_nul",
+           "check_type", "closest_hint", "decode_text", "open_regular", "read_input_bytes",
+           "read_text", "show_value"]
 
 
 def show_value(value: Any) -> str:
@@ -83,15 +85,113 @@ def check_type(
         )
 
 
+#: Bytes read at a time from an input file, each piece checked before the next is read.
+READ_CHUNK = 1 << 20
+#: Bytes of memory a text input read whole takes per byte of it: the bytes, their decoded
+#: text and what is parsed from them (a table, a TOML document).
+INPUT_MEMORY_FACTOR = 4
+
+
+def _prefix(field: str | None) -> str:
+    return f"{field}: " if field else ""
+
+
+def check_input_size(path: str | os.PathLike[str], size: int, field: str | None = None,
+                     factor: float = INPUT_MEMORY_FACTOR) -> None:
+    """Refuse an input of ``size`` bytes (read whole) that would need more memory than the
+    size guard allows: ``factor`` × ``size`` against
+    :func:`tomstats._guards.check_footprint`'s share of the available memory.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, its size and the memory available.
+    """
+    from tomstats._guards import Footprint, check_footprint, format_bytes
+
+    check_footprint(Footprint(f"{_prefix(field)}{str(path)!r}", float(factor) * size, 0.0,
+                              f"{format_bytes(size)} read whole, about {factor:g} bytes of "
+                              f"memory per byte"), flag=None)
+
+
+def check_no_nul(chunk: bytes, offset: int, path: str | os.PathLike[str],
+                 field: str | None = None) -> None:
+    """Refuse a piece of a text input holding a NUL byte (no UTF-8 text, table, log or TOML
+    holds one; a sparse or binary file does), naming its offset in the file."""
+    at = chunk.find(b"\0")
+    if at >= 0:
+        raise ValueError(f"{_prefix(field)}{str(path)}: a NUL byte at byte {offset + at + 1}; "
+                         f"this is not a text file (a binary, sparse or UTF-16 file?); save "
+                         f"it as UTF-8 text")
+
+
+def open_regular(path: str | os.PathLike[str], field: str | None = None) -> Any:
+    """Open ``path`` for reading bytes, refusing anything but a regular file (a FIFO, a
+    device such as ``/dev/zero``, a folder) without blocking on it."""
+    import stat
+
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except IsADirectoryError:
+        raise ValueError(f"{_prefix(field)}{str(p)!r} is a folder, not a file") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ValueError(f"{_prefix(field)}{str(p)!r} is not a regular file (a device, pipe "
+                         f"or socket)")
+    return os.fdopen(fd, "rb")
+
+
+def read_input_bytes(path: str | os.PathLike[str], field: str | None = None, *,
+                     gzip: bool = False, factor: float = INPUT_MEMORY_FACTOR) -> bytes:
+    """The bytes of a text input read whole, checked before and while it is read.
+
+    Before: a regular file (:func:`open_regular`) whose size passes
+    :func:`check_input_size`. While: pieces of :data:`READ_CHUNK` bytes, each refused if it
+    holds a NUL byte (:func:`check_no_nul`); with ``gzip`` the file is decompressed as a
+    stream and the bytes it expands to are checked against the budget as they come, so a
+    gzip bomb stops at the budget.
+
+    Raises
+    ------
+    ValueError
+        A file that is not regular, too large for memory, holds a NUL byte, or (``gzip``) is
+        not a readable gzip file; one line naming the file.
+    """
+    import gzip as gz
+    import zlib
+
+    p = Path(path)
+    with open_regular(p, field) as raw:
+        check_input_size(p, os.fstat(raw.fileno()).st_size, field, factor)
+        pieces: list[bytes] = []
+        total = 0
+        try:
+            fh = gz.GzipFile(fileobj=raw, mode="rb") if gzip else raw
+            while chunk := fh.read(READ_CHUNK):
+                check_no_nul(chunk, total, p, field)
+                total += len(chunk)
+                pieces.append(chunk)
+                if gzip:
+                    check_input_size(p, total, field, factor)
+        except (OSError, EOFError, zlib.error) as exc:
+            if not gzip:
+                raise
+            raise ValueError(f"{p}: not a readable gzip file ({exc})") from None
+    return b"".join(pieces)
+
+
 def read_text(path: str | os.PathLike[str], field: str | None = None) -> str:
     """Read a UTF-8 text file; a decoding error names the file, line and column.
 
-    Raises ``ValueError`` (not ``UnicodeDecodeError``) such as
+    The file is read by :func:`read_input_bytes` (a regular file within the memory budget,
+    no NUL byte). Raises ``ValueError`` (not ``UnicodeDecodeError``) such as
     ``"data.jsonl: line 12, column 5: not valid UTF-8 (byte 0xff); save the file as UTF-8"``;
     ``field`` (e.g. ``"--items"``) prefixes the message when given.
     """
     p = Path(path)
-    return decode_text(p.read_bytes(), p, field)
+    return decode_text(read_input_bytes(p, field), p, field)
 
 
 def decode_text(raw: bytes, name: str | os.PathLike[str], field: str | None = None) -> str:

@@ -36,7 +36,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from tomstats._validate import read_text
+from tomstats._validate import check_input_size, check_no_nul, open_regular, read_text
 
 __all__ = ["read_log_stream"]
 
@@ -439,14 +439,32 @@ class _Reader:
         return {m: h for m, (h, _) in sorted(first.items())}
 
 
+def _rest_of_line(fh: Any, p: Path, offset: int) -> bytes:
+    """The rest of the line a block ends in, read in pieces: each refused if it holds a NUL
+    byte, the line refused when it outgrows the memory budget (a file of one endless line)."""
+    pieces: list[bytes] = []
+    size = 0
+    while piece := fh.readline(_BLOCK_BYTES):
+        check_no_nul(piece, offset + size, p)
+        pieces.append(piece)
+        size += len(piece)
+        if piece.endswith(b"\n"):
+            break
+        check_input_size(p, size)
+    return b"".join(pieces)
+
+
 def _read_blocks(p: Path, names: list[str]) -> tuple[dict[str, list[Any]], dict[str, str]]:
     """The columns (``names`` and those the checks use) and each model's hash of the log."""
     reader = _Reader(p, names)
     lineno = 1
-    with open(p, "rb") as fh:
+    offset = 0
+    with open_regular(p) as fh:
         while chunk := fh.read(_BLOCK_BYTES):
+            check_no_nul(chunk, offset, p)
             if not chunk.endswith(b"\n"):
-                chunk += fh.readline()  # the rest of its last line
+                chunk += _rest_of_line(fh, p, offset + len(chunk))
+            offset += len(chunk)
             if chunk.endswith(b"\n"):
                 lineno += reader.block(chunk, lineno)
                 continue

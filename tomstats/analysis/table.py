@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import gzip
 import io
 import os
 import tempfile
@@ -25,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from tomstats._expr import Query, parse_query, query_mask
-from tomstats._validate import closest_hint, decode_text
+from tomstats._validate import check_input_size, closest_hint, decode_text, read_input_bytes
 from tomstats.design import MAX_CONTEXT_WORDS
 
 __all__ = ["TABLE_FORMATS", "add_selection_arguments", "apply_mapping", "apply_query",
@@ -49,13 +48,10 @@ def table_suffix(path: str | os.PathLike[str]) -> str:
 
 
 def _raw(p: Path) -> bytes:
-    """The file's bytes, decompressed when its name ends in ``.gz``."""
-    if p.suffix.lower() != ".gz":
-        return p.read_bytes()
-    try:
-        return gzip.decompress(p.read_bytes())
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"{p}: not a readable gzip file ({exc})") from None
+    """The file's bytes, decompressed when its name ends in ``.gz``: read in pieces, within the
+    memory budget and refused at the first NUL byte
+    (:func:`tomstats._validate.read_input_bytes`)."""
+    return read_input_bytes(p, gzip=p.suffix.lower() == ".gz")
 
 
 def _read_log(p: Path, usecols: frozenset[str] | None) -> pd.DataFrame:
@@ -164,6 +160,7 @@ def _read_file(p: Path, usecols: frozenset[str] | None) -> pd.DataFrame:
             raise ValueError(f"{p}: reading .parquet needs pyarrow, which tomstats does not "
                              "install by default: pip install 'tomstats[parquet]' (or save "
                              "the table as .csv)") from None
+        check_input_size(p, p.stat().st_size)
         try:
             df = pd.read_parquet(p)  # all columns: the schema is not read apart
         except (OSError, ValueError) as exc:

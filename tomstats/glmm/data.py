@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tomstats._expr import FORMULA_CONTEXT, Query, check_formula, check_terms
+from tomstats._expr import FORMULA_CONTEXT, Query, check_formula, check_terms, expand_terms
+from tomstats._guards import Footprint, check_footprint
 from tomstats._validate import check_keys, check_type, closest_hint
 from tomstats.analysis.table import read_evaluation, used_columns
 from tomstats.glmm._hints import InputError, column_hint, hint, option_hint
@@ -49,6 +50,8 @@ __all__ = [
     "build_design",
     "fit_columns",
     "formula_matrices",
+    "design_columns",
+    "design_footprint",
     "group_codes",
     "formula_variables",
     "response_arrays",
@@ -585,6 +588,8 @@ def formula_matrices(
     if missing:
         raise InputError(f"{what} {expr!r} names column(s) {_missing_message(missing, train)} "
                          f"that are not in the data ({describe_columns(train)})")
+    rows = len(train) if new is None else len(train) + len(new)
+    check_footprint(design_footprint(expr, train, rows, what), flag=None)
     try:
         mm = formulaic.model_matrix(expr, train, na_action="raise", context=FORMULA_CONTEXT)
         if new is not None:
@@ -593,6 +598,56 @@ def formula_matrices(
         raise ValueError(f"{what} {expr!r}: {exc}") from exc
     X = np.asarray(mm, dtype=float)
     return X, [str(c) for c in mm.columns]
+
+
+#: Bytes the formula engine holds per design-matrix cell: its frame of float64 columns and
+#: the float64 array made of it.
+_DESIGN_CELL_BYTES = 16
+
+
+def design_columns(expr: str, df: pd.DataFrame, what: str = "formula") -> int:
+    r"""An upper bound on the columns of the design matrix of ``expr`` on ``df``, before it is
+    built.
+
+    .. math:: \sum_{t} \prod_{f \in t} w_f
+
+    over the terms :math:`t` of ``expr`` (:func:`tomstats._expr.expand_terms`) and the
+    intercept (counted even where ``0 +`` removes it), with the width :math:`w_f` of a
+    factor: 1 for a numeric column or a transform, the number of levels of a text, boolean or
+    categorical column and of ``C(col)`` (of ``levels=[...]`` when given), the degree of
+    ``poly``. (Full-rank coding drops a level where an intercept or a
+    lower term spans it; the bound keeps them.)
+    """
+    expansion = expand_terms(expr, what)
+    widths: dict[str, int] = {}
+    for key, f in expansion.factors.items():
+        if f.width is not None:
+            widths[key] = f.width
+        elif f.column is not None and f.column in df.columns:
+            col = df[f.column]
+            numeric = (pd.api.types.is_numeric_dtype(col)
+                       and not pd.api.types.is_bool_dtype(col)) and f.kind == "column"
+            widths[key] = 1 if numeric else max(int(col.nunique(dropna=True)), 1)
+        else:
+            widths[key] = 1
+    total = 0 if frozenset() in expansion.terms else 1  # formulaic's implied intercept
+    for term in expansion.terms:
+        cols = 1
+        for key in term:
+            cols *= widths[key]
+        total += cols
+    return total
+
+
+def design_footprint(expr: str, df: pd.DataFrame, rows: int, what: str = "formula"
+                     ) -> Footprint:
+    r"""The memory of the design matrix of ``expr`` for ``rows`` rows of ``df``'s columns:
+    :math:`16 \cdot R \cdot C` bytes, :math:`C` from :func:`design_columns` (the formula
+    engine's float64 frame and the array made of it), for
+    :func:`tomstats._guards.check_footprint` before the formula engine starts."""
+    cols = design_columns(expr, df, what)
+    return Footprint(f"design matrix of the {what}", float(_DESIGN_CELL_BYTES) * rows * cols,
+                     0.0, f"{rows:,} rows × at most {cols:,} columns of {expr!r}")
 
 
 def formula_variables(spec: FormulaSpec) -> list[str]:

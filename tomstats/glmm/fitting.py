@@ -439,17 +439,19 @@ def load_fit(path: str | os.PathLike[str]) -> Any:
         No such file.
     ValueError
         The file is not readable netCDF, or is not a tomstats GLMM fit (foreign file,
-        missing posterior, unknown format version).
+        missing posterior, unknown format version), or declares more data than it holds
+        or than memory allows (:func:`tomstats._netcdf.check_netcdf_budget`).
     """
-    import arviz as az
+    from tomstats._netcdf import NetcdfBudgetError, open_inference_data
 
     check_type(path, (str, os.PathLike), "path")
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"fit file {str(p)!r} does not exist")
-    try:
-        with az.rc_context({"data.load": "eager"}):
-            idata = az.from_netcdf(str(p), engine=_netcdf_engine())
+    try:  # the variables' declared sizes are checked before any is read
+        idata = open_inference_data(p, field="fit file", eager=True)
+    except NetcdfBudgetError:
+        raise
     except Exception as exc:  # h5py/netCDF/xarray raise many types
         raise ValueError(f"{str(p)!r} is not a readable netCDF/InferenceData file: "
                          f"{type(exc).__name__}: {exc}") from exc

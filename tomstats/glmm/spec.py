@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_STRUCTURAL_PRIORS",
     "parse_formula",
     "spec_from_json",
+    "check_stored_formula",
 ]
 
 _PRIOR_PARAMS: dict[str, tuple[str, ...]] = {
@@ -484,7 +485,7 @@ def spec_from_json(text: str | Mapping[str, Any]) -> StructuralSpec | FormulaSpe
                 delta_scale=float(d.get("delta_scale", 1e-4)),
                 aggregate=bool(d.get("aggregate", False)))
         if kind == "formula":
-            _check_stored_formula(d)
+            check_stored_formula(d)
             return FormulaSpec(
                 formula=d["formula"], response=d["response"], trials=d.get("trials"),
                 family=d["family"], fixed=d["fixed"],
@@ -499,11 +500,21 @@ def spec_from_json(text: str | Mapping[str, Any]) -> StructuralSpec | FormulaSpe
     raise ValueError(f"spec: unknown model kind {kind!r} (expected 'structural' or 'formula')")
 
 
-def _check_stored_formula(d: Mapping[str, Any]) -> None:
+def check_stored_formula(d: Mapping[str, Any]) -> None:
     """Check a stored formula spec's text parts with the parser of a user's formula.
 
     A fit file is shared like a script: its formula, fixed part, random terms and column
-    names are re-read by :mod:`tomstats._expr` before anything is built from them.
+    names are re-read by :mod:`tomstats._expr` before anything is built from them, with the
+    same language and the same resource bounds as a ``--model`` (``^ n`` within the factors
+    it raises, at most :data:`~tomstats._expr.MAX_TERMS` terms, constants finite and at most
+    :data:`~tomstats._expr.MAX_CONSTANT`). Every reader of a fit file calls this (or
+    :func:`tomstats._expr.check_formula` on a stored formula string) before rebuilding a
+    design.
+
+    Raises
+    ------
+    ValueError
+        (:class:`tomstats._expr.ExpressionError`) naming the stored field and the piece.
     """
     field = "the fit file's stored {}"
     check_formula(d["formula"], field.format("formula"))

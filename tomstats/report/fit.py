@@ -19,6 +19,7 @@ from pathlib import Path
 
 import arviz as az
 
+from tomstats._netcdf import NetcdfBudgetError, netcdf_engines, open_inference_data
 from tomstats.report._document import Document, Section, check_output, write_document
 from tomstats.report.posterior_sweep import SWEEP_DRAWS
 from tomstats.report.sections import SECTIONS, FitContext, checks, sweep
@@ -85,19 +86,16 @@ def load_fit(path: str | os.PathLike[str]) -> az.InferenceData:
                          "(for a simulation folder use --simulation DIR)")
     if not p.is_file():
         raise ValueError(f"FIT: {str(p)!r} does not exist or is not a file")
-    idata = None
-    for engine in _ENGINES:
-        try:
-            idata = az.from_netcdf(p, engine=engine)
-            break
-        except ImportError:  # this engine's library is not installed: try the next one
-            continue
-        except Exception as exc:  # netCDF4/h5netcdf raise OSError, ValueError, KeyError, ...
-            raise ValueError(f"FIT: {str(p)!r} is not a netCDF InferenceData file "
-                             f"({type(exc).__name__}: {exc})") from exc
-    if idata is None:
+    if not netcdf_engines(_ENGINES):
         raise ValueError(f"FIT: cannot read {str(p)!r}: neither h5py (for h5netcdf) nor "
                          "netCDF4 is installed")
+    try:  # the variables' declared sizes are checked before any is read
+        idata = open_inference_data(p, field="FIT", engines=_ENGINES, eager=False)
+    except NetcdfBudgetError:
+        raise
+    except Exception as exc:  # netCDF4/h5netcdf raise OSError, ValueError, KeyError, ...
+        raise ValueError(f"FIT: {str(p)!r} is not a netCDF InferenceData file "
+                         f"({type(exc).__name__}: {exc})") from exc
     if "posterior" not in idata.groups():
         groups = list(idata.groups())
         raise ValueError(f"FIT: {str(p)!r} has no 'posterior' group (groups: {groups}); it is "

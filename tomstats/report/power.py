@@ -174,6 +174,9 @@ def _per_llm_table(d: Path) -> Table | None:
         return None
     import xarray as xr
 
+    from tomstats._netcdf import check_netcdf_budget
+
+    check_netcdf_budget(nc, "power result")
     with xr.open_dataset(nc, engine="h5netcdf") as ds:
         if "power_by_llm" not in ds or ds.sizes.get("llm", 0) < 2:
             return None
