@@ -284,7 +284,8 @@ def test_cli_lrt_refusals(lrt_fits, tmp_path, capsys):
         ([str(full), str(nc)], "'slopes' is a maximum-likelihood fit (JSON) and 'sampler' a "
                                "sampler fit"),
         ([str(full), str(reduced), "--plot", str(tmp_path / "p.png")], "--plot"),
-        ([str(full), str(junk)], "is not a maximum-likelihood fit"),
+        ([str(full), str(junk)], "field 'format' is 'something-else': not a maximum-likelihood "
+                                 "fit"),
         ([str(full)], "a likelihood-ratio test needs at least two fits, got 1"),
     ]
     for args, message in cases:

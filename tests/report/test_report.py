@@ -108,7 +108,7 @@ def test_simulation_cli(sim_dir: Path, tmp_path: Path, capsys: pytest.CaptureFix
         (["{tmp}/fit.nc", "--simulation", "{sim}"], "give exactly one of FIT.nc or --simulation"),
         (["{tmp}/missing.nc"], "FIT: '{tmp}/missing.nc' does not exist"),
         (["{sim}"], "is a folder, expected a fit netCDF file"),
-        (["{tmp}/file.txt"], "is not a netCDF InferenceData file"),
+        (["{tmp}/file.txt"], "is not a readable netCDF InferenceData file"),
         (["{tmp}/plain.nc"], "has no 'posterior' group"),
         (["--simulation", "{tmp}/halfsweep"], "calibrated sweep folder '{tmp}/halfsweep' is "
          "incomplete: missing ['dominance_posterior.csv', 'summary.json']"),

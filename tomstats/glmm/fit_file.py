@@ -370,10 +370,9 @@ def read_fit_json(path: str | os.PathLike[str], field: str = "") -> Any:
         raise FitFileError(f"{_where(p, field)}: {exc}; refusing an ambiguous fit file") \
             from None
     except ValueError as exc:
-        raise FitFileError(f"{_where(p, field)} is not a fit's JSON: {exc}") from None
+        raise FitFileError(f"{_where(p, field)} is not JSON: {exc}") from None
     except RecursionError:
-        raise FitFileError(f"{_where(p, field)} is not a fit's JSON: nested too deeply") \
-            from None
+        raise FitFileError(f"{_where(p, field)} is not JSON: nested too deeply") from None
 
 
 def load_ml_dict(path: str | os.PathLike[str], field: str = "") -> tuple[str, dict[str, Any]]:
@@ -450,7 +449,7 @@ def open_netcdf(p: Path) -> Any:
         with az.rc_context({"data.load": "eager"}):
             return az.from_netcdf(str(p), engine=netcdf_engine())
     except Exception as exc:  # h5py/netCDF/xarray raise many types
-        raise FitFileError(f"{str(p)!r} is not a readable netCDF/InferenceData file: "
+        raise FitFileError(f"{str(p)!r} is not a readable netCDF InferenceData file: "
                            f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") \
             from exc
 
@@ -507,8 +506,8 @@ def check_netcdf_fit(idata: Any) -> None:
 
     groups = list(idata.groups())
     if "posterior" not in groups:
-        raise ValueError(f"no 'posterior' group (groups: {groups}): not a tomstats GLMM fit "
-                         f"(write fits with 'tomstats fit')")
+        raise ValueError(f"has no 'posterior' group (groups: {groups}): not a tomstats GLMM "
+                         f"fit (write fits with 'tomstats fit')")
     post = idata.posterior
     attrs = dict(post.attrs)
     fmt = attrs.get(FORMAT_KEY)
