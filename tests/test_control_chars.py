@@ -68,13 +68,6 @@ def test_summarize_prints_names_escaped(tmp_path: Path,
         assert shown in out or shown.replace("\\x0d", "\\r") in out, shown
 
 
-def test_error_lines_are_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    log = _log(tmp_path / "log.csv")
-    assert main(["summarize", str(log), "--query", "model == 'x\x1b[2J' and nosuch > 0"]) == 2
-    err = capsys.readouterr().err
-    _no_controls(err)
-
-
 @pytest.mark.parametrize("fmt", ["md", "html"])
 def test_reports_write_names_escaped(tmp_path: Path, fmt: str) -> None:
     log = _log(tmp_path / "log.csv")

@@ -44,6 +44,9 @@ def test_tree_depth_bound_matches_the_code() -> None:
     lo, hi = map(int, re.search(r"`fit --max-tree-depth` runs from (\d+) to (\d+)",
                                 text).groups())
     assert (lo, hi) == (1, MAX_TREE_DEPTH)
+    glmm = " ".join((Path(__file__).resolve().parents[1] / "docs" / "glmm.md").read_text(
+        encoding="utf-8").split())
+    assert f"`--max-tree-depth N`: NUTS maximum tree depth, 1 to {MAX_TREE_DEPTH}" in glmm
 
 
 def test_redaction_table_names_every_derived_form() -> None:
