@@ -341,7 +341,7 @@ def is_netcdf(path: str | os.PathLike[str]) -> bool:
 def is_ml_fit(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` looks like a maximum-likelihood fit's JSON (a ``.json`` file whose
     start names one of :data:`ML_FORMATS`, or any file starting with ``{`` that is not
-    netCDF); :func:`read_ml_fit` then checks it whole."""
+    netCDF); :func:`load_ml_dict` then checks it whole."""
     p = Path(path)
     try:
         if not p.is_file() or is_netcdf(p):

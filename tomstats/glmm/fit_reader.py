@@ -1,8 +1,8 @@
 """The one reader of fit files, as objects: :func:`read_fit` (any fit, by its content),
-:func:`read_ml_fit` (a maximum-likelihood fit's JSON) and :func:`read_netcdf_fit` (a sampler
-fit's netCDF). Every fit is checked whole against the schema of
-:mod:`tomstats.glmm.fit_file` first; what it checks is listed there and in
-``docs/security.md``.
+:func:`read_ml_fit` (a maximum-likelihood fit's JSON) and
+:func:`tomstats.glmm.fit_file.read_netcdf_fit` (a sampler fit's netCDF). Every fit is checked
+whole against the schema of :mod:`tomstats.glmm.fit_file` first; what it checks is listed
+there and in ``docs/security.md``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import os
 from typing import Any
 
 from tomstats.glmm.fit_file import (
-    FitFileError,
     _existing,
     is_netcdf,
     load_ml_dict,
@@ -20,7 +19,7 @@ from tomstats.glmm.fit_file import (
 from tomstats.glmm.laplace_backend import LaplaceFit
 from tomstats.glmm.lme_result import LmeFit
 
-__all__ = ["FitFileError", "read_fit", "read_ml_fit", "read_netcdf_fit"]
+__all__ = ["read_fit", "read_ml_fit"]
 
 #: The class of each JSON format.
 _CLASSES = {"tomstats-laplace-fit": LaplaceFit, "tomstats-lme-fit": LmeFit}
@@ -43,7 +42,7 @@ def read_ml_fit(path: str | os.PathLike[str], field: str = "") -> Any:
 
 
 def read_fit(path: str | os.PathLike[str], field: str = "") -> Any:
-    """Any fit file, by its content: :func:`read_netcdf_fit` for netCDF, else
-    :func:`read_ml_fit`."""
+    """Any fit file, by its content: :func:`tomstats.glmm.fit_file.read_netcdf_fit` for
+    netCDF, else :func:`read_ml_fit`."""
     p = _existing(path, field)
     return read_netcdf_fit(p, field) if is_netcdf(p) else read_ml_fit(p, field)
