@@ -506,9 +506,15 @@ class _Evaluator:
             left, right = float(left), float(right)  # no unbounded integer powers
         try:
             with np.errstate(all="ignore"):
-                return _ARITH[type(node.op)](left, right)
+                out = _ARITH[type(node.op)](left, right)
         except (ArithmeticError, TypeError, ValueError) as exc:
             raise self.error(node, f"cannot compute ({_reason(exc)})") from None
+        if isinstance(out, complex) or (isinstance(out, pd.Series)
+                                        and pd.api.types.is_complex_dtype(out.dtype)):
+            # Python's (-1.0) ** 0.5 is a complex number; the query language has real numbers
+            raise self.error(node, "cannot compute (a negative number to a fractional power "
+                                   "has no real value)")
+        return out
 
     def _BoolOp(self, node: ast.BoolOp) -> Any:
         values = [self._boolean(self.eval(v), v) for v in node.values]
@@ -810,6 +816,8 @@ class _FormulaParser:
                                  f"(or g1:g2, g1/g2), found {tok.text or 'the end'!r} at "
                                  f"position {tok.pos + 1}")
             name = tok.text[1:-1] if tok.kind == "tick" else tok.text
+            if tok.kind == "name" and any(p.startswith("__") for p in name.split(".")):
+                raise self.error(f"{name!r}: names starting with '__' are not allowed")
             self.variables.append(name)
             parts.append(tok.text)
             nxt = self.peek()

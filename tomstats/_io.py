@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["add_out_arguments", "atomic_path", "atomic_write_bytes", "atomic_write_text",
-           "clean_stale",
+           "clean_stale", "refuse_inputs_as_outputs",
            "ensure_writable_dir", "ensure_writable_file", "json_dumps", "prepare_out_dir",
            "prepare_out_file", "replaced_dir", "sha256_text", "staged_files"]
 
@@ -335,7 +335,7 @@ def replaced_dir(out: str | os.PathLike[str], field: str = "--out") -> Iterator[
         yield tmp
         os.chmod(tmp, 0o777 & ~_UMASK)
         if out.exists() and _exchange(tmp, out):
-            shutil.rmtree(tmp, ignore_errors=True)  # now the old result
+            _remove(tmp)  # now the old result (or the link that --out was: unlinked)
         elif out.exists():
             # two renames; a kill between them leaves the old result in `old`, which
             # clean_stale puts back on the next run
@@ -350,6 +350,45 @@ def replaced_dir(out: str | os.PathLike[str], field: str = "--out") -> Iterator[
         if isinstance(exc, OSError) and not isinstance(exc, _WriteError):
             raise _write_error(out, exc) from None
         raise
+
+
+def _same_or_inside(inp: Path, out: Path) -> str | None:
+    """How writing ``out`` would destroy the existing input ``inp``: the same file (also
+    through a link, a hard link or another spelling of the path), or a file inside the
+    folder ``out`` that a result folder replaces as a whole."""
+    try:
+        if os.path.samefile(inp, out):
+            return "is the same file as the input"
+        if out.is_dir() and inp.resolve().is_relative_to(out.resolve()):
+            return "is a folder that holds the input"
+    except (OSError, RuntimeError):
+        return None
+    return None
+
+
+def refuse_inputs_as_outputs(outputs: dict[str, Any], inputs: dict[str, Any]) -> None:
+    """Refuse (``ValueError``, before any work) an output path that would overwrite an input.
+
+    ``outputs`` and ``inputs`` map an option's name (``--out``, ``LOG``) to a path, or to a
+    list of paths; ``None`` and paths that do not exist are skipped. An output is refused
+    when it is the same file as an input (compared with :func:`os.path.samefile`: links and
+    other spellings of one path are the same file) or an existing folder holding an input
+    (a result folder is replaced whole, so ``--force`` would delete the input).
+    """
+    def paths(v: Any) -> list[Path]:
+        items = v if isinstance(v, (list, tuple)) else [v]
+        return [Path(x) for x in items if isinstance(x, (str, os.PathLike)) and str(x)
+                and os.path.exists(x)]
+
+    for out_name, out_value in outputs.items():
+        for out in paths(out_value):
+            for in_name, in_value in inputs.items():
+                for inp in paths(in_value):
+                    why = _same_or_inside(inp, out)
+                    if why:
+                        raise ValueError(f"{out_name} {str(out)!r} {why} {in_name} "
+                                         f"{str(inp)!r}; writing it would destroy the input "
+                                         f"(even with --force): choose another {out_name}")
 
 
 def json_dumps(obj: Any) -> str:

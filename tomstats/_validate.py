@@ -8,6 +8,7 @@ that names the argument.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -15,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["INPUT_MEMORY_FACTOR", "READ_CHUNK", "check_input_size", "check_keys", "check_no_nul",
-           "check_type", "closest_hint", "decode_text", "open_regular", "read_input_bytes",
-           "read_text", "show_value"]
+__all__ = ["INPUT_MEMORY_FACTOR", "READ_CHUNK", "DuplicateKeyError", "check_input_size",
+           "check_keys", "check_no_nul", "check_probabilities", "check_type", "closest_hint",
+           "decode_text", "loads_unique", "open_regular", "read_input_bytes", "read_text",
+           "show_value", "unique_pairs"]
 
 
 def show_value(value: Any) -> str:
@@ -207,3 +209,41 @@ def decode_text(raw: bytes, name: str | os.PathLike[str], field: str | None = No
             f"{prefix}{name}: line {line}, column {column}: not valid UTF-8 "
             f"(byte 0x{raw[exc.start]:02x}); save the file as UTF-8"
         ) from None
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object holds one key twice (:func:`loads_unique`); :attr:`key` names it."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} appears twice in one JSON object")
+        self.key = key
+
+
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` of :func:`json.loads` that refuses a key given twice
+    (:class:`DuplicateKeyError`): JSON readers keep the last value without a word, so
+    ``{"formula": "a", "formula": "b"}`` would be read differently by different readers."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKeyError(k)
+        out[k] = v
+    return out
+
+
+def loads_unique(text: str | bytes) -> Any:
+    """:func:`json.loads` that refuses a key given twice in any object
+    (:class:`DuplicateKeyError`, a ``ValueError``)."""
+    return json.loads(text, object_pairs_hook=unique_pairs)
+
+
+def check_probabilities(p: Any, what: str) -> np.ndarray:
+    """``p`` as a float array, or ``ValueError`` naming ``what`` when a value is not a
+    probability in [0, 1] (NaN included): checked before NumPy's binomial draw, whose own
+    message ("p < 0, p > 1 or p contains NaNs") names neither the input nor the cause."""
+    arr = np.asarray(p, dtype=float)
+    bad = ~((arr >= 0.0) & (arr <= 1.0))
+    if bad.any():
+        raise ValueError(f"{what}: a success probability is {float(arr[bad].ravel()[0])!r}, not in "
+                         f"[0, 1]; the fit's or the parameters' values are not finite")
+    return arr

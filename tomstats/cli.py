@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from tomstats._cli_options import DefaultsHelpFormatter
+from tomstats._printable import PrintableStream, printable
 from tomstats._version import __version__
 
 __all__ = ["main"]
@@ -95,7 +96,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     module, _adder, runner, _help = COMMANDS[args.command]
+    stdout = sys.stdout
+    # what a command prints holds data (model names, answers, levels): control characters
+    # in it are written as visible escapes, never sent to the terminal
+    sys.stdout = PrintableStream(stdout)
     try:
+        return _run(parser, args, module, runner)
+    finally:
+        sys.stdout = stdout
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, module: str,
+         runner: str) -> int:
+    """Run the command; map its exceptions to the exit codes of :data:`EXIT_BAD_INPUT` & co."""
+    try:
+        _refuse_overwriting_inputs(parser, args)
         code = int(getattr(importlib.import_module(module), runner)(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
@@ -128,6 +143,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+#: Options that name what a command writes; every other path it is given is an input.
+_OUTPUT_DESTS = ("out", "plot")
+
+
+def _refuse_overwriting_inputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before any work, an ``--out``/``--plot`` that is one of the command's input
+    files (also through a link or another spelling) or a folder holding one
+    (:func:`tomstats._io.refuse_inputs_as_outputs`). Every other argument that names an
+    existing path is an input (``NAME=PATH`` arguments by their ``PATH``)."""
+    from tomstats._io import refuse_inputs_as_outputs
+
+    values = vars(args)
+    if all(values.get(d) is None for d in _OUTPUT_DESTS):
+        return
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    names = {a.dest: (a.option_strings[-1] if a.option_strings else a.dest.upper())
+             for a in sub.choices[args.command]._actions}
+    outputs = {names.get(d, d): values[d] for d in _OUTPUT_DESTS if values.get(d) is not None}
+    inputs: dict[str, list[str]] = {}
+    for dest, v in values.items():
+        if dest in _OUTPUT_DESTS or dest == "command":
+            continue
+        given = [x for x in (v if isinstance(v, list) else [v]) if isinstance(x, str)]
+        given += [x.split("=", 1)[1] for x in given if "=" in x]
+        if given:
+            inputs[names.get(dest, dest)] = given
+    refuse_inputs_as_outputs(outputs, inputs)
+
+
 def _silence_stdout() -> None:
     """Point stdout at the null device, so that the final flush of the interpreter does not
     raise again on the closed pipe (the idiom of the Python documentation on SIGPIPE)."""
@@ -155,7 +199,7 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, OSError) and exc.filename and exc.strerror:
         text = f"{exc.filename}: {exc.strerror}"
-    return " ".join(text.split())
+    return printable(" ".join(text.split()), keep="")
 
 
 if __name__ == "__main__":  # pragma: no cover

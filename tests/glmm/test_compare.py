@@ -8,6 +8,7 @@ The fits are small synthetic InferenceData in the layout of :func:`tomstats.glmm
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import arviz as az
@@ -18,6 +19,7 @@ import pytest
 from tomstats.cli import main
 from tomstats.glmm import save_fit
 from tomstats.glmm.compare import compare, fit_names
+from tomstats.glmm.data import build_design
 
 N_OBS = 40
 
@@ -45,13 +47,18 @@ def make_fit(slope: bool, *, n: int = N_OBS, seed: int = 0, y: np.ndarray | None
     ll = np.where(y == 1, np.log(p), np.log1p(-p))
     if wild:  # one observation whose likelihood swings wildly over the draws: high Pareto k
         ll[..., 0] = -np.exp(rng.normal(0, 2.5, (chains, draws)))
-    attrs = {"tomstats_glmm_format": "1", "model": "synthetic"}
+    formula = "correct ~ x" if slope else "correct ~ 1"
+    spec, _ = build_design(formula, pd.DataFrame({"correct": y, "x": x}))
+    attrs = {"tomstats_glmm_format": "1", "model": formula, "spec": json.dumps(spec.to_dict()),
+             "family": "bernoulli", "n_obs": n}
+    beta = np.stack([a, b], axis=-1) if slope else a[..., None]
     groups = dict(
-        posterior={"Intercept": a, **({"x": b} if slope else {})},
+        posterior={"beta": beta},
         sample_stats={"diverging": np.zeros((chains, draws), dtype=bool)},
         observed_data={"y": y},
         constant_data={"obs_trials": np.ones(n, dtype=np.int64)},
-        dims={"y": ["obs"], "obs_trials": ["obs"]},
+        dims={"y": ["obs"], "obs_trials": ["obs"], "beta": ["coef"]},
+        coords={"coef": ["Intercept", "x"] if slope else ["Intercept"]},
         attrs=attrs,
     )
     if log_likelihood:
@@ -277,7 +284,8 @@ def test_cli_lrt_refusals(lrt_fits, tmp_path, capsys):
         ([str(full), str(nc)], "'slopes' is a maximum-likelihood fit (JSON) and 'sampler' a "
                                "sampler fit"),
         ([str(full), str(reduced), "--plot", str(tmp_path / "p.png")], "--plot"),
-        ([str(full), str(junk)], "is not a maximum-likelihood fit"),
+        ([str(full), str(junk)], "field 'format' is 'something-else': not a maximum-likelihood "
+                                 "fit"),
         ([str(full)], "a likelihood-ratio test needs at least two fits, got 1"),
     ]
     for args, message in cases:

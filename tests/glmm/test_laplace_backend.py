@@ -211,7 +211,7 @@ def test_json_round_trip(tmp_path, fit_crossed):
     back = LaplaceFit.from_json(nan.to_json(tmp_path / "nan.json"))
     assert np.isnan(back.se[0]) and back.se[1] == 0.1 and not back.converged
     (tmp_path / "other.json").write_text('{"a": 1}')
-    with pytest.raises(ValueError, match="not a tomstats Laplace fit"):
+    with pytest.raises(ValueError, match="field 'format' is None: not a maximum-likelihood fit"):
         LaplaceFit.from_json(tmp_path / "other.json")
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ValueError, match="not JSON"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import arviz as az
 import numpy as np
 import pytest
-from _report_data import make_fit, make_formula_fit, save_fit
+from _report_data import make_fit, make_formula_fit
 
 from tomstats.report.sections.effects import (
     effects_section,
@@ -71,7 +71,9 @@ def test_parse_rope_refuses(bad: str) -> None:
 
 
 def test_cli_fit_report_has_effects(tmp_path: Path) -> None:
-    fit = save_fit(make_fit(), tmp_path / "fit.nc")
+    from _fits import failed_fit
+
+    fit = failed_fit()  # a structural fit written by tomstats fit (its checks fail: 30 draws)
     run = [sys.executable, "-m", "tomstats", "report", str(fit), "--sweep-draws", "0"]
     proc = subprocess.run([*run, "--out", str(tmp_path / "r.html"), "--rope", "gamma=0.1"],
                           capture_output=True, text=True, cwd=ROOT)

@@ -14,7 +14,7 @@ from _report_data import make_fit, save_fit, write_simulation_dir
 
 from tomstats.cli import main
 from tomstats.report import fit as R
-from tomstats.report._document import Check, Verdict
+from tomstats.report._document import Check, Verdict, write_document
 from tomstats.report.simulation import simulation_document, write_simulation_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -108,7 +108,7 @@ def test_simulation_cli(sim_dir: Path, tmp_path: Path, capsys: pytest.CaptureFix
         (["{tmp}/fit.nc", "--simulation", "{sim}"], "give exactly one of FIT.nc or --simulation"),
         (["{tmp}/missing.nc"], "FIT: '{tmp}/missing.nc' does not exist"),
         (["{sim}"], "is a folder, expected a fit netCDF file"),
-        (["{tmp}/file.txt"], "is not a netCDF InferenceData file"),
+        (["{tmp}/file.txt"], "is not a readable netCDF InferenceData file"),
         (["{tmp}/plain.nc"], "has no 'posterior' group"),
         (["--simulation", "{tmp}/halfsweep"], "calibrated sweep folder '{tmp}/halfsweep' is "
          "incomplete: missing ['dominance_posterior.csv', 'summary.json']"),
@@ -136,14 +136,11 @@ def test_report_bad_input(sim_dir: Path, tmp_path: Path, capsys: pytest.CaptureF
 
 
 @pytest.fixture(scope="module")
-def fit_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_fit(make_fit(seed=1), tmp_path_factory.mktemp("fit") / "fit.nc")
-
-
-@pytest.fixture(scope="module")
-def fit_html(fit_path: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+def fit_html(tmp_path_factory: pytest.TempPathFactory) -> str:
+    # a foreign InferenceData (no tomstats format attribute): the fit file reader refuses it
+    # (tests/glmm/test_fit_loader.py), the document is built from it in memory
     out = tmp_path_factory.mktemp("fitreport") / "report.html"
-    assert main(["report", str(fit_path), "--out", str(out)]) == 0
+    write_document(R.fit_document(make_fit(seed=1), "fit.nc"), out)
     return out.read_text(encoding="utf-8")
 
 
@@ -170,10 +167,9 @@ def test_fit_html_sections(fit_html: str) -> None:
     assert "not a tomstats GLMM fit" in missing[0]
 
 
-def test_fit_markdown(fit_path: Path, tmp_path: Path) -> None:
+def test_fit_markdown(tmp_path: Path) -> None:
     idata = make_fit(seed=2, groups=())
-    p = save_fit(idata, tmp_path / "bare.nc")
-    out = R.write_fit_report(p, tmp_path / "md", fmt="md")
+    out = write_document(R.fit_document(idata, "bare.nc"), tmp_path / "md", "md")
     text = out.read_text(encoding="utf-8")
     refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert refs == ["forest.png", "caterpillar_capability.png", "densities.png", "trace.png",
@@ -276,8 +272,8 @@ def test_cell_accuracy_table() -> None:
     assert row.predicted_low == pytest.approx(np.quantile(draws, 0.025))
 
 
-def test_loo_table_counts(fit_path: Path) -> None:
-    idata = R.load_fit(fit_path)
+def test_loo_table_counts() -> None:
+    idata = make_fit(seed=1)
     est, ktab = R.loo_tables(idata)
     n_obs = idata.observed_data["correct"].size
     assert ktab["count"].sum() == n_obs

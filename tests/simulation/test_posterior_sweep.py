@@ -53,11 +53,13 @@ def _idata(*, chains: int = 2, draws: int = 40, sd: float = 1e-3, formula: bool 
                 "fixed": "tom_order", "random": [{"expr": "1", "group": "model",
                                                   "correlated": True, "key": "model"}],
                 "priors": {}, "noncentered": True, "center": True, "aggregate": False}
+        post["beta"] = np.stack([draw(1.0), draw(-0.5)], axis=-1)  # a formula fit's effects
+        dims["beta"] = ["coef"]
     attrs = {"tomstats_glmm_format": "1", "model": spec.get("formula", "structural"),
              "spec": json.dumps(spec), "data_hash": "x" * 64, "backend": "numpyro",
              "seed": 0, "created_at": "2025-01-01T00:00:00+00:00", "n_rows": 10}
     idata = az.from_dict(
-        posterior=post, coords={"llm": llm}, dims=dims,
+        posterior=post, coords={"llm": llm, "coef": ["Intercept", "tom_order"]}, dims=dims,
         sample_stats={"diverging": np.zeros((chains, draws), dtype=bool)},
         constant_data={"obs_trials": np.ones(3, dtype=np.int64)})
     idata.posterior.attrs.update(attrs)

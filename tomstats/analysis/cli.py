@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from tomstats._args import seed_arg
+from tomstats._args import count_arg, seed_arg
 from tomstats._io import atomic_write_text, prepare_out_file
 from tomstats.analysis.paired import PAIRED_COLUMNS, incomplete_note
 from tomstats.analysis.row_anova import INTERVALS
@@ -126,7 +126,7 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
                         "the design effect of the --cluster (no bootstrap); bca = "
                         "cluster-bootstrap BCa intervals of every effect size (default: ncf; "
                         "bca when --n-boot is given)")
-    p.add_argument("--n-boot", type=int, default=None, metavar="N",
+    p.add_argument("--n-boot", type=count_arg, default=None, metavar="N",
                    help="bootstrap resamples; selects --interval bca unless --interval is "
                         "given (default 2000)")
     p.add_argument("--cluster", metavar="COL", default=None,
@@ -171,7 +171,11 @@ def run_anova(args: argparse.Namespace) -> int:
     interval = args.interval or ("bca" if args.n_boot is not None else DEFAULT_INTERVAL)
     n_boot = 2000 if args.n_boot is None else args.n_boot
     boot = args.ci is not None and interval == "bca"
-    if boot:  # before the data are read: the smallest design's cells
+    if n_boot < 0:
+        raise ValueError(f"--n-boot must be a non-negative integer, got {n_boot}")
+    if boot or args.n_boot is not None:
+        # before the data are read, for the smallest design's cells; a --n-boot given without
+        # --ci is bounded too (it is a size like any other)
         check_bootstrap_size(n_boot, allow_large=args.allow_large)
     out = prepare_out_file(args.out, force=args.force) if args.out else None
     within = args.within or []

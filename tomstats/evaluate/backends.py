@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from tomstats._validate import DuplicateKeyError, loads_unique
 from tomstats.evaluate.cache import Completion
 from tomstats.evaluate.config import ModelConfig, resolve_model_path
 from tomstats.evaluate.prompts import Request
@@ -351,9 +352,11 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any],
     code = resp.status_code
     if code == 200:
         try:
-            return _parse_openai(json.loads(data.decode("utf-8")), form), "", resp, False
+            return _parse_openai(loads_unique(data.decode("utf-8")), form), "", resp, False
         except UnicodeDecodeError:
             reason = "response body is not UTF-8"
+        except DuplicateKeyError as exc:  # readers differ on which value counts: not scored
+            reason = f"malformed response: {exc}"
         except ValueError as exc:  # json.JSONDecodeError
             reason = f"response body is not JSON ({exc})"
         except _BadResponse as exc:

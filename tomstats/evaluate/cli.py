@@ -12,6 +12,7 @@ import argparse
 import math
 import sys
 
+from tomstats._args import count_arg
 from tomstats._cli_options import add_progress_argument, progress_wanted
 from tomstats.evaluate.cache import DEFAULT_CACHE_DIR
 
@@ -28,24 +29,13 @@ def _seconds(text: str) -> float:
     return v
 
 
-def _count(text: str) -> int:
-    """A whole number, also written like ``1e6`` (the run checks its range and size)."""
-    try:
-        v = float(text) if any(c in text.lower() for c in ".e") else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    return int(v)
-
-
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``tomstats evaluate`` to ``parser``."""
     parser.add_argument("--items", help="item file (JSON Lines)")
     parser.add_argument("--model", help="model file (models/*.toml)")
     parser.add_argument("--out",
                         help="evaluation log (JSON Lines); re-running the command resumes it")
-    parser.add_argument("--samples", type=_count, default=1, metavar="K",
+    parser.add_argument("--samples", type=count_arg, default=1, metavar="K",
                         help="samples per item (default 1)")
     parser.add_argument("--allow-large", action="store_true",
                         help="run even when items x samples exceed the size guard (memory, "

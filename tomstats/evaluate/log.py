@@ -57,7 +57,7 @@ from typing import Any
 import pandas as pd
 
 from tomstats._io import atomic_write_text
-from tomstats._validate import read_text
+from tomstats._validate import DuplicateKeyError, loads_unique, read_text
 
 __all__ = ["LOG_FORMAT", "REQUIRED_FIELDS", "LogLock", "LogLocked", "LogWriter", "RepairResult",
            "belief_status", "check_not_link", "check_record", "check_unique_keys",
@@ -107,20 +107,6 @@ def parsed_key_count(v: Any) -> int:
     return 0
 
 
-class _Duplicate(Exception):
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
-def _first_duplicate(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: set[str] = set()
-    for k, _ in pairs:
-        if k in seen:
-            raise _Duplicate(k)
-        seen.add(k)
-    return dict(pairs)
-
-
 def key_count(raw: bytes) -> int:
     """Keys written in the valid JSON text ``raw`` (each occurrence; one line or many).
 
@@ -149,8 +135,8 @@ def duplicated_key(line: bytes | str, parsed: Any) -> str | None:
     if key_count(raw) == n:
         return None
     try:
-        json.loads(raw, object_pairs_hook=_first_duplicate)
-    except _Duplicate as dup:
+        loads_unique(raw)
+    except DuplicateKeyError as dup:
         return dup.key
     return None
 

@@ -13,7 +13,9 @@ A configured secret is matched case-insensitively, by *any* substring of
 :data:`MIN_SECRET_CHARS` (8) or more characters, after undoing JSON (``\\/``, ``\\u002f``,
 ``\\n``), HTML (``&#x2F;``, ``&amp;``) and URL (``%2F``) escapes, each also nested, and
 also with every character that is not a letter or digit removed (so a key that a server
-split, wrapped over lines, stripped of its dashes or upper-cased is still found). The
+split, wrapped over lines, stripped of its dashes or upper-cased is still found). Its
+derived forms are searched for the same way: reversed, hexadecimal and base64 (standard or
+URL-safe, with or without padding, at any alignment; :func:`derived_forms`). The
 matched span of the original text becomes :data:`REDACTED`. Secrets shorter than 8
 characters are not used as patterns: they cannot be told apart from ordinary text (a
 one-letter dummy key would rewrite every answer), and :meth:`Redactor.short` says so.
@@ -24,6 +26,7 @@ stderr — never to a model's answer before it is scored.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import functools
 import html
@@ -32,8 +35,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
-__all__ = ["MIN_SECRET_CHARS", "REDACTED", "Redactor", "is_secret_param", "redact",
-           "safe_url", "scrub", "url_secrets"]
+__all__ = ["MIN_SECRET_CHARS", "REDACTED", "Redactor", "derived_forms", "is_secret_param",
+           "redact", "safe_url", "scrub", "url_secrets"]
 
 #: What replaces a secret in anything written (log, cache, stderr).
 REDACTED = "[REDACTED]"
@@ -285,9 +288,42 @@ def _secret_spans(text: str, secrets: Sequence[str]) -> list[tuple[int, int]]:
     return _merge(spans)
 
 
+_URLSAFE = str.maketrans("+/", "-_")
+
+
+def _base64_pieces(raw: bytes) -> list[str]:
+    """The parts of the base64 text of any message holding ``raw`` that depend on ``raw``
+    alone: for each of the three offsets of ``raw`` modulo 3 bytes, the characters whose six
+    bits all come from ``raw`` (standard and URL-safe alphabets; padding never falls inside)."""
+    out = []
+    for k in range(3):
+        enc = base64.b64encode(bytes(k) + raw + bytes(3)).decode("ascii")
+        piece = enc[-(-8 * k // 6):(8 * (k + len(raw))) // 6]
+        out += [piece, piece.translate(_URLSAFE)]
+    return out
+
+
+def derived_forms(secret: str) -> tuple[str, ...]:
+    """The forms of ``secret`` a server may echo besides the text itself, each searched for
+    like the secret: reversed, hexadecimal (of its UTF-8 bytes; matched in either case) and
+    base64 (standard and URL-safe alphabets, with or without padding, at any byte offset of
+    the encoded message: :func:`_base64_pieces`).
+
+    Examples
+    --------
+    >>> derived_forms("sk-0123456789")[:2]
+    ('9876543210-ks', '736b2d30313233343536373839')
+    """
+    raw = secret.encode("utf-8")
+    forms = [secret[::-1], raw.hex(), *_base64_pieces(raw)]
+    return tuple(dict.fromkeys(f for f in forms if len(f) >= MIN_SECRET_CHARS))
+
+
 @functools.lru_cache(maxsize=64)
 def _usable(secrets: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(s for s in secrets if len(s) >= MIN_SECRET_CHARS)
+    """The secrets long enough to search for, each with its :func:`derived_forms`."""
+    long = [s for s in secrets if len(s) >= MIN_SECRET_CHARS]
+    return tuple(dict.fromkeys(f for s in long for f in (s, *derived_forms(s))))
 
 
 def redact(text: str, secret: str | Sequence[str] | None = None) -> str:

@@ -87,9 +87,11 @@ def posterior_params(idata: Any) -> tuple[Params, xr.DataArray]:
 
 def _summ(v: np.ndarray, prob: float) -> dict[str, float]:
     a = (1 - prob) / 2
-    return {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if v.size > 1 else 0.0,
-            "median": float(np.median(v)), "lower": float(np.quantile(v, a)),
-            "upper": float(np.quantile(v, 1 - a))}
+    with np.errstate(invalid="ignore"):  # non-finite draws: refused by _check_finite
+        return {"mean": float(np.mean(v)),
+                "sd": float(np.std(v, ddof=1)) if v.size > 1 else 0.0,
+                "median": float(np.median(v)), "lower": float(np.quantile(v, a)),
+                "upper": float(np.quantile(v, 1 - a))}
 
 
 def posterior_summary(idata: Any, prob: float = 0.95) -> pd.DataFrame:
@@ -135,6 +137,19 @@ def posterior_summary_dict(idata: Any, prob: float = 0.95) -> dict[str, Any]:
     }
 
 
+def _check_finite(summary: dict[str, Any]) -> None:
+    """Refuse to write a parameter that is not a finite number (``alpha = inf`` or
+    ``sd = nan`` in a simulation file would run, or fail, far from their cause)."""
+    for group in ("params", "capability"):
+        for name, stats in summary[group].items():
+            for stat, v in stats.items():
+                if not np.isfinite(v):
+                    raise ValueError(f"the posterior's {stat} of "
+                                     f"{name if group == 'params' else f'capability[{name}]'} "
+                                     f"is {v}, not a finite number: refusing to write it "
+                                     f"into a parameters file (is the fit damaged?)")
+
+
 def _plain(v: Any) -> Any:
     """A netCDF attribute as a plain Python value (``numpy.int64`` → ``int``), for JSON."""
     if isinstance(v, np.generic):
@@ -169,6 +184,7 @@ def write_params(idata: Any, path: str | os.PathLike[str], *, prob: float = 0.95
         raise ValueError(f"fmt must be 'toml' or 'json', got {fmt!r}")
     p = ensure_writable_file(path, field="path")
     summary = posterior_summary_dict(idata, prob)
+    _check_finite(summary)
     text = (_simulation_toml(summary) if fmt == "toml"
             else json.dumps(summary, indent=2, sort_keys=True, default=_plain,
                             allow_nan=False) + "\n")

@@ -27,7 +27,7 @@ import sys
 import warnings
 from typing import Any
 
-from tomstats._args import seed_arg
+from tomstats._args import int_arg, seed_arg
 from tomstats._cli_options import add_progress_argument, progress_wanted
 from tomstats._expr import check_formula, parse_query
 from tomstats._guards import Footprint, check_footprint
@@ -36,7 +36,7 @@ from tomstats.analysis.table import add_selection_arguments, apply_query, parse_
 from tomstats.cli import EXIT_WARNINGS
 from tomstats.glmm._hints import cli_syntax
 from tomstats.glmm.data import ERROR_POLICIES, _read_table, paired_table
-from tomstats.glmm.fitting import BACKENDS, fit
+from tomstats.glmm.fitting import BACKENDS, MAX_TREE_DEPTH, fit
 
 # Lazy, each where it is used: ``fit --help`` and a Laplace fit need none of them. The
 # samplers' tables and checks (ArviZ brings matplotlib and numba, ~1.5 s), the netCDF writer
@@ -99,8 +99,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                         "default all usable CPUs; pymc: processes, default 1); never "
                         "changes the numpyro draws")
     p.add_argument("--target-accept", type=float, default=0.9)
-    p.add_argument("--max-tree-depth", type=int, default=10,
-                   help="NUTS maximum tree depth of the draws (default 10)")
+    p.add_argument("--max-tree-depth", type=int_arg(1, MAX_TREE_DEPTH, " (a tree of depth d "
+                                                   "takes up to 2**d - 1 gradients a draw)"),
+                   default=10, help=f"NUTS maximum tree depth of the draws, 1 to "
+                                    f"{MAX_TREE_DEPTH} (default 10)")
     p.add_argument("--family", choices=("bernoulli", "binomial"), default=None,
                    help="outcome family (default: from the columns: bernoulli with a "
                         "'correct' column, binomial with 'successes' and 'trials')")

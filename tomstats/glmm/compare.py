@@ -55,6 +55,8 @@ from tomstats._io import atomic_path, atomic_write_text, prepare_out_file
 from tomstats._validate import check_type
 from tomstats.cli import EXIT_WARNINGS
 from tomstats.glmm._hints import InputError, cli_syntax, hint, option_hint
+from tomstats.glmm.fit_file import ML_FORMATS as _ML_FORMATS
+from tomstats.glmm.fit_reader import read_ml_fit
 from tomstats.glmm.fitting import load_fit
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ COLUMNS = ("rank", "elpd_loo", "p_loo", "elpd_diff", "se", "dse", "weight", "war
 #: Image formats of ``--plot``.
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 #: JSON formats of maximum-likelihood fits (random intercepts; lme4's general terms).
-ML_FORMATS = ("tomstats-laplace-fit", "tomstats-lme-fit")
+ML_FORMATS = _ML_FORMATS
 
 
 def _n_obs(idata: Any) -> int:
@@ -161,7 +163,8 @@ def _var_name(fits: Mapping[str, Any]) -> str | None:
 
 
 def load_ml_fit(path: str | os.PathLike[str]) -> Any:
-    """A maximum-likelihood fit's JSON (:data:`ML_FORMATS`): a
+    """A maximum-likelihood fit's JSON (:data:`ML_FORMATS`), checked whole by the one fit
+    reader (:func:`tomstats.glmm.fit_reader.read_ml_fit`): a
     :class:`~tomstats.glmm.laplace_backend.LaplaceFit` or a
     :class:`~tomstats.glmm.lme_result.LmeFit`, by its ``"format"``.
 
@@ -170,21 +173,10 @@ def load_ml_fit(path: str | os.PathLike[str]) -> Any:
     FileNotFoundError
         No such file.
     ValueError
-        Not JSON, or not one of :data:`ML_FORMATS` (the message names the file).
+        Not one of :data:`ML_FORMATS`, or a field that is wrong (the message names the file,
+        the field and the value).
     """
-    from tomstats.glmm.laplace_backend import LaplaceFit
-    from tomstats.glmm.lme_result import LmeFit
-
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"fit file {str(p)!r} does not exist")
-    with p.open("rb") as fh:  # the writers put "format" first; from_json checks it again
-        head = fh.read(4096).decode("utf-8", errors="replace")
-    fmt = next((f for f in ML_FORMATS if f'"{f}"' in head), None)
-    if fmt is None:
-        raise ValueError(f"{str(p)!r} is not a maximum-likelihood fit of 'tomstats fit "
-                         f"--backend laplace' (no \"format\" {' or '.join(ML_FORMATS)})")
-    return (LmeFit if fmt == "tomstats-lme-fit" else LaplaceFit).from_json(p)
+    return read_ml_fit(path)
 
 
 def compare_ml(fits: Mapping[str, Any]) -> pd.DataFrame:

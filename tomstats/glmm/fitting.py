@@ -49,6 +49,10 @@ from tomstats.glmm.data import (
     prepare_data,
     structural_columns,
 )
+from tomstats.glmm.fit_file import FORMAT_KEY as _FORMAT_KEY
+from tomstats.glmm.fit_file import FORMAT_VERSION, read_netcdf_fit
+from tomstats.glmm.fit_file import fit_dims as _dims
+from tomstats.glmm.fit_file import netcdf_engine as _netcdf_engine
 from tomstats.glmm.provenance import data_hash, package_versions, used_columns
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec, spec_from_json
 
@@ -59,8 +63,8 @@ if TYPE_CHECKING:  # annotations only: the backends' stacks load when a fit runs
     from tomstats.glmm.laplace_backend import LaplaceFit
     from tomstats.glmm.lme_result import LmeFit
 
-__all__ = ["BACKENDS", "SAMPLER_BACKENDS", "FORMAT_VERSION", "fit", "save_fit", "load_fit",
-           "predict", "fit_spec", "training_data", "structural_param_draws"]
+__all__ = ["BACKENDS", "SAMPLER_BACKENDS", "FORMAT_VERSION", "MAX_TREE_DEPTH", "fit", "save_fit",
+           "load_fit", "predict", "fit_spec", "training_data", "structural_param_draws"]
 
 #: The samplers (Bayesian posterior as ArviZ ``InferenceData``).
 SAMPLER_BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
@@ -72,14 +76,18 @@ BACKENDS = SAMPLER_BACKENDS + ("laplace",)
 _SAMPLER_OPTIONS = ("chains", "draws", "tune", "seed", "target_accept", "chain_method",
                     "max_tree_depth", "cores", "log_likelihood", "posterior_predictive",
                     "dense_mass")
-FORMAT_VERSION = "1"
-_FORMAT_KEY = "tomstats_glmm_format"
+#: Largest NUTS tree depth a fit accepts: a tree of depth d takes up to 2**d - 1 gradient
+#: evaluations per draw, so depth 15 already allows 32767 (a run of days on a real log);
+#: NumPyro and PyMC default to 10, and Stan caps its default at 10 too.
+MAX_TREE_DEPTH = 15
 _PREDICT_CHUNK = 2_000_000  # draws × rows evaluated at once by predict()
 
 
-def _check_int(name: str, v: Any, lo: int) -> int:
+def _check_int(name: str, v: Any, lo: int, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
         raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{name} must be an integer from {lo} to {hi}, got {v!r}")
     return int(v)
 
 
@@ -89,20 +97,6 @@ def _column_array(s: pd.Series) -> np.ndarray:
     if pd.api.types.is_numeric_dtype(s):
         return s.to_numpy()
     return np.asarray(s.astype(str).to_numpy(dtype=object), dtype=str)
-
-
-def _dims(spec: StructuralSpec | FormulaSpec) -> dict[str, list[str]]:
-    if isinstance(spec, StructuralSpec):
-        d = {k: ["llm"] for k in ("capability", "capability_z", "gamma_llm", "gamma_llm_z",
-                                  "alpha_llm", "alpha_llm_z", "alpha_llm_dev")}
-        d.update({"item_z": ["item"], "item_effect": ["item"]})
-        return d
-    d = {"beta": ["coef"], "beta_c": ["coef"]}
-    for t in spec.random:
-        eff = f"{t.key}_effect"
-        d.update({f"sd_{t.key}": [eff], f"z_{t.key}": [t.dim, eff], f"re_{t.key}": [t.dim, eff],
-                  f"L_{t.key}": [eff, eff + "2"], f"corr_{t.key}": [eff, eff + "2"]})
-    return d
 
 
 def _coords(md: ModelData, n_rows: int) -> dict[str, Any]:
@@ -301,7 +295,7 @@ def fit(
     draws = _check_int("draws", draws, 1)
     tune = _check_int("tune", tune, 0)
     seed = _check_int("seed", seed, 0)
-    max_tree_depth = _check_int("max_tree_depth", max_tree_depth, 1)
+    max_tree_depth = _check_int("max_tree_depth", max_tree_depth, 1, MAX_TREE_DEPTH)
     if not (isinstance(target_accept, (int, float)) and 0.0 < target_accept < 1.0):
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}")
     if dense_mass not in ("auto", True, False):
@@ -405,18 +399,6 @@ def training_data(idata: Any) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def _netcdf_engine() -> str:
-    """``netcdf4`` when the netCDF4 library is installed, else ``h5netcdf`` (needs h5py)."""
-    import importlib.util
-
-    if importlib.util.find_spec("netCDF4") is not None:
-        return "netcdf4"
-    if importlib.util.find_spec("h5py") is not None:
-        return "h5netcdf"
-    raise ValueError("writing/reading netCDF needs the netCDF4 package (or h5py for "
-                     "h5netcdf); install one of them")
-
-
 def save_fit(idata: Any, path: str | os.PathLike[str]) -> Path:
     """Write a fit to netCDF atomically (temporary file, then rename); return the path."""
     check_fit_type(idata)
@@ -431,7 +413,8 @@ def save_fit(idata: Any, path: str | os.PathLike[str]) -> Path:
 
 
 def load_fit(path: str | os.PathLike[str]) -> Any:
-    """Read a fit written by :func:`save_fit`.
+    """Read a fit written by :func:`save_fit`, checked whole by the one fit reader
+    (:func:`tomstats.glmm.fit_file.read_netcdf_fit`).
 
     Raises
     ------
@@ -439,35 +422,11 @@ def load_fit(path: str | os.PathLike[str]) -> Any:
         No such file.
     ValueError
         The file is not readable netCDF, or is not a tomstats GLMM fit (foreign file,
-        missing posterior, unknown format version), or declares more data than it holds
-        or than memory allows (:func:`tomstats._netcdf.check_netcdf_budget`).
+        missing posterior, unknown format version, a variable of the wrong dimensions or not
+        finite, ...): one line naming the file and what is wrong.
     """
-    from tomstats._netcdf import NetcdfBudgetError, open_inference_data
-
     check_type(path, (str, os.PathLike), "path")
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"fit file {str(p)!r} does not exist")
-    try:  # the variables' declared sizes are checked before any is read
-        idata = open_inference_data(p, field="fit file", eager=True)
-    except NetcdfBudgetError:
-        raise
-    except Exception as exc:  # h5py/netCDF/xarray raise many types
-        raise ValueError(f"{str(p)!r} is not a readable netCDF/InferenceData file: "
-                         f"{type(exc).__name__}: {exc}") from exc
-    if "posterior" not in idata.groups():
-        raise ValueError(f"{str(p)!r} has no posterior group: not a tomstats GLMM fit")
-    fmt = idata.posterior.attrs.get(_FORMAT_KEY)
-    if fmt is None:
-        raise ValueError(f"{str(p)!r} is not a tomstats GLMM fit (no {_FORMAT_KEY!r} "
-                         f"attribute); refusing to read a foreign InferenceData")
-    if str(fmt) != FORMAT_VERSION:
-        raise ValueError(f"{str(p)!r} has fit format {fmt!r}; this tomstats reads "
-                         f"{FORMAT_VERSION!r}")
-    for g in ("constant_data", "sample_stats"):
-        if g not in idata.groups():
-            raise ValueError(f"{str(p)!r} lacks the {g!r} group; the file is damaged")
-    return idata
+    return read_netcdf_fit(path)
 
 
 # --------------------------------------------------------------------------- predict

@@ -53,11 +53,11 @@ import numpy as np
 import pandas as pd
 
 from tomstats._compile_cache import enable_compilation_cache
-from tomstats._expr import check_formula
 from tomstats._io import atomic_write_text, ensure_writable_file
 from tomstats.glmm._hints import InputError, hint
 from tomstats.glmm.data import build_design, prepare_data, response_arrays
 from tomstats.glmm.diagnostics import DiagnosticsWarning
+from tomstats.glmm.fit_file import JSON_FORMAT_VERSION, FitFileError, check_ml_dict, load_ml_dict
 from tomstats.glmm.provenance import data_hash, package_versions, used_columns
 from tomstats.glmm.separation import separation
 from tomstats.glmm.spec import FormulaSpec
@@ -70,7 +70,7 @@ LAPLACE_OPTIONS = ("max_iter", "tol", "se", "max_inner")
 #: Spec options a Laplace fit accepts (the formula ones that do not concern a sampler).
 _SPEC_OPTIONS = ("aggregate", "trials", "center")
 _FORMAT = "tomstats-laplace-fit"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = JSON_FORMAT_VERSION
 #: A random-intercept SD below this is reported as a boundary (singular) fit, as lme4 does.
 _SINGULAR_SD = 1e-4
 #: What lme4 says of a singular fit.
@@ -347,13 +347,11 @@ class LaplaceFit:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LaplaceFit:
-        """Inverse of :meth:`to_dict` (``ValueError`` for anything else)."""
-        if not isinstance(d, Mapping) or d.get("format") != _FORMAT:
-            raise ValueError(f"not a tomstats Laplace fit (no \"format\": {_FORMAT!r})")
-        if d.get("format_version") != _FORMAT_VERSION:
-            raise ValueError(f"Laplace fit format version {d.get('format_version')!r}; this "
-                             f"tomstats reads {_FORMAT_VERSION}")
-        check_formula(d.get("formula"), "the fit file's stored formula")
+        """Inverse of :meth:`to_dict`, checked whole against the schema of
+        :func:`tomstats.glmm.fit_file.check_ml_dict` (``ValueError`` naming the field)."""
+        if check_ml_dict(dict(d) if isinstance(d, Mapping) else d) != _FORMAT:
+            raise ValueError(f"not a tomstats Laplace fit (\"format\": {d.get('format')!r}; "
+                             f"expected {_FORMAT!r})")
         try:
             p, K = len(d["coef_names"]), len(d["groups"])
             n_levels = tuple(int(v) for v in d["n_levels"])
@@ -378,18 +376,12 @@ class LaplaceFit:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> LaplaceFit:
-        """Read a fit written by :meth:`to_json`."""
-        p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(f"fit file {str(p)!r} does not exist")
-        try:
-            d = json.loads(p.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{str(p)!r} is not JSON: {exc}") from exc
-        try:
-            return cls.from_dict(d)
-        except ValueError as exc:
-            raise ValueError(f"{str(p)!r}: {exc}") from exc
+        """Read a fit written by :meth:`to_json`, checked whole by the one fit reader
+        (:func:`tomstats.glmm.fit_file.load_ml_dict`)."""
+        fmt, d = load_ml_dict(path)
+        if fmt != _FORMAT:
+            raise FitFileError(f"{str(path)!r} is a {fmt!r} fit, not {_FORMAT!r}")
+        return cls.from_dict(d)
 
 
 # ---------------------------------------------------------------------------- fitting

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from tomstats.glmm._theta import n_theta, theta_index, theta_onehot
+from tomstats.glmm.fit_file import JSON_FORMAT_VERSION, FitFileError, check_ml_dict, load_ml_dict
 from tomstats.glmm.laplace_backend import (
     SINGULAR_MESSAGE,
     LaplaceConvergenceWarning,
@@ -49,7 +50,7 @@ __all__ = ["LmeTerm", "LmeFit", "LmeConvergenceWarning", "lme_anova", "format_an
            "fit_structure", "nesting_problem", "SINGULAR_TOL", "SINGULAR_MESSAGE"]
 
 _FORMAT = "tomstats-lme-fit"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = JSON_FORMAT_VERSION
 #: lme4's ``isSingular`` tolerance on the diagonal elements of the :math:`T_k`.
 SINGULAR_TOL = 1e-4
 
@@ -413,23 +414,15 @@ class LmeFit:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LmeFit:
-        """Inverse of :meth:`to_dict` (``ValueError`` naming the problem otherwise)."""
-        from tomstats._expr import check_formula, check_group, check_terms
-
-        if not isinstance(d, Mapping) or d.get("format") != _FORMAT:
-            raise ValueError(f"not a tomstats lme fit (no \"format\": {_FORMAT!r})")
-        if d.get("format_version") != _FORMAT_VERSION:
-            raise ValueError(f"lme fit format version {d.get('format_version')!r}; this "
-                             f"tomstats reads {_FORMAT_VERSION}")
-        # the stored formula is data: the same language as a user's (power --from-fit and
-        # reports may rebuild a design from it)
-        check_formula(d.get("formula"), "the fit file's stored formula")
+        """Inverse of :meth:`to_dict`, checked whole against the schema of
+        :func:`tomstats.glmm.fit_file.check_ml_dict` (``ValueError`` naming the field; the
+        stored formula and terms are data, re-read by the formula language)."""
+        if check_ml_dict(dict(d) if isinstance(d, Mapping) else d) != _FORMAT:
+            raise ValueError(f"not a tomstats lme fit (\"format\": {d.get('format')!r}; "
+                             f"expected {_FORMAT!r})")
         try:
             terms = []
             for t in d["terms"]:
-                check_group(str(t["group"]), "stored term group")
-                if t.get("expr"):
-                    check_terms(str(t["expr"]), "stored term")
                 terms.append(LmeTerm(group=str(t["group"]),
                                      effects=tuple(map(str, t["effects"])),
                                      correlated=bool(t["correlated"]),
@@ -439,17 +432,11 @@ class LmeFit:
             m = sum(t.n_theta for t in terms)
             nb = sum(t.q * t.d for t in terms)
             nv = sum(t.q * t.d * t.d for t in terms)
-            for name in d["coef_names"]:
-                if not isinstance(name, str):
-                    raise ValueError("coef_names must be strings")
-            if d["family"] not in ("bernoulli", "binomial"):
-                raise ValueError(f"family must be 'bernoulli' or 'binomial', got "
-                                 f"{d['family']!r}")
             return cls(
                 formula=str(d["formula"]), family=str(d["family"]), n_obs=int(d["n_obs"]),
                 n_rows=int(d["n_rows"]), coef_names=tuple(d["coef_names"]),
                 beta=_array(d["beta"], (p,)), se=_array(d["se"], (p,)),
-                cov=_array(d["cov"], (p, p)), se_method=str(d["se_method"]),
+                cov=_array(d["cov"], (p, p)), se_method=str(d.get("se_method", "hessian")),
                 terms=tuple(terms), theta=_array(d["theta"], (m,)), b=_array(d["b"], (nb,)),
                 b_var=_array(d["b_var"], (nv,)), loglik=float(_array(d["loglik"])),
                 converged=bool(d["converged"]), iterations=int(d["iterations"]),
@@ -464,18 +451,12 @@ class LmeFit:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> LmeFit:
-        """Read a fit written by :meth:`to_json`."""
-        p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(f"fit file {str(p)!r} does not exist")
-        try:
-            d = json.loads(p.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{str(p)!r} is not JSON: {exc}") from exc
-        try:
-            return cls.from_dict(d)
-        except ValueError as exc:
-            raise ValueError(f"{str(p)!r}: {exc}") from exc
+        """Read a fit written by :meth:`to_json`, checked whole by the one fit reader
+        (:func:`tomstats.glmm.fit_file.load_ml_dict`)."""
+        fmt, d = load_ml_dict(path)
+        if fmt != _FORMAT:
+            raise FitFileError(f"{str(path)!r} is a {fmt!r} fit, not {_FORMAT!r}")
+        return cls.from_dict(d)
 
 
 def _check_level(level: float) -> None:

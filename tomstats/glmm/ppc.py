@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats._validate import check_probabilities
 from tomstats.analysis.intervals import jeffreys_interval
 from tomstats.glmm.fitting import fit_spec, predict, training_data
 from tomstats.glmm.spec import StructuralSpec
@@ -161,7 +162,8 @@ def accuracy_by_cell(
     p = _p_draws(idata, max_draws)
     y, n = observed_counts(idata)
     rng = np.random.default_rng(seed)
-    rep = rng.binomial(n.astype(np.int64)[None, :], p).astype(float)
+    rep = rng.binomial(n.astype(np.int64)[None, :],
+                       check_probabilities(p, "posterior predictive check")).astype(float)
     if by:
         cell = df.groupby(by, sort=True).ngroup().to_numpy()
         keys = df[by].drop_duplicates().sort_values(by).reset_index(drop=True)

@@ -9,13 +9,13 @@ attributes of every fit), so a fit can be rebuilt and re-run from its netCDF fil
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tomstats._expr import check_column, check_formula, check_group, check_terms
+from tomstats._validate import loads_unique
 
 __all__ = [
     "Prior",
@@ -468,7 +468,7 @@ def spec_from_json(text: str | Mapping[str, Any]) -> StructuralSpec | FormulaSpe
     ``center``. Anything else malformed raises ``ValueError`` naming the field.
     """
     try:
-        d = dict(json.loads(text) if isinstance(text, str) else text)
+        d = dict(loads_unique(text) if isinstance(text, str) else text)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"spec: not a JSON object: {exc}") from exc
     kind = d.pop("kind", None)

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats._validate import check_probabilities
 from tomstats.glmm._hints import InputError
 from tomstats.planning.from_posterior import is_posterior, posterior_fit
 
@@ -250,7 +251,9 @@ def _simulate(fit: Any, a: _Arrays, beta: np.ndarray, n_sims: int,
         b = u @ T.T if T.ndim == 2 else u @ np.swapaxes(T, 1, 2)
         eta += np.einsum("nd,snd->sn", Z, b[:, g, :])
     n = np.ones(a.X.shape[0], np.int64) if a.trials is None else a.trials.astype(np.int64)
-    return rng.binomial(n[None, :], 1.0 / (1.0 + np.exp(-eta))).astype(np.float64)
+    with np.errstate(over="ignore"):  # exp(710) is inf: p = 0, as it should be
+        p = check_probabilities(1.0 / (1.0 + np.exp(-eta)), "simulated studies")
+    return rng.binomial(n[None, :], p).astype(np.float64)
 
 
 def simulate_outcomes(fit: Any, n_sims: int, seed: int = 0,
@@ -769,12 +772,6 @@ def _check_fit(fit: Any) -> None:
                      f"laplace), got {name}")
 
 
-def _is_netcdf(p: Any) -> bool:
-    with p.open("rb") as fh:
-        head = fh.read(8)
-    return p.suffix.lower() in (".nc", ".netcdf", ".h5") or head.startswith((b"CDF", b"\x89HDF"))
-
-
 def _read_log(log: Any, formula: str, columns: Mapping[str, str] | None = None
               ) -> pd.DataFrame:
     """The columns of ``log`` a fit of ``formula`` reads, as ``tomstats fit`` read them
@@ -822,35 +819,27 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
         A Bayesian fit (netCDF: see :func:`load_power_fit`), a file that is not a Laplace
         fit, or a log that is not the one fitted.
     """
-    import json
     from pathlib import Path
 
-    from tomstats._expr import check_formula
-    from tomstats.glmm.compare import ML_FORMATS
+    from tomstats.glmm.fit_file import check_ml_dict, is_netcdf, read_fit_json
     from tomstats.glmm.lme import fit_lme
     from tomstats.glmm.lme_result import LmeFit
 
     p = Path(path)
     if not p.is_file():
         raise InputError(f"--from-fit: {str(p)!r} does not exist")
-    if _is_netcdf(p):
+    if is_netcdf(p):
         _check_fit(_Posterior())
+    d = read_fit_json(p, "--from-fit")  # the one fit reader: checked whole
     try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"--from-fit: {str(p)!r} is not a fit's JSON ({exc})") from exc
-    fmt = d.get("format") if isinstance(d, dict) else None
-    if fmt not in ML_FORMATS:
-        raise InputError(f"--from-fit: {str(p)!r} is not a Laplace fit (format {fmt!r}); "
-                         f"write one with tomstats fit LOG --model FORMULA --backend laplace")
+        fmt = check_ml_dict(d)
+    except ValueError as exc:
+        raise InputError(f"--from-fit {str(p)!r}: {exc}; write a fit with tomstats fit LOG "
+                         f"--model FORMULA --backend laplace") from None
     if fmt == "tomstats-lme-fit":
-        try:
-            fit = LmeFit.from_dict(d)
-        except ValueError as exc:
-            raise InputError(f"--from-fit: {exc}") from exc
+        fit = LmeFit.from_dict(d)
         return fit, _log_of(fit, log)
-    formula = d.get("formula")
-    check_formula(formula, "the fit file's stored formula")
+    formula = d["formula"]
     import warnings
 
     from tomstats.glmm.data import _read_table
@@ -904,17 +893,14 @@ def load_power_fit(path: Any, log: Any, *, allow_warnings: bool = False
     """
     from pathlib import Path
 
-    from tomstats.glmm.fitting import load_fit
+    from tomstats.glmm.fit_file import is_netcdf, read_netcdf_fit
     from tomstats.glmm.verdict import require_sound_fit
     from tomstats.planning.from_posterior import fit_formula, stored_mapping
 
     p = Path(path)
-    if not p.is_file() or not _is_netcdf(p):
+    if not p.is_file() or not is_netcdf(p):
         return load_laplace_fit(p, log)
-    try:
-        idata = load_fit(p)
-    except ValueError as exc:
-        raise InputError(f"--from-fit: {exc}") from exc
+    idata = read_netcdf_fit(p, "--from-fit")
     formula = fit_formula(idata, str(p))
     require_sound_fit(idata, allow_warnings=allow_warnings, name=str(p), field="--from-fit")
     return idata, _read_log(log, formula, stored_mapping(idata, str(p)) or None)

@@ -26,6 +26,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tomstats._io import atomic_path, atomic_write_text, ensure_writable_dir, ensure_writable_file
+from tomstats._printable import CONTROL, printable
 
 __all__ = [
     "Check",
@@ -139,7 +140,15 @@ class Document:
 
 
 def figure_png(fig: Figure, dpi: int = 110) -> bytes:
-    """Render a matplotlib :class:`~matplotlib.figure.Figure` to PNG bytes."""
+    """Render a matplotlib :class:`~matplotlib.figure.Figure` to PNG bytes; every text of the
+    figure (titles, labels, tick labels, legends: often data) with its control characters
+    made visible (:func:`tomstats._printable.printable`)."""
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        text = t.get_text()
+        if CONTROL.search(text):
+            t.set_text(printable(text))
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
@@ -207,17 +216,23 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
 
 
+def _h(text: Any) -> str:
+    """Text for the HTML page: control characters made visible
+    (:func:`tomstats._printable.printable`), then HTML-escaped."""
+    return html.escape(printable(text))
+
+
 def _html_table(t: Table) -> str:
     header, rows = _cells(t)
     out = ["<table>"]
     if t.caption:
-        out.append(f"<caption>{html.escape(t.caption)}</caption>")
-    out.append("<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        out.append(f"<caption>{_h(t.caption)}</caption>")
+    out.append("<thead><tr>" + "".join(f"<th>{_h(h)}</th>" for h in header)
                + "</tr></thead><tbody>")
     for r in rows:
         out.append("<tr>" + "".join(
-            f'<td class="num">{html.escape(c)}</td>' if _NUMERIC.fullmatch(c)
-            else f"<td>{html.escape(c)}</td>" for c in r) + "</tr>")
+            f'<td class="num">{_h(c)}</td>' if _NUMERIC.fullmatch(c)
+            else f"<td>{_h(c)}</td>" for c in r) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 
@@ -235,14 +250,14 @@ def _state(passed: bool | None) -> str:
 def _html_verdict(v: Verdict) -> str:
     state = _state(v.passed)
     rows = "".join(
-        f"<tr><td>{html.escape(c.name)}</td><td class=\"{_state(c.passed)}\">"
+        f"<tr><td>{_h(c.name)}</td><td class=\"{_state(c.passed)}\">"
         f"{_RESULT[c.passed]}</td>"
-        f"<td>{html.escape(c.value)}</td><td>{html.escape(c.threshold)}</td>"
-        f"<td>{html.escape(c.detail)}</td></tr>"
+        f"<td>{_h(c.value)}</td><td>{_h(c.threshold)}</td>"
+        f"<td>{_h(c.detail)}</td></tr>"
         for c in v.checks
     )
     return (f'<section class="verdict {state}" id="verdict" data-verdict="{v.label}">'
-            f"<h2>{html.escape(v.title)}: {v.label}</h2>"
+            f"<h2>{_h(v.title)}: {v.label}</h2>"
             "<table><thead><tr><th>check</th><th>result</th><th>value</th><th>threshold</th>"
             f"<th>detail</th></tr></thead><tbody>{rows}</tbody></table></section>")
 
@@ -250,14 +265,14 @@ def _html_verdict(v: Verdict) -> str:
 def _html_block(b: Block) -> str:
     if isinstance(b, Text):
         cls = "" if b.kind == "p" else f' class="{b.kind}"'
-        return f"<p{cls}>{html.escape(b.text)}</p>"
+        return f"<p{cls}>{_h(b.text)}</p>"
     if isinstance(b, Table):
         return _html_table(b)
     if isinstance(b, Image):
         data = base64.b64encode(b.png).decode("ascii")
-        cap = f"<figcaption>{html.escape(b.caption)}</figcaption>" if b.caption else ""
+        cap = f"<figcaption>{_h(b.caption)}</figcaption>" if b.caption else ""
         return (f'<figure><img src="data:image/png;base64,{data}" '
-                f'alt="{html.escape(b.caption or b.name)}">{cap}</figure>')
+                f'alt="{_h(b.caption or b.name)}">{cap}</figure>')
     if isinstance(b, Verdict):
         return _html_verdict(b)
     raise TypeError(f"unknown block type {type(b).__name__}")
@@ -269,13 +284,13 @@ def render_html(doc: Document) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(doc.title)}</title><style>{CSS}</style></head><body><main>",
-        f"<h1>{html.escape(doc.title)}</h1>",
-        f'<p class="subtitle">{html.escape(doc.subtitle)}</p>',
+        f"<title>{_h(doc.title)}</title><style>{CSS}</style></head><body><main>",
+        f"<h1>{_h(doc.title)}</h1>",
+        f'<p class="subtitle">{_h(doc.subtitle)}</p>',
     ]
     for s in doc.sections:
         if s.title:
-            parts.append(f'<h2 id="{_slug(s.title)}">{html.escape(s.title)}</h2>')
+            parts.append(f'<h2 id="{_slug(s.title)}">{_h(s.title)}</h2>')
         parts.extend(_html_block(b) for b in s.blocks)
     parts.append("</main></body></html>")
     return "\n".join(parts) + "\n"
@@ -285,10 +300,12 @@ def _md_text(text: str) -> str:
     """``text`` as literal Markdown: no HTML and no link from the data.
 
     ``<`` and ``>`` become ``&lt;`` and ``&gt;`` (a ``<script>`` tag or an autolink in a
-    model name or an answer shows as text, as in the HTML report), and ``](`` becomes
-    ``]\\(`` so that no ``[text](url)`` link or ``![](url)`` image is formed from data.
+    model name or an answer shows as text, as in the HTML report), ``](`` becomes
+    ``]\\(`` so that no ``[text](url)`` link or ``![](url)`` image is formed from data, and
+    control characters (terminal escapes) are written as visible escapes
+    (:func:`tomstats._printable.printable`).
     """
-    return (str(text).replace("<", "&lt;").replace(">", "&gt;")
+    return (printable(text).replace("<", "&lt;").replace(">", "&gt;")
             .replace("](", "]\\("))
 
 

@@ -19,8 +19,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tomstats._args import count_arg
 from tomstats._cli_options import add_progress_argument, progress_wanted
-from tomstats._io import prepare_out_dir, prepare_out_file, replaced_dir
+from tomstats._io import (
+    prepare_out_dir,
+    prepare_out_file,
+    refuse_inputs_as_outputs,
+    replaced_dir,
+)
 from tomstats.analysis.sizes import check_bootstrap_size
 from tomstats.analysis.table import add_selection_arguments, parse_mapping
 from tomstats.report.posterior_sweep import SWEEP_DRAWS
@@ -66,7 +72,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                              "(gamma, alpha, delta, or a fixed effect of a formula fit), e.g. "
                              "gamma=-0.1,0.1 or gamma=0.1 for [-0.1, 0.1]; repeatable (default: "
                              "none, the report gives the probability of direction only)")
-    parser.add_argument("--n-boot", type=int, default=None, metavar="N",
+    parser.add_argument("--n-boot", type=count_arg, default=None, metavar="N",
                         help="evaluation logs: cluster-bootstrap (BCa) intervals of every "
                              "effect size from N resamples; 0 leaves the intervals out "
                              "(default: noncentral-F intervals of η² and partial η², no "
@@ -119,6 +125,7 @@ def run_report(args: argparse.Namespace) -> int:
                          + ("--simulation" if args.simulation is not None
                             else "an evaluation log"))
     rope = parse_rope(rope_specs)
+    refuse_inputs_as_outputs({"--out": out}, {"FIT": args.fit, "--simulation": args.simulation})
     _check_out(out, fmt, getattr(args, "force", False))
     if args.simulation is not None:
         def write(dest: Path) -> Path:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import arviz as az
 
-from tomstats._netcdf import NetcdfBudgetError, netcdf_engines, open_inference_data
 from tomstats.report._document import Document, Section, check_output, write_document
 from tomstats.report.posterior_sweep import SWEEP_DRAWS
 from tomstats.report.sections import SECTIONS, FitContext, checks, sweep
@@ -46,8 +45,6 @@ __all__ = [
     "write_fit_report",
 ]
 
-_ENGINES = ("h5netcdf", "netcdf4")
-
 #: The sections that take long without a word (seconds to minutes on large fits), and the
 #: line announcing each on stderr when progress is wanted.
 _SLOW_SECTIONS = {
@@ -72,38 +69,24 @@ def _made(make: Callable[[FitContext], Section], ctx: FitContext, progress: bool
 
 
 def load_fit(path: str | os.PathLike[str]) -> az.InferenceData:
-    """Read a fit saved as netCDF and check it holds a posterior.
+    """Read a fit saved as netCDF, checked whole by the one fit reader
+    (:func:`tomstats.glmm.fit_file.read_netcdf_fit`).
 
     Raises
     ------
     ValueError
-        If the file does not exist, is not a netCDF/InferenceData file, or has no
-        ``posterior`` group with draws (so it is not a fitted model).
+        If the file does not exist, is not a netCDF/InferenceData file of ``tomstats fit``,
+        or fails a check of its schema (the message names the field and the value).
     """
+    from tomstats.glmm.fit_file import read_netcdf_fit
+
     p = Path(path)
     if p.is_dir():
         raise ValueError(f"FIT: {str(p)!r} is a folder, expected a fit netCDF file "
                          "(for a simulation folder use --simulation DIR)")
     if not p.is_file():
         raise ValueError(f"FIT: {str(p)!r} does not exist or is not a file")
-    if not netcdf_engines(_ENGINES):
-        raise ValueError(f"FIT: cannot read {str(p)!r}: neither h5py (for h5netcdf) nor "
-                         "netCDF4 is installed")
-    try:  # the variables' declared sizes are checked before any is read
-        idata = open_inference_data(p, field="FIT", engines=_ENGINES, eager=False)
-    except NetcdfBudgetError:
-        raise
-    except Exception as exc:  # netCDF4/h5netcdf raise OSError, ValueError, KeyError, ...
-        raise ValueError(f"FIT: {str(p)!r} is not a netCDF InferenceData file "
-                         f"({type(exc).__name__}: {exc})") from exc
-    if "posterior" not in idata.groups():
-        groups = list(idata.groups())
-        raise ValueError(f"FIT: {str(p)!r} has no 'posterior' group (groups: {groups}); it is "
-                         "not a fitted model — write fits with `tomstats fit`")
-    post = idata.posterior
-    if not post.data_vars or "chain" not in post.dims or "draw" not in post.dims:
-        raise ValueError(f"FIT: {str(p)!r}: the 'posterior' group has no (chain, draw) variables")
-    return idata
+    return read_netcdf_fit(p, "FIT")
 
 
 def report_variables(idata: az.InferenceData) -> list[str]:

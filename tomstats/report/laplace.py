@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from tomstats.glmm.compare import ML_FORMATS, load_ml_fit
+from tomstats.glmm.fit_file import ML_FORMATS, is_ml_fit
+from tomstats.glmm.fit_reader import read_ml_fit
 from tomstats.report._document import (
     Check,
     Document,
@@ -43,24 +44,17 @@ FORMATS = ML_FORMATS
 
 
 def is_laplace_fit(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a maximum-likelihood fit's JSON (``.json`` with one of
-    :data:`FORMATS`)."""
-    p = Path(path)
-    if p.suffix.lower() != ".json" or not p.is_file():
-        return False
-    try:
-        with p.open("rb") as fh:
-            head = fh.read(4096).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    return any(f'"{f}"' in head for f in FORMATS)
+    """Whether ``tomstats report`` reads ``path`` as a maximum-likelihood fit's JSON (any
+    file that is not netCDF: :func:`tomstats.glmm.fit_file.is_ml_fit`); its format tag and
+    every field are checked when it is read."""
+    return is_ml_fit(path)
 
 
 def load_laplace_fit(path: str | os.PathLike[str]) -> Any:
     """A :class:`~tomstats.glmm.laplace_backend.LaplaceFit` or
-    :class:`~tomstats.glmm.lme_result.LmeFit`, by the file's ``"format"``
-    (:func:`tomstats.glmm.compare.load_ml_fit`)."""
-    return load_ml_fit(path)
+    :class:`~tomstats.glmm.lme_result.LmeFit`, by the file's ``"format"``, checked whole by
+    the one fit reader (:func:`tomstats.glmm.fit_reader.read_ml_fit`)."""
+    return read_ml_fit(path, "FIT")
 
 
 def _wald(fit: Any, level: float) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tomstats._validate import check_probabilities
 from tomstats.analysis.intervals import jeffreys_interval
 from tomstats.report.sections._context import FitContext, hdi_columns
 
@@ -41,7 +42,8 @@ def _glmm(ctx: FitContext) -> PPCData:
     p = np.asarray(predict(ctx.idata, max_draws=MAX_DRAWS).values, dtype=float)
     y, n = observed_counts(ctx.idata)
     rng = np.random.default_rng(0)
-    rep = rng.binomial(n.astype(np.int64)[None, :], p).astype(float)
+    rep = rng.binomial(n.astype(np.int64)[None, :],
+                       check_probabilities(p, "posterior predictive check")).astype(float)
     return PPCData(y, n, p, rep, training_data(ctx.idata),
                    "probabilities of the fit's own rows (tomstats.glmm.predict), replicated "
                    "outcomes drawn from them")
