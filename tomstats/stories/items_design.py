@@ -37,6 +37,7 @@ from tomstats.stories.items import Item
 from tomstats.stories.narrative import NaturalSetting, listing, natural_setting
 from tomstats.stories.plot import (
     EXTRA_UNSEEN,
+    P_JOIN_PLACE,
     SCENARIOS,
     PlotStory,
     cycle_scenario,
@@ -241,11 +242,13 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         scenario = _scenario(r, true_belief_share)
         # the two versions of a pair (stories 2i, 2i + 1: one true, one false belief at
         # both orders) share their cast, join places, beginning and places
+        # (an odd n_per_cell leaves the last story's pair_id with one version: the set
+        # stays prefix-stable)
         pair = r // 2
-        paired = true_belief_share == 0.5 and 2 * pair + 1 < n_per_cell
+        paired = true_belief_share == 0.5
         story_seed = derive_seed(seed, setting, context, "pair", pair)
         kind = "|".join(sorted(_scenario(2 * pair + v, true_belief_share) for v in (0, 1)))
-        if r % 2 == 0 or not paired:
+        if r % 2 == 0:
             kinds[(context, kind)] = kinds.get((context, kind), -1) + 1
         places = _balanced_places(st, derive_seed(seed, setting, context, kind),
                                   kinds[(context, kind)])
@@ -254,10 +257,13 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
             j = ff_seen[context] = ff_seen.get(context, -1) + 1
             extra = EXTRA_UNSEEN[j % len(EXTRA_UNSEEN)]
         told = context if host is None else min(contexts)
+        crng = random.Random(derive_seed(story_seed, "cast"))
+        cast = crng.sample(CHARACTERS[:n_characters], 3)
+        joins = [x for x in st.locations if crng.random() < P_JOIN_PLACE]
         ps = _tell(st, CHARACTERS[:n_characters], scenario, told, story_seed, places=places,
                    critical_position=critical_position, mislead_distance=mislead_distance,
                    tolerance=tolerance, objects="wm_object" in extra_q,
-                   handling=host is None, extra_unseen=extra)
+                   handling=host is None, extra_unseen=extra, cast=cast, join_places=joins)
         meta = {"design_seed": seed, "critical_position_target": critical_position}
         if host is not None:
             wrng = random.Random(derive_seed(story_seed, "weave", r))
@@ -326,7 +332,8 @@ _DENSITIES = (1.0, 1.0, 0.6, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: int,
           seed: int, *, critical_position: float | None, mislead_distance: int,
           tolerance: float, objects: bool, places: Sequence[str],
-          handling: bool = True, extra_unseen: int = 0) -> PlotStory:
+          handling: bool = True, extra_unseen: int = 0, cast: Sequence[str] | None = None,
+          join_places: Sequence[str] | None = None) -> PlotStory:
     """Tell a story, retrying with other decor densities when it does not fit."""
     last: ValueError | None = None
     # a short story that cannot hold T's extra unseen moves gets fewer
@@ -341,7 +348,7 @@ def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: 
         kw = dict(critical_position=pos, mislead_distance=mislead_distance,
                   tolerance=tolerance, density=density, places=places, handling=handling,
                   objects=object_names(st, len(characters)) if objects else None,
-                  extra_unseen=extra)
+                  extra_unseen=extra, cast=cast, join_places=join_places)
         try:
             ps = tell_story(st, characters, scenario, target, rng=rng, **kw)
             if abs(ps.critical_position - pos) > 0.03:  # once more, with the block's size

@@ -419,7 +419,8 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                objects: Sequence[str] | None = None, density: float = 1.0,
                places: Sequence[str] | None = None,
                block_words: float | None = None, handling: bool = True,
-               extra_unseen: int = 0) -> PlotStory:
+               extra_unseen: int = 0, cast: Sequence[str] | None = None,
+               join_places: Sequence[str] | None = None) -> PlotStory:
     """Tell one design story of ``target_words`` ± ``tolerance`` (see the module docstring).
 
     Parameters
@@ -450,9 +451,14 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     handling : bool
         Whether characters handle objects (cups, maps, …) in sentences that move no one.
     extra_unseen : int
-        False-belief scenarios (``ff_*``): moves ``T`` makes after the scripted steps,
-        unseen by ``S1`` and ``S2`` and never into a believed place (they count towards
-        the mislead distance).
+        False beliefs at order 1: moves ``T`` makes after the scripted steps (``ft``:
+        before it returns), unseen by ``S1`` and ``S2`` and never into a believed place
+        (they count towards the mislead distance).
+    cast : (str, str, str), optional
+        ``S1``, ``S2`` and ``T`` (default: drawn); the two versions of a pair share them.
+    join_places : sequence of str, optional
+        The story's join places (default: each location with probability
+        :data:`P_JOIN_PLACE`).
 
     Raises
     ------
@@ -463,9 +469,10 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
 
     sc = SCENARIOS[scenario]
     lo, hi = length_window(target_words, tolerance)
-    s1, s2, t = rng.sample(list(characters), 3)
+    s1, s2, t = rng.sample(list(characters), 3) if cast is None else cast
     roles = {"S1": s1, "S2": s2, "T": t}
-    hidden = frozenset(x for x in st.locations if rng.random() < P_JOIN_PLACE)
+    hidden = frozenset(x for x in st.locations if rng.random() < P_JOIN_PLACE) \
+        if join_places is None else frozenset(join_places)
     tl = _Teller(st, characters, roles, rng, density, handling, hidden)
     # words the block and the tail need, roughly: ~8 words per scripted or filler move;
     # the same for every scenario, so the two versions of a story share its beginning
@@ -638,13 +645,17 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
         sents, i = [], 0
         while i < len(events):
             k = min(len(events) - i, rng.randint(1, group) if group <= 3 else group)
-            part = events[i:i + k]
-            first = ph.object_move(rng.choice(movers), names[part[0].actor],
-                                   part[0].location)
-            rest = [f"{names[e.actor]} to {st.text(e.location)}" for e in part[1:]]
-            if rest:
-                tail = listing(rest)
-                first = f"{first[:-1]}, then {tail}."
+            for attempt in range(12):  # no near-repeat of one of the last ten sentences
+                part = events[i:i + k]
+                first = ph.object_move(rng.choice(movers), names[part[0].actor],
+                                       part[0].location)
+                rest = [f"{names[e.actor]} to {st.text(e.location)}" for e in part[1:]]
+                if rest:
+                    first = f"{first[:-1]}, then {listing(rest)}."
+                if not any(near_duplicate(first, x) for x in sents[-10:]):
+                    break
+                if attempt % 3 == 2 and k > 1:
+                    k -= 1
             sents.append(first)
             i += k
         words = n_intro + sum(len(x.split()) for x in sents)
@@ -661,7 +672,7 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
             continue
         runs = _longest_gap(out)
         at = runs if runs is not None else rng.randrange(1, len(out) + 1)
-        if any(near_duplicate(s, x) for x in out[max(0, at - 10):at]):
+        if any(near_duplicate(s, x) for x in out[max(0, at - 10):at + 10]):
             continue
         out.insert(at, s)
         words += len(s.split())
