@@ -38,7 +38,9 @@ def test_rules_on_a_hand_made_story() -> None:
              "study. Bob says the cellar is cold. The study is dark. Bob goes into the study. "
              "Ann walks into the cellar.")
     got = rule_answers(item(story, "kitchen"))
-    assert got == {
+    first_audit = ("t_first", "t_last", "t_second_last", "t_near_frequent", "story_last",
+                   "story_frequent", "opening", "reality")
+    assert {k: got[k] for k in first_audit} == {
         "t_first": "hallway",  # "Ann and Bob are in the hallway."
         "t_last": "study",  # "Bob goes into the study."
         "t_second_last": "cellar",  # "Bob says the cellar is cold."

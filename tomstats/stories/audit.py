@@ -1,27 +1,37 @@
 r"""Audit an item set: can anything easier than belief reasoning answer it?
 
 A ToM item set is a valid instrument only if text-only shortcuts score near chance. The
-audit reads items (their text, question, candidates and recorded covariates; never the
-generator) and reports, per cell (setting × length × order × belief status):
+audit reads items (their text, question and candidates; never the generator) and reports,
+per cell (setting × length × order × belief status):
 
-**Rules** — text-only answers that use no belief reasoning. A story is split into
-sentences; a sentence *names* a location when a candidate appears in it (whole words,
-``_`` read as a space); the location of a sentence is the one it names last. ``T`` is the
-question's target as written in the story.
+**Rules** — text-only answers that use no belief reasoning, kept in a registry
+(:data:`tomstats.stories.audit_rules.RULES`; a user adds one with
+:func:`tomstats.stories.audit_rules.rule`). The story is parsed once
+(:mod:`tomstats.stories.audit_parse`): sentences, the candidate places each names, and the
+*told moves* (sentences of a move form, "Alice walks into the library", with actor and
+place; joins, "Alice joins Bob", name no place). The rules:
 
-- ``t_last``, ``t_second_last``, ``t_first``: the location of the last, second-to-last,
-  first sentence that names ``T`` and a location;
-- ``t_near_frequent``: the location named most often in the sentences that name ``T`` and
-  their neighbours (one before, one after; ties: the one named last);
-- ``story_last``, ``story_frequent``: the last location named in the story, and the one
-  named most often (ties: the one named last);
-- ``opening``: the first location named in the story;
-- ``cell_mode``: the most common gold answer of the *other* items of the cell
-  (leave-one-out, ties by name), so a perfectly balanced cell scores at most chance;
-- ``reality`` (reality tracking, the one rule exempt from the thresholds): the target's
-  true final location (``item.last_location``).
+- the **told-event family**, for each questioned character ``R`` in ``T`` (the target),
+  ``S1``, ``S2`` (the question's chain; the pair of a world-model question): its ``k``-th
+  last told destination (``R_dest_last1`` … ``R_dest_last3``), first, most and least
+  frequent told destination (``R_dest_first``, ``R_dest_most``, ``R_dest_least``; no
+  answer on a tie), and the place most often named in the sentences naming it
+  (``R_comention``);
+- **story rules**: ``t_last``, ``t_second_last``, ``t_first`` (the place named last in the
+  last, second-to-last, first sentence that names ``T``), ``t_near_frequent`` (the place
+  named most often in and next to the sentences naming ``T``), ``story_last``,
+  ``story_frequent``, ``story_least`` (last, most and least named place of the story),
+  ``opening`` (first place named), ``cell_mode`` (the most common gold answer of the
+  *other* items of the cell, leave-one-out, ties by name), and ``reality`` (the target's
+  true final place, ``item.last_location``: reality tracking, exempt from the thresholds;
+  so is ``t_dest_last1``, reality read off the text, where the answer *is* reality: order 0
+  and true-belief items).
 
 Chance is ``1 / len(candidates)``.
+
+**Learned adversary** (:mod:`tomstats.stories.audit_adversary`) — a conditional-logit
+ranker of the candidates on text features, cross-fitted by story (an item is scored only by
+a model that never saw its story), blind to the belief status and, for reference, given it.
 
 **Balance** — the share of the most frequent gold answer among a setting's belief items
 (orders ≥ 1); the true-belief share at orders 1 and 2 (an item is a *true belief* when its
@@ -29,23 +39,35 @@ answer equals reality); for order-2 items, how often the answer equals a simpler
 question's: reality, the first-order belief of the chain's first agent about ``T``
 (``S1``) and that of the second agent (``S2``).
 
+**Reference load** — for each belief item (``tom``, order ≥ 1), whether its gold place is
+named in one of ``T``'s told moves or reachable only through joins ("X joins A and B"); the
+share of join-only items per (setting, order, belief status) and per (setting, length).
+
 **Text** — per story: the share of sentences that repeat an earlier sentence of the same
 story verbatim; distinct-n (distinct word n-grams / all word n-grams, lower-cased); tokens
-per word (:func:`estimate_tokens`, or a real tokenizer when given).
+per word (:func:`estimate_tokens`, or a real tokenizer when given); the share of the
+recorded events the parser finds told (``move_coverage``, when items record their events).
+**Text lint** (:mod:`tomstats.stories.audit_lint`): counts of "a" before a vowel, stacked
+adverbials, tense clashes, near-duplicate sentences, words of another setting, long runs of
+bare moves, per (setting, length).
 
-**Thresholds** (:data:`THRESHOLDS`): every rule except ``reality`` at most chance + 0.10,
-pooled per (setting, order, belief status) over lengths; the most frequent gold answer of a
-setting's belief items at most 2 × chance; a true-belief share in [0.35, 0.65] at orders 1
-and 2; order-2 answers equal to some simpler question's in at most 70 % of order-2 items;
-per (setting, length) at most 10 % verbatim repeats and distinct-2 at least 0.15.
+**Thresholds** (:data:`THRESHOLDS`): every checked rule at most chance + 0.10 pooled per
+(setting, order, belief status) over lengths, and at most chance + 0.25 in every cell of at
+least 30 items; the blind adversary at most chance + 0.10 on every false-belief pool; the
+most frequent gold answer of a setting's belief items at most 2 × chance; a true-belief
+share in [0.35, 0.65] at orders 1 and 2; order-2 answers equal to some simpler question's
+in at most 70 % of order-2 items; join-only shares differing by at most 0.10 between any
+two (order, belief status) cells and between any two lengths of a setting; per (setting,
+length) at most 10 % verbatim repeats, distinct-2 at least 0.15, a move coverage of at
+least 0.95 and no lint defect.
 
 **Verdicts** — a proportion measured on ``n`` items is noisy, so every check of a share
-(rules, gold share, true-belief share, order-2 answers) gets one of three verdicts:
-``PASS`` when the share :math:`\hat p` is within the limit; ``FAIL`` when the 95 % Wilson
-interval of :math:`\hat p` lies wholly beyond the limit; ``UNSURE`` otherwise (too few
-items to tell). The Wilson interval is the inversion of the score test, so with :math:`L`
-the limit crossed (``<= L``, or the nearer edge of a band) the interval lies beyond
-:math:`L` exactly when
+(rules, adversary, gold share, true-belief share, order-2 answers) gets one of three
+verdicts: ``PASS`` when the share :math:`\hat p` is within the limit; ``FAIL`` when the 95 %
+Wilson interval of :math:`\hat p` lies wholly beyond the limit; ``UNSURE`` otherwise (too
+few items to tell). The Wilson interval is the inversion of the score test, so with
+:math:`L` the limit crossed (``<= L``, or the nearer edge of a band) the interval lies
+beyond :math:`L` exactly when
 
 .. math::
 
@@ -53,7 +75,10 @@ the limit crossed (``<= L``, or the nearer edge of a band) the interval lies bey
 
 and the same share on :math:`n > z_{0.975}^2 L(1-L)/(\hat p - L)^2` items would be a
 ``FAIL`` (``Check.need``: about how many items would tell). ``Check.z`` keeps the score.
-Text checks (repeats, distinct-2) have no interval: beyond the limit is ``FAIL``.
+A difference of two shares :math:`\hat p_1 - \hat p_2` (reference load) beyond a limit
+:math:`D` is a ``FAIL`` when :math:`(|\hat p_1 - \hat p_2| - D) / \sqrt{\hat p_1 \hat q_1 /
+n_1 + \hat p_2 \hat q_2 / n_2} > z_{0.975}` (:func:`difference_check`). Text checks
+(repeats, distinct-2, move coverage, lint) have no interval: beyond the limit is ``FAIL``.
 ``Check.passed`` and ``Audit.passed`` keep the strict reading (every point estimate within
 its limit); ``tomstats stories audit`` exits with 4 only on a ``FAIL``.
 """
@@ -69,42 +94,36 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+from tomstats.stories.audit_parse import ItemParse, item_parse, sentences
+from tomstats.stories.audit_rules import FAMILY_STATS, ROLES, RULES
 from tomstats.stories.items import Item
 
-__all__ = ["AUDIT_RULES", "LEVEL", "THRESHOLDS", "Audit", "Check", "audit_items",
-           "belief_status", "distinct_n", "estimate_tokens", "format_audit", "repeat_share",
-           "rule_answers", "sentences", "share_check", "simpler_answers"]
+__all__ = ["AUDIT_RULES", "LEVEL", "SECTIONS", "THRESHOLDS", "Audit", "Check", "audit_items",
+           "belief_status", "difference_check", "distinct_n", "estimate_tokens",
+           "format_audit", "repeat_share", "rule_answers", "sentences", "share_check",
+           "simpler_answers"]
 
-#: Text-only rules, in the order they are reported (``reality`` is exempt from thresholds).
+#: The rules of the first audit, in the order they were reported (``reality`` is exempt
+#: from thresholds); the audit now runs every rule of
+#: :data:`tomstats.stories.audit_rules.RULES` and ``cell_mode``.
 AUDIT_RULES = ("t_last", "t_second_last", "t_first", "t_near_frequent", "story_last",
                "story_frequent", "opening", "cell_mode", "reality")
 
 #: Thresholds of :func:`audit_items` (see the module docstring).
 THRESHOLDS: dict[str, float] = {
-    "rule_above_chance": 0.10, "gold_share_over_chance": 2.0, "true_belief_min": 0.35,
-    "true_belief_max": 0.65, "order2_same_as_simpler": 0.70, "repeat_share": 0.10,
-    "distinct_2": 0.15,
+    "rule_above_chance": 0.10, "rule_above_chance_cell": 0.25, "cell_min_items": 30,
+    "adversary_above_chance": 0.10, "gold_share_over_chance": 2.0, "true_belief_min": 0.35,
+    "true_belief_max": 0.65, "order2_same_as_simpler": 0.70, "join_only_difference": 0.10,
+    "repeat_share": 0.10, "distinct_2": 0.15, "move_coverage": 0.95,
 }
 
 #: Level of the Wilson intervals behind the verdicts.
 LEVEL = 0.95
 _Z = NormalDist().inv_cdf(0.5 + LEVEL / 2)
 
-_SPLIT = re.compile(r'(?<=[.!?])["”]?\s+')
-_WORD = re.compile(r"[A-Za-z]+|[0-9]|[^\sA-Za-z0-9]")
-
-
-def sentences(text: str) -> list[str]:
-    """Split a story into sentences (after ``.``, ``!`` or ``?``, a closing quote kept)."""
-    out, start = [], 0
-    for m in _SPLIT.finditer(text):
-        end = m.start() + len(m.group().rstrip())
-        out.append(text[start:end].strip())
-        start = m.end()
-    tail = text[start:].strip()
-    if tail:
-        out.append(tail)
-    return [s for s in out if s]
+_LETTERS = re.compile(r"[A-Za-z]+")
+_LONG = re.compile(r"[A-Za-z]{8,}")
+_NOT_OTHER = re.compile(r"[\sA-Za-z]+")
 
 
 def estimate_tokens(text: str) -> int:
@@ -116,11 +135,9 @@ def estimate_tokens(text: str) -> int:
     tokenizer is within about 10 % of this on generated stories (checked in the tests when
     it is installed).
     """
-    n = 0
-    for m in _WORD.finditer(text):
-        w = m.group()
-        n += math.ceil(len(w) / 7) if w[0].isalpha() else 1
-    return n
+    runs = len(_LETTERS.findall(text))
+    extra = sum((len(w) + 6) // 7 - 1 for w in _LONG.findall(text))
+    return runs + extra + len(_NOT_OTHER.sub("", text))
 
 
 def distinct_n(text: str, n: int = 2) -> float:
@@ -130,11 +147,12 @@ def distinct_n(text: str, n: int = 2) -> float:
     return len(set(grams)) / len(grams) if grams else 1.0
 
 
-def repeat_share(text: str) -> float:
-    """Share of the sentences of ``text`` that repeat an earlier sentence verbatim."""
+def repeat_share(text: str | Sequence[str]) -> float:
+    """Share of the sentences of ``text`` (or of the sentences given) that repeat an
+    earlier sentence verbatim."""
     seen: set[str] = set()
     rep = 0
-    ss = sentences(text)
+    ss = sentences(text) if isinstance(text, str) else text
     for s in ss:
         rep += s in seen
         seen.add(s)
@@ -152,66 +170,15 @@ def belief_status(item: Item) -> str:
     return "none"
 
 
-def _location_pattern(candidates: Sequence[str]) -> tuple[re.Pattern[str], dict[str, str]]:
-    forms: dict[str, str] = {}
-    for c in candidates:
-        for f in {c, c.replace("_", " ")}:
-            forms[f.lower()] = c
-    alts = sorted(forms, key=len, reverse=True)
-    pat = re.compile(r"(?<![\w])(" + "|".join(map(re.escape, alts)) + r")(?![\w])", re.I)
-    return pat, forms
-
-
-def _target_text(item: Item) -> str:
-    meta = item.metadata
-    if meta.get("target_text"):
-        return str(meta["target_text"])
-    if item.target and re.search(rf"\b{re.escape(item.target)}\b", item.story):
-        return item.target
-    if item.question_type == "wm_object":  # told with objects (format 1): map the name
-        from tomstats.stories.settings import OBJECT_NAMES
-
-        chars = meta.get("storyboard", {}).get("characters", [])
-        names = dict(zip(chars, OBJECT_NAMES, strict=False))
-        return names.get(item.target, item.target).removeprefix("the ")
-    return item.target
-
-
-def _mode(names: Iterable[str]) -> str:
-    """Most frequent name; ties go to the one that occurs last."""
-    counts: Counter[str] = Counter()
-    last: dict[str, int] = {}
-    for i, x in enumerate(names):
-        counts[x] += 1
-        last[x] = i
-    if not counts:
-        return ""
-    return max(counts, key=lambda x: (counts[x], last[x]))
-
-
-def rule_answers(item: Item) -> dict[str, str]:
-    """The answer of every text-only rule except ``cell_mode`` (``""``: no answer)."""
-    pat, forms = _location_pattern(item.candidates)
-    ss = sentences(item.story)
-    locs = [[forms[m.group(1).lower()] for m in pat.finditer(s)] for s in ss]
-    t = _target_text(item)
-    tpat = re.compile(rf"(?<![\w]){re.escape(t)}(?![\w])", re.I) if t else None
-    with_t = [i for i, s in enumerate(ss) if tpat is not None and tpat.search(s)]
-    t_loc = [locs[i][-1] for i in with_t if locs[i]]
-    near: list[str] = []
-    for j in sorted({j for i in with_t for j in (i - 1, i, i + 1) if 0 <= j < len(ss)}):
-        near.extend(locs[j])
-    flat = [x for row in locs for x in row]
-    return {
-        "t_last": t_loc[-1] if t_loc else "",
-        "t_second_last": t_loc[-2] if len(t_loc) > 1 else "",
-        "t_first": t_loc[0] if t_loc else "",
-        "t_near_frequent": _mode(near),
-        "story_last": flat[-1] if flat else "",
-        "story_frequent": _mode(flat),
-        "opening": flat[0] if flat else "",
-        "reality": item.last_location or "",
-    }
+def rule_answers(item: Item, rules: Sequence[str] | None = None) -> dict[str, str]:
+    """The answer of every registered rule (``cell_mode`` aside), or of ``rules``
+    (``""``: no answer). ``ValueError`` names an unknown rule."""
+    names = list(RULES) if rules is None else list(rules)
+    unknown = [n for n in names if n not in RULES]
+    if unknown:
+        raise ValueError(f"rules: unknown rule(s) {unknown}; registered: {sorted(RULES)}")
+    p = item_parse(item)
+    return {n: RULES[n].fn(p) for n in names}
 
 
 def simpler_answers(item: Item) -> dict[str, str | None] | None:
@@ -319,6 +286,34 @@ def share_check(name: str, scope: str, k: int, n: int, *, upper: float | None = 
     return Check(name, scope, p, limit, False, "UNSURE", n, z, need)
 
 
+def difference_check(name: str, scope: str, a: tuple[int, int], b: tuple[int, int], *,
+                     limit: float, label: str) -> Check:
+    r"""A check that two shares ``a = (k1, n1)``, ``b = (k2, n2)`` differ by at most
+    ``limit`` :math:`D`.
+
+    ``PASS`` when :math:`d = |\hat p_1 - \hat p_2| \le D`; else the score
+    :math:`z = (d - D) / \sqrt{\hat p_1(1-\hat p_1)/n_1 + \hat p_2(1-\hat p_2)/n_2}` gives
+    ``FAIL`` above :math:`z_{0.975}` (``FAIL`` too when both shares are 0 or 1), ``UNSURE``
+    below; ``need`` is about how many items (both cells grown alike) would tell.
+    """
+    (k1, n1), (k2, n2) = a, b
+    if n1 <= 0 or n2 <= 0:
+        raise ValueError(f"{name} [{scope}]: a share needs at least one item")
+    p1, p2 = k1 / n1, k2 / n2
+    d = abs(p1 - p2)
+    n = n1 + n2
+    if d <= limit + 1e-12:
+        return Check(name, scope, d, label, True, "PASS", n)
+    var = p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2
+    if var <= 0:
+        return Check(name, scope, d, label, False, "FAIL", n)
+    z = (d - limit) / math.sqrt(var)
+    if z > _Z:
+        return Check(name, scope, d, label, False, "FAIL", n, z)
+    return Check(name, scope, d, label, False, "UNSURE", n, z,
+                 math.floor(n * (_Z / z) ** 2) + 1)
+
+
 @dataclass(frozen=True)
 class Audit:
     """The result of :func:`audit_items`.
@@ -327,23 +322,34 @@ class Audit:
     ----------
     cells : list of dict
         One row per (setting, length, order, belief status): ``n``, ``chance`` and the
-        accuracy of every rule in :data:`AUDIT_RULES`.
+        accuracy of every rule (registered rules and ``cell_mode``).
     pooled : list of dict
-        The same pooled over lengths, per (setting, order, belief status).
+        The same pooled over lengths, per (setting, order, belief status), with the
+        adversary's accuracies ``adversary_blind`` and ``adversary_given`` (``None``
+        without the adversary).
     text : list of dict
         Per (setting, length): stories, mean words, verbatim-repeat share, distinct-2,
-        tokens per word.
+        tokens per word, move coverage (``None`` without recorded events) and the lint
+        counts (:data:`tomstats.stories.audit_lint.LINT_CHECKS`).
     checks : list of Check
+    reference : list of dict
+        Reference load: per (setting, order, belief status) and per (setting, length), the
+        belief items ``n`` and the share reached only through joins (``join_only``).
+    foreign : dict
+        Per setting, the words of another setting the lint met, with counts.
     """
 
     cells: list[dict[str, Any]]
     pooled: list[dict[str, Any]]
     text: list[dict[str, Any]]
     checks: list[Check] = field(default_factory=list)
+    reference: list[dict[str, Any]] = field(default_factory=list)
+    foreign: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: cells, pooled, text, checks and ``passed``."""
+        """JSON-ready dict: cells, pooled, text, reference, checks and ``passed``."""
         return {"cells": self.cells, "pooled": self.pooled, "text": self.text,
+                "reference": self.reference, "foreign": self.foreign,
                 "checks": [dataclasses.asdict(c) for c in self.checks],
                 "passed": self.passed, "verdict": self.verdict}
 
@@ -379,51 +385,107 @@ def _question_kind(item: Item) -> str:
     return item.question_type if item.question_type.startswith("wm") else str(item.tom_order)
 
 
-def _rule_scores(items: Sequence[Item]) -> list[dict[str, float]]:
+def _rule_names() -> list[str]:
+    """Every rule scored: the registered ones with ``cell_mode`` before ``reality``."""
+    names = [n for n in RULES if n != "reality"]
+    return [*names, "cell_mode", *(["reality"] if "reality" in RULES else [])]
+
+
+def _rule_scores(parses: Sequence[ItemParse], names: Sequence[str]) -> list[dict[str, float]]:
     """Per item, 1.0/0.0 for every rule (``cell_mode`` leave-one-out within the cell)."""
     out = []
-    gold = Counter(it.answer for it in items)
-    for it in items:
-        ans = rule_answers(it)
+    gold = Counter(p.item.answer for p in parses)
+    fns = [(n, RULES[n].fn) for n in names if n != "cell_mode"]
+    for p in parses:
+        ans = {n: fn(p) for n, fn in fns}
         others = gold.copy()
-        others[it.answer] -= 1
-        top = max(sorted(others), key=lambda x: others[x]) if +others else ""
-        ans["cell_mode"] = top
-        out.append({r: float(ans[r] == it.answer) for r in AUDIT_RULES})
+        others[p.item.answer] -= 1
+        ans["cell_mode"] = max(sorted(others), key=lambda x: others[x]) if +others else ""
+        out.append({r: float(ans[r] == p.item.answer) for r in names})
     return out
 
 
-def _cell_row(key: dict[str, Any], items: Sequence[Item],
-              scores: Sequence[dict[str, float]]) -> dict[str, Any]:
+def _cell_row(key: dict[str, Any], parses: Sequence[ItemParse],
+              scores: Sequence[dict[str, float]], names: Sequence[str]) -> dict[str, Any]:
     row = dict(key)
-    row["n"] = len(items)
-    row["chance"] = sum(1 / max(len(it.candidates), 1) for it in items) / len(items)
-    for r in AUDIT_RULES:
+    row["n"] = len(parses)
+    row["chance"] = sum(1 / max(len(p.item.candidates), 1) for p in parses) / len(parses)
+    row["roles"] = "".join(r for r in ROLES if any(r in p.roles for p in parses))
+    for r in names:
         row[r] = sum(s[r] for s in scores) / len(scores)
     return row
 
 
-def _text_rows(items: Sequence[Item],
-               tokenizer: Callable[[str], int] | None) -> list[dict[str, Any]]:
-    stories: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
-    for it in items:
-        stories[(it.setting, it.context_words)].setdefault(it.story, it.story)
+def _text_rows(parses: Sequence[ItemParse], tokenizer: Callable[[str], int] | None,
+               lint: bool) -> tuple[list[dict[str, Any]], dict[str, dict[str, int]]]:
+    from tomstats.stories.audit_lint import LINT_CHECKS, lint_story
+
+    stories: dict[tuple[str, int], dict[str, ItemParse]] = defaultdict(dict)
+    for p in parses:
+        stories[(p.item.setting, p.item.context_words)].setdefault(p.item.story, p)
     count = tokenizer or estimate_tokens
     rows = []
-    for (setting, length), texts in sorted(stories.items()):
-        ts = list(texts)
+    foreign: dict[str, Counter[str]] = defaultdict(Counter)
+    for (setting, length), by_text in sorted(stories.items()):
+        ts = list(by_text)
         words = sum(len(t.split()) for t in ts)
-        rows.append({"setting": setting, "length": length, "stories": len(ts),
-                     "words": words / len(ts),
-                     "repeat_share": sum(map(repeat_share, ts)) / len(ts),
-                     "distinct_2": sum(distinct_n(t, 2) for t in ts) / len(ts),
-                     "tokens_per_word": sum(count(t) for t in ts) / max(words, 1),
-                     "tokenizer": "model" if tokenizer else "estimate"})
+        cov = [c for c in (p.coverage() for p in by_text.values()) if c is not None]
+        row: dict[str, Any] = {
+            "setting": setting, "length": length, "stories": len(ts),
+            "words": words / len(ts),
+            "repeat_share": sum(repeat_share([t[a:b] for a, b in p.story.spans])
+                                for t, p in by_text.items()) / len(ts),
+            "distinct_2": sum(distinct_n(t, 2) for t in ts) / len(ts),
+            "tokens_per_word": sum(count(t) for t in ts) / max(words, 1),
+            "tokenizer": "model" if tokenizer else "estimate",
+            "move_coverage": (sum(a for a, _b in cov) / max(sum(b for _a, b in cov), 1)
+                              if cov else None)}
+        if lint:
+            totals = dict.fromkeys(LINT_CHECKS, 0)
+            for p in by_text.values():
+                for k, v in lint_story(p.story, setting, foreign[setting]).items():
+                    totals[k] += v
+            row.update(totals)
+        rows.append(row)
+    return rows, {s: dict(c.most_common()) for s, c in sorted(foreign.items()) if c}
+
+
+def _join_only(p: ItemParse) -> bool:
+    """Whether the gold place is never named in one of T's told moves."""
+    return p.item.answer not in set(p.dests("T"))
+
+
+def _reference_rows(parses: Sequence[ItemParse]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+    for p in parses:
+        it = p.item
+        if it.question_type != "tom" or it.tom_order < 1:
+            continue
+        j = _join_only(p)
+        groups[(it.setting, "cell", f"{it.tom_order}|{belief_status(it)}")].append(j)
+        groups[(it.setting, "length", str(it.context_words))].append(j)
+    rows = []
+    for (setting, by, key), flags in sorted(groups.items(),
+                                            key=lambda kv: (kv[0][0], kv[0][1],
+                                                            _num(kv[0][2]))):
+        row: dict[str, Any] = {"setting": setting, "by": by}
+        if by == "cell":
+            order, status = key.split("|")
+            row.update(order=order, belief=status, length="")
+        else:
+            row.update(order="", belief="", length=int(key))
+        row.update(n=len(flags), join_only=sum(flags) / len(flags), k=sum(flags))
+        rows.append(row)
     return rows
 
 
+def _num(key: str) -> tuple[int, str]:
+    return (int(key), "") if key.isdigit() else (0, key)
+
+
 def audit_items(items: Iterable[Item], *,
-                tokenizer: Callable[[str], int] | None = None) -> Audit:
+                tokenizer: Callable[[str], int] | None = None, adversary: bool = True,
+                lint: bool = True, seed: int = 0, rules: Sequence[str] | None = None) -> Audit:
     """Audit ``items`` (see the module docstring for the rules, metrics and thresholds).
 
     Parameters
@@ -431,6 +493,15 @@ def audit_items(items: Iterable[Item], *,
     items : iterable of Item
     tokenizer : callable, optional
         ``text -> number of tokens`` of a real model; default :func:`estimate_tokens`.
+    adversary : bool
+        Fit and check the learned adversary (:mod:`tomstats.stories.audit_adversary`).
+    lint : bool
+        Run the text lint (:mod:`tomstats.stories.audit_lint`).
+    seed : int
+        Seed of the adversary's folds (same seed, same audit).
+    rules : sequence of str, optional
+        Run only these rules (names of :data:`~tomstats.stories.audit_rules.RULES` and
+        ``cell_mode``); default: every registered rule.
 
     Returns
     -------
@@ -439,36 +510,119 @@ def audit_items(items: Iterable[Item], *,
     items = list(items)
     if not items:
         raise ValueError("items: the item set is empty; nothing to audit")
-    groups: dict[tuple[str, int, str, str], list[Item]] = defaultdict(list)
-    for it in items:
-        groups[(it.setting, it.context_words, _question_kind(it), belief_status(it))].append(it)
+    names = _rule_names()
+    if rules is not None:
+        unknown = sorted(set(rules) - set(names))
+        if unknown:
+            raise ValueError(f"rules: unknown rule(s) {unknown}; registered: {names}")
+        names = [n for n in names if n in set(rules)]
+    parses = [item_parse(it) for it in items]
+    groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
+    for i, it in enumerate(items):
+        groups[(it.setting, it.context_words, _question_kind(it), belief_status(it))].append(i)
+    scores: list[dict[str, float]] = [{} for _ in items]
+    for idx in groups.values():
+        for i, sc in zip(idx, _rule_scores([parses[i] for i in idx], names), strict=True):
+            scores[i] = sc
+    hits = None
+    if adversary:
+        from tomstats.stories.audit_adversary import cross_fit
+
+        res = cross_fit(parses, [_question_kind(it) for it in items],
+                        [belief_status(it) for it in items], seed=seed)
+        hits = (res.blind, res.given)
     cells, pooled_src = [], defaultdict(list)
-    for (setting, length, kind, status), its in sorted(groups.items()):
-        scores = _rule_scores(its)
+    for (setting, length, kind, status), idx in sorted(groups.items()):
         key = {"setting": setting, "length": length, "order": kind, "belief": status}
-        cells.append(_cell_row(key, its, scores))
-        pooled_src[(setting, kind, status)].append((its, scores))
+        cells.append(_cell_row(key, [parses[i] for i in idx], [scores[i] for i in idx],
+                               names))
+        pooled_src[(setting, kind, status)].extend(idx)
     pooled = []
-    for (setting, kind, status), parts in sorted(pooled_src.items()):
-        its = [x for p in parts for x in p[0]]
-        sc = [x for p in parts for x in p[1]]
-        pooled.append(_cell_row({"setting": setting, "order": kind, "belief": status}, its, sc))
-    text = _text_rows(items, tokenizer)
-    checks = _rule_checks(pooled) + _balance_checks(items) + _text_checks(text)
-    return Audit(cells, pooled, text, checks)
+    for (setting, kind, status), idx in sorted(pooled_src.items()):
+        row = _cell_row({"setting": setting, "order": kind, "belief": status},
+                        [parses[i] for i in idx], [scores[i] for i in idx], names)
+        row["adversary_blind"] = None if hits is None else \
+            sum(hits[0][i] for i in idx) / len(idx)
+        row["adversary_given"] = None if hits is None else \
+            sum(hits[1][i] for i in idx) / len(idx)
+        pooled.append(row)
+    text, foreign = _text_rows(parses, tokenizer, lint)
+    reference = _reference_rows(parses)
+    checks = (_rule_checks(pooled, cells, names) + _adversary_checks(pooled)
+              + _balance_checks(items) + _reference_checks(reference) + _text_checks(text))
+    return Audit(cells, pooled, text, checks, reference, foreign)
 
 
-def _rule_checks(pooled: Sequence[dict[str, Any]]) -> list[Check]:
+def _checked(rule: str, row: dict[str, Any]) -> bool:
+    """Whether ``rule`` is checked on a row (exemptions, roles the question lacks)."""
+    if rule == "cell_mode":
+        return True
+    r = RULES[rule]
+    if r.exempt or (r.role and r.role not in row["roles"]):
+        return False
+    return not (r.tracks_reality and (row["order"] == "0" or row["belief"] == "true"))
+
+
+def _rule_checks(pooled: Sequence[dict[str, Any]], cells: Sequence[dict[str, Any]],
+                 names: Sequence[str]) -> list[Check]:
     out = []
+    over, over_cell = THRESHOLDS["rule_above_chance"], THRESHOLDS["rule_above_chance_cell"]
     for row in pooled:
-        limit = row["chance"] + THRESHOLDS["rule_above_chance"]
+        limit = row["chance"] + over
         scope = f"{row['setting']} order {row['order']} belief {row['belief']}"
-        for r in AUDIT_RULES[:-1]:
-            out.append(share_check(f"rule {r}", scope, round(row[r] * row["n"]), row["n"],
-                                   upper=limit, limit=f"<= {limit:.3f} (chance + 0.10)"))
+        for r in names:
+            if _checked(r, row):
+                out.append(share_check(f"rule {r}", scope, round(row[r] * row["n"]), row["n"],
+                                       upper=limit, limit=f"<= {limit:.3f} (chance + {over})"))
+    for row in cells:
+        if row["n"] < THRESHOLDS["cell_min_items"]:
+            continue
+        limit = row["chance"] + over_cell
+        scope = (f"{row['setting']} {row['length']} words order {row['order']} belief "
+                 f"{row['belief']}")
+        for r in names:
+            if _checked(r, row):
+                out.append(share_check(f"rule {r}", scope, round(row[r] * row["n"]), row["n"],
+                                       upper=limit,
+                                       limit=f"<= {limit:.3f} (chance + {over_cell})"))
     return out
 
 
+def _adversary_checks(pooled: Sequence[dict[str, Any]]) -> list[Check]:
+    out = []
+    over = THRESHOLDS["adversary_above_chance"]
+    for row in pooled:
+        if row["belief"] != "false" or row.get("adversary_blind") is None:
+            continue
+        limit = row["chance"] + over
+        scope = f"{row['setting']} order {row['order']} belief {row['belief']}"
+        out.append(share_check("adversary (blind to the belief status)", scope,
+                               round(row["adversary_blind"] * row["n"]), row["n"],
+                               upper=limit, limit=f"<= {limit:.3f} (chance + {over})"))
+    return out
+
+
+def _reference_checks(reference: Sequence[dict[str, Any]]) -> list[Check]:
+    out = []
+    lim = THRESHOLDS["join_only_difference"]
+    for setting in sorted({r["setting"] for r in reference}):
+        for by, what in (("cell", "(order, belief status) cells"), ("length", "lengths")):
+            rows = [r for r in reference if r["setting"] == setting and r["by"] == by]
+            if len(rows) < 2:
+                continue
+            hi = max(rows, key=lambda r: r["join_only"])
+            lo = min(rows, key=lambda r: r["join_only"])
+            out.append(difference_check(
+                "join-only share: largest difference", f"{setting} {what} "
+                f"({_ref_label(hi)} vs {_ref_label(lo)})", (hi["k"], hi["n"]),
+                (lo["k"], lo["n"]), limit=lim, label=f"<= {lim}"))
+    return out
+
+
+def _ref_label(row: dict[str, Any]) -> str:
+    if row["by"] == "cell":
+        return f"order {row['order']} {row['belief']}"
+    return f"{row['length']} words"
 def _balance_checks(items: Sequence[Item]) -> list[Check]:
     out = []
     by_setting: dict[str, list[Item]] = defaultdict(list)
@@ -504,6 +658,8 @@ def _balance_checks(items: Sequence[Item]) -> list[Check]:
 
 
 def _text_checks(text: Sequence[dict[str, Any]]) -> list[Check]:
+    from tomstats.stories.audit_lint import LINT_CHECKS
+
     out = []
     for row in text:
         scope = f"{row['setting']} {row['length']} words"
@@ -513,6 +669,14 @@ def _text_checks(text: Sequence[dict[str, Any]]) -> list[Check]:
         lim = THRESHOLDS["distinct_2"]
         out.append(Check("distinct-2", scope, row["distinct_2"], f">= {lim}",
                          row["distinct_2"] >= lim))
+        if row.get("move_coverage") is not None:
+            lim = THRESHOLDS["move_coverage"]
+            out.append(Check("told moves found by the parser / recorded events", scope,
+                             row["move_coverage"], f">= {lim}", row["move_coverage"] >= lim))
+        for name in LINT_CHECKS:
+            if name in row:
+                out.append(Check(f"lint {name}", scope, float(row[name]), "= 0",
+                                 row[name] == 0))
     return out
 
 
@@ -559,36 +723,103 @@ def gguf_token_counter(path: str) -> Callable[[str], int]:
     return lambda text: len(model.tokenize(text.encode("utf-8"), add_bos=False))
 
 
-def _table(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> list[str]:
+def _table(rows: Sequence[dict[str, Any]], cols: Sequence[str],
+           heads: Sequence[str] | None = None) -> list[str]:
     def fmt(v: Any) -> str:
-        return f"{v:.2f}" if isinstance(v, float) else str(v)
+        return "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
 
-    cells = [[fmt(r[c]) for c in cols] for r in rows]
-    width = [max(len(c), *(len(x[i]) for x in cells)) if cells else len(c)
-             for i, c in enumerate(cols)]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(cols, width, strict=True))]
+    heads = list(cols) if heads is None else list(heads)
+    cells = [[fmt(r.get(c)) for c in cols] for r in rows]
+    width = [max(len(h), *(len(x[i]) for x in cells)) if cells else len(h)
+             for i, h in enumerate(heads)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(heads, width, strict=True))]
     lines += ["  ".join(x.rjust(w) for x, w in zip(row, width, strict=True)) for row in cells]
     return lines
 
 
-def format_audit(audit: Audit, *, cells: bool = False, failures: bool = True) -> str:
-    """The audit as plain-text tables (pooled rules, text, failed checks).
+def _told_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        for role in ROLES:
+            if role in row["roles"]:
+                r = {k: row[k] for k in ("setting", "order", "belief", "n", "chance")}
+                r["who"] = role
+                r.update({s: row.get(f"{role.lower()}_{s}") for s in FAMILY_STATS})
+                out.append(r)
+    return out
+
+
+#: The sections of :func:`format_audit`, in the order they are printed.
+SECTIONS = ("rules", "told", "adversary", "cells", "reference", "text", "lint", "checks")
+
+
+def format_audit(audit: Audit, *, cells: bool = False, failures: bool = True,
+                 sections: Sequence[str] | None = None) -> str:
+    """The audit as plain-text tables (rules, told events, adversary, reference load,
+    text and lint, checks).
 
     ``cells`` adds the per-cell table; ``failures=False`` leaves out the list of failed
-    checks (their number is always given).
+    checks (their number is always given); ``sections`` prints only these of
+    :data:`SECTIONS` (default: all).
     """
-    rule_cols = ["setting", "order", "belief", "n", "chance", *AUDIT_RULES]
-    lines = ["Text-only rules, accuracy pooled over lengths (chance = 1/candidates):"]
-    lines += _table(audit.pooled, rule_cols)
-    if cells:
-        lines += ["", "Per cell:"]
-        lines += _table(audit.cells, ["setting", "length", *rule_cols[1:]])
-    lines += ["", "Text per (setting, length):"]
-    lines += _table(audit.text, ["setting", "length", "stories", "words", "repeat_share",
-                                 "distinct_2", "tokens_per_word"])
+    show = set(SECTIONS if sections is None else sections)
+    bad = sorted(show - set(SECTIONS))
+    if bad:
+        raise ValueError(f"sections: unknown {bad}; choose among {list(SECTIONS)}")
+    if not cells:
+        show.discard("cells")
+    general = [n for n in _rule_names() if n in audit.pooled[0] and not (
+        n in RULES and RULES[n].role)] if audit.pooled else []
+    key = ["setting", "order", "belief", "n", "chance"]
+    parts: list[list[str]] = []
+    if "rules" in show:
+        parts.append(["Text-only rules, accuracy pooled over lengths (chance = "
+                      "1/candidates):", *_table(audit.pooled, key + general)])
+    if "told" in show:
+        parts.append(["Told events of each questioned character (T, S1, S2): accuracy of its "
+                      "k-th last, first, most and least frequent told destination and of the "
+                      "place most named with it, pooled over lengths:",
+                      *_table(_told_rows(audit.pooled),
+                              key[:3] + ["who"] + key[3:] + list(FAMILY_STATS),
+                              key[:3] + ["who"] + key[3:] + ["last1", "last2", "last3",
+                                                             "first", "most", "least",
+                                                             "comention"])])
+    if "adversary" in show and audit.pooled and \
+            audit.pooled[0].get("adversary_blind") is not None:
+        parts.append(["Learned adversary (ranker on text features, cross-fitted by story): "
+                      "accuracy blind to the belief status, and given it (reported only):",
+                      *_table(audit.pooled, key + ["adversary_blind", "adversary_given"],
+                              key + ["blind", "given_status"])])
+    if "cells" in show:
+        parts.append(["Per cell:", *_table(audit.cells,
+                                           ["setting", "length", *key[1:], *general])])
+    if "reference" in show and audit.reference:
+        parts.append(["Reference load: share of belief items whose answer is named in none "
+                      "of T's told moves (reached only through joins):",
+                      *_table(audit.reference, ["setting", "order", "belief", "length", "n",
+                                                "join_only"])])
+    if "text" in show:
+        parts.append(["Text per (setting, length):", *_table(
+            audit.text, ["setting", "length", "stories", "words", "repeat_share",
+                         "distinct_2", "tokens_per_word", "move_coverage"])])
+    if "lint" in show and audit.text and "a_before_vowel" in audit.text[0]:
+        from tomstats.stories.audit_lint import LINT_CHECKS
+
+        lint = ["Text lint per (setting, length), defects counted:",
+                *_table(audit.text, ["setting", "length", *LINT_CHECKS])]
+        for setting, words in audit.foreign.items():
+            top = ", ".join(f"{w} ({k})" for w, k in list(words.items())[:12])
+            lint.append(f"  words of another setting in {setting}: {top}")
+        parts.append(lint)
+    if "checks" in show:
+        parts.append(_check_lines(audit, failures))
+    return "\n\n".join("\n".join(p) for p in parts)
+
+
+def _check_lines(audit: Audit, failures: bool) -> list[str]:
     fails = audit.failures
-    lines += ["", f"Checks: {len(audit.checks) - len(fails)} of {len(audit.checks)} passed, "
-              f"{len(audit.unsure)} unsure (too few items to tell), {len(audit.failed)} failed"]
+    lines = [f"Checks: {len(audit.checks) - len(fails)} of {len(audit.checks)} passed, "
+             f"{len(audit.unsure)} unsure (too few items to tell), {len(audit.failed)} failed"]
     for c in fails if failures else ():
         lines.append(_check_line(c))
     if failures and audit.unsure:
@@ -596,7 +827,7 @@ def format_audit(audit: Audit, *, cells: bool = False, failures: bool = True) ->
         lines.append(f"  UNSURE: beyond the limit, but within sampling noise of it: too few "
                      f"items to tell; about {factor}x as many items (--n-per-cell/--n) would "
                      f"tell, if the shares stayed the same")
-    return "\n".join(lines)
+    return lines
 
 
 def _check_line(c: Check) -> str:

@@ -2,10 +2,13 @@
 
 ``tomstats stories audit ITEMS [ITEMS …]`` prints the audit of item files (audited
 together)
-(:func:`~tomstats.stories.audit.audit_items`: text-only rules beside chance, answer and
-belief balance, order-2 answers against simpler questions, text diversity, tokens per
-word) and exits with 4 when the set fails a threshold beyond sampling noise (a check whose
-95 % interval lies beyond its limit; one beyond the limit only within noise is ``UNSURE``).
+(:func:`~tomstats.stories.audit.audit_items`: text-only rules beside chance — the rules of
+:data:`~tomstats.stories.audit_rules.RULES`, among them the told-event family of every
+questioned character —, a learned adversary cross-fitted by story (``--seed`` seeds its
+folds), answer and belief balance, order-2 answers against simpler questions, reference
+load, text diversity, tokens per word and a text lint) and exits with 4 when the set fails
+a threshold beyond sampling noise (a check whose 95 % interval lies beyond its limit; one
+beyond the limit only within noise is ``UNSURE``).
 
 Three sources of items:
 
@@ -82,7 +85,9 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-per-cell", "--n", dest="n", type=int, default=20,
                         help="stories per context length (paper), stories (anatom, "
                              "storyboard); default 20")
-    parser.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="master seed (default 0); with audit, the seed of the learned "
+                             "adversary's folds")
     parser.add_argument("--contexts", type=int, nargs="+", default=list(DEFAULT_CONTEXTS),
                         metavar="WORDS", help="target story lengths in words")
     parser.add_argument("--orders", type=int, nargs="+", default=list(DEFAULT_ORDERS),
@@ -205,7 +210,7 @@ def run_audit(args: argparse.Namespace) -> int:
                                                          force=getattr(args, "force", False))
     counter = None if args.tokenizer is None else gguf_token_counter(args.tokenizer)
     items = [it for path in args.items for it in read_items(path)]
-    audit = audit_items(items, tokenizer=counter)
+    audit = audit_items(items, tokenizer=counter, seed=args.seed)
     print(format_audit(audit, cells=args.cells))
     if out is not None:
         import json
