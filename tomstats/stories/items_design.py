@@ -254,12 +254,14 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
                                   kinds[(context, kind)])
         extra = 0
         if SCENARIOS[scenario].order1 == "false":
-            j = ff_seen[context] = ff_seen.get(context, -1) + 1
+            # each length starts the cycle at its own seeded offset
+            j = ff_seen[context] = ff_seen.get(
+                context, derive_seed(seed, setting, context, "extra") % len(EXTRA_UNSEEN)) + 1
             extra = EXTRA_UNSEEN[j % len(EXTRA_UNSEEN)]
         told = context if host is None else min(contexts)
         crng = random.Random(derive_seed(story_seed, "cast"))
         cast = crng.sample(CHARACTERS[:n_characters], 3)
-        joins = [x for x in st.locations if crng.random() < P_JOIN_PLACE]
+        joins = _join_places(st, crng, places, scenario, pair % 3 == 0)
         ps = _tell(st, CHARACTERS[:n_characters], scenario, told, story_seed, places=places,
                    critical_position=critical_position, mislead_distance=mislead_distance,
                    tolerance=tolerance, objects="wm_object" in extra_q,
@@ -279,6 +281,20 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
                                 pair_prefix=f"{setting}-s{seed}-w{context}-p{pair:04d}"
                                 if paired else ""))
     return items
+
+
+def _join_places(st: NaturalSetting, rng: random.Random, places: Sequence[str],
+                 scenario: str, golds_joined: bool) -> list[str]:
+    """The join places of a story: every place but the belief answers with probability
+    :data:`~tomstats.stories.plot.P_JOIN_PLACE` (drawn once per pair), the belief answers
+    (S1's and S1's-about-S2's) exactly when ``golds_joined`` (pairs 0, 3, 6, … of every
+    length), so a belief answer is reached only through joins in the same share of the
+    stories of every cell and length (a third, from 6 stories a length on), about as often
+    as any other place is a join place."""
+    sc = SCENARIOS[scenario]
+    golds = {places[sc.answers["S1"]], places[sc.answers["S1S2"]]}
+    drawn = [x for x in st.locations if rng.random() < P_JOIN_PLACE]
+    return sorted({*(x for x in drawn if x not in golds), *(golds if golds_joined else ())})
 
 
 def _balanced_places(st: NaturalSetting, seed: int, k: int) -> list[str]:
@@ -462,13 +478,15 @@ def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
             q = q[:1].upper() + q[1:]
             instructions = st.object_instructions or instructions
             reach, hops = "named", 0  # the object story names every place
+            extra_meta = {"object_names": names}
         else:
             q, text, target_text = wm_question(st, s1, s2, t), ps.text, t
+            extra_meta = {}
         items.append(Item(
             item_id=f"{item_prefix}-{qtype}", story=text, n_words=word_count(text),
             question=q, answer=str(wm), question_type=qtype, tom_order=0, agents=(s1, s2),
             first_common_location=fcl,
             metadata={**meta, "question_chain": [], "target_text": target_text,
                       "instructions": instructions, "answer_reach": reach,
-                      "reference_hops": hops}, **common))
+                      "reference_hops": hops, **extra_meta}, **common))
     return items

@@ -19,6 +19,7 @@ cold") never place the speaker there.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Sequence
@@ -53,6 +54,9 @@ class NaturalSetting:
     object_names : tuple of str
         Names of the objects that stand for the characters in the object story (empty:
         :data:`~tomstats.stories.settings.OBJECT_NAMES`).
+    vocabulary : tuple of str
+        Every sentence form of the setting's own banks (actions, remarks, dialogue,
+        descriptions, fills, manner phrases, object moves): what its stories may say.
     """
 
     name: str
@@ -65,6 +69,7 @@ class NaturalSetting:
     instructions: str
     object_instructions: str = ""
     object_names: tuple[str, ...] = ()
+    vocabulary: tuple[str, ...] = ()
 
     @property
     def locations(self) -> tuple[str, ...]:
@@ -126,8 +131,8 @@ _NOTES_ROOMS = (
     "There is a pile of old newspapers in {l}.", "{L} has pale blue walls.",
     "A faint draught runs through {l}.", "The lamp in {l} flickers now and then.",
     "{L} is cluttered with cardboard boxes.", "A radio plays quietly in {l}.",
-    "A spider has spun a web in one corner of {l}.", "{L} still smells of fresh paint.",
-    "Someone has left a window open in {l}.", "The wallpaper in {l} is peeling at the edges.",
+    "A spider's web hangs in one corner of {l}.", "{L} still smells of fresh paint.",
+    "A window stands open in {l}.", "The wallpaper in {l} is peeling at the edges.",
     "{L} is lit by a single bulb.", "There is a faded rug on the floor of {l}.",
     "A vase of wilting tulips stands in {l}.", "{L} echoes a little.",
     "The heating in {l} rattles from time to time.", "Old photographs hang on the walls of {l}.",
@@ -135,7 +140,7 @@ _NOTES_ROOMS = (
 _NOTES_FIELD = (
     "{L} is damp and smells of moss.", "Roots hang down over {l}.",
     "{L} is deeper than it looks.", "A cold wind blows over {l}.",
-    "Rainwater has collected at the bottom of {l}.", "{L} is half hidden by tall grass.",
+    "Rainwater stands at the bottom of {l}.", "{L} is half hidden by tall grass.",
     "Crows circle high above {l}.", "The earth around {l} is soft after the rain.",
     "{L} echoes when anyone speaks.", "Nettles grow along the edge of {l}.",
     "{L} is older than the farm itself.", "Sunlight barely reaches {l}.")
@@ -519,7 +524,7 @@ class Phrases:
         return self.rng.choice(fits) if fits else None
 
 
-def near_duplicate(a: str, b: str, threshold: float = 0.7) -> bool:
+def near_duplicate(a: str, b: str, threshold: float = 0.8) -> bool:
     """Whether two sentences share most of their words (Jaccard index of their lower-cased
     word sets ``|A ∩ B| / |A ∪ B| >= threshold``)."""
     wa = set(re.findall(r"[a-z']+", a.lower()))
@@ -527,6 +532,25 @@ def near_duplicate(a: str, b: str, threshold: float = 0.7) -> bool:
     if not wa or not wb:
         return False
     return len(wa & wb) / len(wa | wb) >= threshold
+
+
+def _vocabulary(bank: str) -> tuple[str, ...]:
+    """Every sentence form of a setting's banks (see :attr:`NaturalSetting.vocabulary`)."""
+    pools = (_ADVERBIALS, _ACTIONS, _SHORT, _OBJECTS, _HANDLING, _LINES, _QUESTIONS, _ABOUT,
+             _LOOKS, _FILLS)
+    out = [x for pool in pools for x in pool[bank]]
+    movers = {"field": _MOVERS_FIELD, "calls": _MOVERS_CALLS}.get(bank, MOVERS)
+    forms = _OBJ_MOVES_CALLS if bank == "calls" else _OBJ_MOVES
+    return (*out, *movers, *forms)
+
+
+for _name, _st in list(NATURAL_SETTINGS.items()):
+    NATURAL_SETTINGS[_name] = dataclasses.replace(_st, vocabulary=_vocabulary(_name))
+
+#: Object move forms with their carrier written out ("A porter carries {x} to {l}."), as a
+#: reader of the object stories meets them.
+OBJECT_MOVES = tuple(dict.fromkeys(f.format(p=m, x="{x}", l="{l}") for m in ALL_MOVERS
+                                   for f in (*_OBJ_MOVES, *_OBJ_MOVES_CALLS)))
 
 
 def listing(names: Sequence[str]) -> str:
