@@ -198,12 +198,13 @@ _ADVERBIALS: dict[str, tuple[str, ...]] = {
               "with a yawn", "in no particular hurry", "with a cup of tea", "still smiling",
               "rubbing their eyes", "on second thought", "soon afterwards", "with a sigh",
               "whistling softly", "without looking back", "carrying a notebook", "at last",
-              "a few minutes later", "quite suddenly"),
+              "a few minutes later", "quite suddenly", "right away"),
     "field": ("after a while", "without a word", "humming a tune", "a little later",
               "in no particular hurry", "still smiling", "with muddy boots",
               "on second thought", "soon afterwards", "with a sigh", "whistling softly",
               "without looking back", "shading their eyes", "at last", "a few minutes later",
-              "quite suddenly", "stepping over a root", "with the wind at their back"),
+              "quite suddenly", "stepping over a root", "with the wind at their back",
+              "right away"),
     "calls": ("after a while", "without a word", "a little later", "in no particular hurry",
               "still smiling", "on second thought", "soon afterwards", "with a sigh",
               "at last", "a few minutes later", "quite suddenly", "camera off",
@@ -238,7 +239,8 @@ _ACTIONS: dict[str, tuple[str, ...]] = {
         "leans on a walking stick", "counts the crows on the fence", "pulls up their hood",
         "scratches their chin", "sneezes twice", "shrugs", "stretches both arms",
         "peels an orange", "listens to the birds", "wipes the rain off their face",
-        "squints at the horizon", "pockets a smooth pebble", "tightens a backpack strap"),
+        "squints at the horizon", "pockets a smooth pebble", "tightens a backpack strap",
+        "yawns loudly"),
     "calls": (
         "unmutes their microphone", "adjusts their headset", "turns on their camera",
         "types a quick message in the chat", "sips coffee in front of the screen",
@@ -293,7 +295,8 @@ _LINES: dict[str, tuple[str, ...]] = {
               "Let's keep this short", "I have another meeting at four",
               "Sorry, my connection dropped", "I'll send the notes afterwards",
               "Can everyone see the slides", "That's a good point",
-              "I need another coffee before the next one", "Let's pick this up tomorrow"),
+              "I need another coffee before the next one", "Let's pick this up tomorrow",
+              "Let's meet again next week"),
 }
 _QUESTIONS: dict[str, tuple[str, ...]] = {
     "rooms": ("Have you seen my glasses", "Did you finish the report",
@@ -304,6 +307,7 @@ _QUESTIONS: dict[str, tuple[str, ...]] = {
               "Can you hear the river", "Are your boots dry", "Shall we rest for a minute",
               "Have you seen the crows"),
     "calls": ("Can you hear me", "Can you see my screen", "Is my camera on",
+              "Did you finish the report",
               "Did you get the invite", "Who is taking the notes",
               "Should we record this", "Can you share the link"),
 }
@@ -341,7 +345,8 @@ _ABOUT: dict[str, tuple[str, ...]] = {
         "{a} asks whether {l} is recorded.", "{a} writes a note about {l} in the chat.",
         "{a} complains that the sound in {l} is poor.",
         "{a} says that {l} starts too early.", "{a} wonders whether {l} needs an agenda.",
-        "{a} asks nobody in particular who hosts {l}."),
+        "{a} asks nobody in particular who hosts {l}.",
+        "{a} remembers the first meeting of {l}, years ago."),
 }
 
 _LOOKS: dict[str, tuple[str, ...]] = {
@@ -393,7 +398,7 @@ _FILLS: dict[str, tuple[str, ...]] = {
 _JOINS = ("{a} joins {b}.", "{a} goes over to join {b}.", "{a} comes to join {b}.",
           "{a} goes to be with {b}.")
 _JOINS_CALLS = ("{a} joins {b}.", "{a} switches over to join {b}.", "{a} comes to join {b}.",
-                "{a} joins the call {b} is on.")
+                "{a} dials in to join {b}.")
 
 #: Moves of the object story: a person carries an object ({p} person, {x} object).
 _OBJ_MOVES = ("{p} carries {x} to {l}.", "{p} takes {x} to {l}.", "{p} brings {x} to {l}.",
