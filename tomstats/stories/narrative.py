@@ -405,6 +405,14 @@ _OBJ_MOVES = ("{p} carries {x} to {l}.", "{p} takes {x} to {l}.", "{p} brings {x
               "{p} moves {x} to {l}.", "{p} brings {x} over to {l}.")
 _OBJ_MOVES_CALLS = ("{p} sends {x} to {l}.", "{p} posts {x} to {l}.", "{p} moves {x} to {l}.",
                     "{p} forwards {x} to {l}.", "{p} uploads {x} to {l}.")
+#: Remarks of the object story that name a thing and a place without moving it.
+OBJECT_REMARKS = ("{p} thinks of taking {x} to {l}, but leaves it where it is.",
+                  "{p} wonders whether {x} would be useful in {l}.",
+                  "{p} asks who last wanted {x} in {l}.")
+
+#: Short sentences that break a run of moves in an object story (every setting).
+OBJECT_BREAKS = ("All is quiet.", "Time passes.", "Nothing stirs.", "A minute passes.")
+
 #: Movers of the object story (no character of a design story bears these names).
 MOVERS = ("A porter", "The caretaker", "A helper", "The janitor", "A neighbour")
 _MOVERS_FIELD = ("A farmhand", "The shepherd", "A hiker", "The farmer", "A ranger")
@@ -546,7 +554,7 @@ def _vocabulary(bank: str) -> tuple[str, ...]:
     out = [x for pool in pools for x in pool[bank]]
     movers = {"field": _MOVERS_FIELD, "calls": _MOVERS_CALLS}.get(bank, MOVERS)
     forms = _OBJ_MOVES_CALLS if bank == "calls" else _OBJ_MOVES
-    return (*out, *movers, *forms)
+    return (*out, *movers, *forms, *OBJECT_REMARKS)
 
 
 for _name, _st in list(NATURAL_SETTINGS.items()):

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 
 from tomstats.stories.narrative import (
     ALL_MOVERS,
+    OBJECT_BREAKS,
+    OBJECT_REMARKS,
     NaturalSetting,
     Phrases,
     listing,
@@ -309,9 +311,14 @@ class _Teller:
         return [x for x in self.st.locations if x != here and x != back and x not in avoid
                 and self.can_enter(who, x)]
 
-    def filler_move(self) -> None:
+    def filler_move(self, prefer: Sequence[str] = ()) -> None:
+        """A filler moves; half the time into one of ``prefer`` when it can (after the
+        block: the asked places, which the observers avoid, so that they are mentioned as
+        often as the others)."""
         who = self.rng.choice(self.fillers)
-        self.move(who, self.rng.choice(self._dests(who)))
+        opts = self._dests(who)
+        liked = [x for x in opts if x in prefer]
+        self.move(who, self.rng.choice(liked if liked and self.rng.random() < 0.5 else opts))
 
     def host(self, dest: str) -> None:
         """Send a filler to the join place ``dest`` unless someone is there already."""
@@ -401,7 +408,7 @@ class _Teller:
                 if self.key_move(who, avoid=sorted(safe[who])):
                     self.decor_run(1.3)
                     return
-        self.filler_move()
+        self.filler_move(sorted(set().union(*safe.values())) if safe else ())
         self.decor_run(1.3)
 
 
@@ -670,12 +677,22 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
             break
     else:
         raise ValueError(f"the events told with objects need {words} words, more than {hi}")
-    out = [intro, *sents]
+    # no more than MAX_MOVE_RUN move sentences in a row: a short sentence between, room
+    # allowing
+    breaks = list(OBJECT_BREAKS)
+    out = [intro]
+    for j, x in enumerate(sents):
+        if j and j % MAX_MOVE_RUN == 0:
+            b = rng.choice(breaks)
+            if words + len(b.split()) <= hi and b not in out[-10:]:
+                out.append(b)
+                words += len(b.split())
+        out.append(x)
     if target is not None:  # remarks name T's object beside places it is not taken to
         x = names[target]
         near = {p: sum(1 for e in events if e.actor == target and e.location == p)
                 for p in st.locations}
-        for form in rng.sample(_OBJECT_REMARKS, 2):
+        for form in rng.sample(OBJECT_REMARKS, 2):
             loc = min(st.locations, key=lambda p: (near[p], rng.random()))
             near[loc] += 1
             s = form.format(p=rng.choice(movers), x=x, l=st.text(loc))
@@ -683,9 +700,17 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
                 out.append(s)
                 words += len(s.split())
     tries = 0
-    while words < lo and tries < 500:
+    said = set(out)
+    while words < lo and tries < 5000:
         tries += 1
-        s = ph.note(rng.choice(st.locations))
+        if rng.random() < 0.5:
+            s = ph.note(rng.choice(st.locations))
+        else:  # a remark about a thing and a place that moves nothing
+            s = rng.choice(OBJECT_REMARKS).format(p=rng.choice(movers),
+                                                  x=rng.choice(list(names.values())),
+                                                  l=st.text(rng.choice(st.locations)))
+        if s in said:
+            continue
         if words + len(s.split()) > hi:
             continue
         runs = _longest_gap(out)
@@ -693,16 +718,11 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
         if any(near_duplicate(s, x) for x in out[max(0, at - 10):at + 10]):
             continue
         out.insert(at, s)
+        said.add(s)
         words += len(s.split())
     if words < lo:
         raise ValueError(f"could not pad the object story to {lo} words")
     return " ".join(out)
-
-
-#: Remarks of the object story that name an object and a place without moving it.
-_OBJECT_REMARKS = ("{p} thinks of taking {x} to {l}, but leaves it where it is.",
-                   "{p} wonders whether {x} would be useful in {l}.",
-                   "{p} asks who last wanted {x} in {l}.")
 
 
 def _longest_gap(sents: Sequence[str]) -> int | None:
