@@ -312,13 +312,13 @@ class _Teller:
                 and self.can_enter(who, x)]
 
     def filler_move(self, prefer: Sequence[str] = ()) -> None:
-        """A filler moves; half the time into one of ``prefer`` when it can (after the
+        """A filler moves; a quarter of the time into one of ``prefer`` when it can (after the
         block: the asked places, which the observers avoid, so that they are mentioned as
         often as the others)."""
         who = self.rng.choice(self.fillers)
         opts = self._dests(who)
         liked = [x for x in opts if x in prefer]
-        self.move(who, self.rng.choice(liked if liked and self.rng.random() < 0.5 else opts))
+        self.move(who, self.rng.choice(liked if liked and self.rng.random() < 0.25 else opts))
 
     def host(self, dest: str) -> None:
         """Send a filler to the join place ``dest`` unless someone is there already."""
