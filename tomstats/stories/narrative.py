@@ -537,14 +537,23 @@ class Phrases:
         return self.rng.choice(fits) if fits else None
 
 
-def near_duplicate(a: str, b: str, threshold: float = 0.8) -> bool:
+_PUNCT = str.maketrans({c: " " for c in '.,:;!?"()'})
+
+
+def word_set(s: str) -> frozenset[str]:
+    """The lower-cased words of a sentence (punctuation dropped)."""
+    return frozenset(s.lower().translate(_PUNCT).split())
+
+
+def near_duplicate(a: str | frozenset[str], b: str | frozenset[str],
+                   threshold: float = 0.8) -> bool:
     """Whether two sentences share most of their words (Jaccard index of their lower-cased
-    word sets ``|A ∩ B| / |A ∪ B| >= threshold``)."""
-    wa = set(re.findall(r"[a-z']+", a.lower()))
-    wb = set(re.findall(r"[a-z']+", b.lower()))
+    word sets ``|A ∩ B| / |A ∪ B| >= threshold``); sentences or their :func:`word_set`."""
+    wa = word_set(a) if isinstance(a, str) else a
+    wb = word_set(b) if isinstance(b, str) else b
     if not wa or not wb:
         return False
-    return len(wa & wb) / len(wa | wb) >= threshold
+    return len(wa & wb) >= threshold * len(wa | wb)
 
 
 def _vocabulary(bank: str) -> tuple[str, ...]:

@@ -54,6 +54,7 @@ from tomstats.stories.narrative import (
     Phrases,
     listing,
     near_duplicate,
+    word_set,
 )
 from tomstats.stories.world import Event
 
@@ -232,11 +233,13 @@ class _Teller:
         self.mentions = dict.fromkeys(st.locations, 0)
         self.run = 0  # move sentences in a row
         self.said: set[str] = set()  # no sentence is told twice
+        self.wsets = [word_set(self.sents[0])]  # word sets of the sentences
 
     # ---- primitives
     def say(self, s: str, *, move: bool = False) -> None:
         self.said.add(s)
         self.sents.append(s)
+        self.wsets.append(word_set(s))
         self.words += len(s.split())
         self.run = self.run + 1 if move else 0
 
@@ -248,13 +251,25 @@ class _Teller:
         for p in places:
             self.mentions[p] += 1
 
+    def repeats(self, s: str) -> bool:
+        """Whether ``s`` was told already or nearly repeats one of the last ten sentences."""
+        if s in self.said:
+            return True
+        w = word_set(s)
+        n = len(w)
+        for x in self.wsets[-10:]:  # Jaccard >= 0.8, as near_duplicate
+            both = len(w & x)
+            if both >= 0.8 * (n + len(x) - both):
+                return True
+        return False
+
     def decor_say(self, make: Callable[[], str], who: Sequence[str] = (),
                   places: Sequence[str] = ()) -> None:
         """Say a sentence that moves no one, redrawn (up to 6 times) while it nearly
         repeats one of the last ten sentences."""
         s = make()
         for _ in range(8):
-            if s not in self.said and not any(near_duplicate(s, x) for x in self.sents[-10:]):
+            if not self.repeats(s):
                 break
             s = make()
         else:
@@ -294,7 +309,7 @@ class _Teller:
             s = self.ph.move(who, dest, plain=plain or self.plain)
             self._count(s, (who,), (dest,))
         for _ in range(8):
-            if s not in self.said and not any(near_duplicate(s, x) for x in self.sents[-10:]):
+            if not self.repeats(s):
                 break
             s = self.ph.joins(who, joins) if joins else self.ph.move(who, dest, plain=bool(_ % 2))
         self.say(s, move=True)
@@ -629,6 +644,7 @@ def _fit(tl: _Teller, lo: int, hi: int) -> None:
             if tl.words <= hi:
                 break
             tl.sents.pop()
+            tl.wsets.pop()
             tl.words = saved[1]
         else:
             s = tl.ph.fill(max(1, lo - tl.words), room)
