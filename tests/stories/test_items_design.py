@@ -85,9 +85,13 @@ def test_answers_come_from_the_tracker(paper_items) -> None:
         assert it.belief_status == status
         sc = SCENARIOS[it.metadata["scenario"]]
         assert status == {0: "none", 1: sc.order1, 2: sc.order2}[it.tom_order]
-        # the scenario table, worked out by hand, gives the same answers
+        # the scenario table, worked out by hand, gives the same beliefs (reality moves on
+        # with the extra unseen moves of a false-belief story)
         places = [roles["X"], *(roles[f"P{i}"] for i in range(1, 6))]
-        assert it.answer == places[sc.answers[("reality", "S1", "S1S2")[it.tom_order]]]
+        if it.tom_order >= 1 or not it.metadata["extra_unseen"]:
+            assert it.answer == places[sc.answers[("reality", "S1", "S1S2")[it.tom_order]]]
+        else:
+            assert it.answer == [e.location for e in events if e.actor == t][-1]
         if it.tom_order == 2:
             same = "+".join(k for k, v in simpler.items() if v == it.answer) or "none"
             assert it.same_as == same

@@ -35,7 +35,14 @@ from tomstats.stories.coded_tracker import (
 )
 from tomstats.stories.items import Item
 from tomstats.stories.narrative import NaturalSetting, listing, natural_setting
-from tomstats.stories.plot import SCENARIOS, PlotStory, cycle_scenario, tell_story
+from tomstats.stories.plot import (
+    EXTRA_UNSEEN,
+    P_JOIN_PLACE,
+    SCENARIOS,
+    PlotStory,
+    cycle_scenario,
+    tell_story,
+)
 from tomstats.stories.questions import first_common_location, tom_question, wm_question
 from tomstats.stories.render import (
     word_count,
@@ -213,7 +220,7 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
     if host_text is not None:
         names = [*CHARACTERS[:n_characters], *st.locations]
         if "wm_object" in question_types:
-            names += [o.removeprefix("the ") for o in OBJECT_NAMES[:n_characters]]
+            names += [o.removeprefix("the ") for o in object_names(st, n_characters)]
         check_host(host_text, names)
         host = host_sentences(host_text)
         need = max(contexts) - min(contexts)
@@ -225,34 +232,69 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
 
     show = sys.stderr.isatty() if progress is None else bool(progress)
     jobs = [(c, r) for c in contexts for r in range(n_per_cell)]
-    extra = [q for q in question_types if q != "tom"]
+    extra_q = [q for q in question_types if q != "tom"]
     tom_orders = list(orders) if "tom" in question_types else []
     items: list[Item] = []
-    seen: dict[tuple[int, str], int] = {}
+    kinds: dict[tuple[int, str], int] = {}
+    ff_seen: dict[int, int] = {}
     for context, r in tqdm(jobs, desc="stories", disable=not show, unit="story"):
         prefix = f"{setting}-s{seed}-w{context}-r{r:04d}"
         scenario = _scenario(r, true_belief_share)
-        story_seed = derive_seed(seed, setting, context, r)
-        k = seen[(context, scenario)] = seen.get((context, scenario), -1) + 1
-        places = _balanced_places(st, derive_seed(seed, setting, context, scenario), k)
+        # the two versions of a pair (stories 2i, 2i + 1: one true, one false belief at
+        # both orders) share their cast, join places, beginning and places
+        # (an odd n_per_cell leaves the last story's pair_id with one version: the set
+        # stays prefix-stable)
+        pair = r // 2
+        paired = true_belief_share == 0.5
+        story_seed = derive_seed(seed, setting, context, "pair", pair)
+        kind = "|".join(sorted(_scenario(2 * pair + v, true_belief_share) for v in (0, 1)))
+        if r % 2 == 0:
+            kinds[(context, kind)] = kinds.get((context, kind), -1) + 1
+        places = _balanced_places(st, derive_seed(seed, setting, context, kind),
+                                  kinds[(context, kind)])
+        extra = 0
+        if SCENARIOS[scenario].order1 == "false":
+            # each length starts the cycle at its own seeded offset
+            j = ff_seen[context] = ff_seen.get(
+                context, derive_seed(seed, setting, context, "extra") % len(EXTRA_UNSEEN)) + 1
+            extra = EXTRA_UNSEEN[j % len(EXTRA_UNSEEN)]
         told = context if host is None else min(contexts)
+        crng = random.Random(derive_seed(story_seed, "cast"))
+        cast = crng.sample(CHARACTERS[:n_characters], 3)
+        joins = _join_places(st, crng, places, scenario, pair % 3 == 0)
         ps = _tell(st, CHARACTERS[:n_characters], scenario, told, story_seed, places=places,
                    critical_position=critical_position, mislead_distance=mislead_distance,
-                   tolerance=tolerance, objects="wm_object" in extra,
-                   handling=host is None)
+                   tolerance=tolerance, objects="wm_object" in extra_q,
+                   handling=host is None, extra_unseen=extra, cast=cast, join_places=joins)
         meta = {"design_seed": seed, "critical_position_target": critical_position}
         if host is not None:
-            wrng = random.Random(derive_seed(story_seed, "weave"))
+            wrng = random.Random(derive_seed(story_seed, "weave", r))
             meta["critical_position_story"] = ps.critical_position
             ps = dataclasses.replace(
                 ps, text=weave(ps.text, host, context, wrng, tolerance=tolerance),
                 object_text=None if ps.object_text is None else
                 weave(ps.object_text, host, context, wrng, tolerance=tolerance),
                 critical_position=None)
-        items.extend(plot_items(ps, st, tom_orders, extra, item_prefix=prefix,
+        items.extend(plot_items(ps, st, tom_orders, extra_q, item_prefix=prefix,
                                 characters=CHARACTERS[:n_characters], seed=story_seed,
-                                target_words=context, metadata=meta))
+                                target_words=context, metadata=meta,
+                                pair_prefix=f"{setting}-s{seed}-w{context}-p{pair:04d}"
+                                if paired else ""))
     return items
+
+
+def _join_places(st: NaturalSetting, rng: random.Random, places: Sequence[str],
+                 scenario: str, golds_joined: bool) -> list[str]:
+    """The join places of a story: every place but the belief answers with probability
+    :data:`~tomstats.stories.plot.P_JOIN_PLACE` (drawn once per pair), the belief answers
+    (S1's and S1's-about-S2's) exactly when ``golds_joined`` (pairs 0, 3, 6, … of every
+    length), so a belief answer is reached only through joins in the same share of the
+    stories of every cell and length (a third, from 6 stories a length on), about as often
+    as any other place is a join place."""
+    sc = SCENARIOS[scenario]
+    golds = {places[sc.answers["S1"]], places[sc.answers["S1S2"]]}
+    drawn = [x for x in st.locations if rng.random() < P_JOIN_PLACE]
+    return sorted({*(x for x in drawn if x not in golds), *(golds if golds_joined else ())})
 
 
 def _balanced_places(st: NaturalSetting, seed: int, k: int) -> list[str]:
@@ -285,30 +327,53 @@ def _min_plot_words(st: NaturalSetting, n_characters: int, mislead: int,
     longest = max(len(st.text(x).split()) for x in st.locations)
     words = intro + (longest + 4) * moves + 20
     if objects:
-        onames = OBJECT_NAMES[:n_characters]
-        intro_o = len(st.intro.format(names=listing(onames), hub=st.text(st.hub)).split())
-        words = max(words, intro_o + (longest + 6) * moves)
+        onames = object_names(st, n_characters)
+        intro_o = len(listing(onames).split()) + 4 + len(st.text(st.hub).split())
+        # one clause per move ("…, the blue box to the cave"), several to a sentence
+        words = max(words, intro_o + (longest + 3) * moves)
     return words
+
+
+def object_names(st: NaturalSetting, n: int) -> tuple[str, ...]:
+    """The names of the ``n`` objects that stand for the characters in the object story."""
+    return (st.object_names or OBJECT_NAMES)[:n]
+
+
+#: Decor densities of the successive attempts at telling a story: the default first, then
+#: fewer sentences that move no one (a long block, or its object telling, fits a short
+#: length), each with a fresh random stream.
+_DENSITIES = (1.0, 1.0, 0.6, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: int,
           seed: int, *, critical_position: float | None, mislead_distance: int,
           tolerance: float, objects: bool, places: Sequence[str],
-          handling: bool = True) -> PlotStory:
-    """Tell a story, retrying with fewer decor sentences per move when it overflows."""
+          handling: bool = True, extra_unseen: int = 0, cast: Sequence[str] | None = None,
+          join_places: Sequence[str] | None = None) -> PlotStory:
+    """Tell a story, retrying with other decor densities when it does not fit."""
     last: ValueError | None = None
-    for attempt, density in enumerate((1.0, 1.0, 0.6, 0.3, 0.0, 0.0)):
-        rng = random.Random(derive_seed(seed, "plot", attempt))
+    # a short story that cannot hold T's extra unseen moves gets fewer
+    tries = [(a, d, extra_unseen) for a, d in enumerate(_DENSITIES)]
+    tries += [(a, 0.0, e) for e in range(extra_unseen - 1, -1, -1) for a in range(3)]
+    for attempt, density, extra in tries:
+        # (the first tries' streams do not depend on the scenario: the two versions of a
+        # pair share their beginning)
+        key = (attempt,) if extra == extra_unseen else (attempt, extra)
+        rng = random.Random(derive_seed(seed, "plot", *key))
         pos = rng.random() if critical_position is None else float(critical_position)
         kw = dict(critical_position=pos, mislead_distance=mislead_distance,
                   tolerance=tolerance, density=density, places=places, handling=handling,
-                  objects=OBJECT_NAMES[:len(characters)] if objects else None)
+                  objects=object_names(st, len(characters)) if objects else None,
+                  extra_unseen=extra, cast=cast, join_places=join_places)
         try:
             ps = tell_story(st, characters, scenario, target, rng=rng, **kw)
             if abs(ps.critical_position - pos) > 0.03:  # once more, with the block's size
-                rng = random.Random(derive_seed(seed, "plot", attempt, "again"))
-                again = tell_story(st, characters, scenario, target, rng=rng,
-                                   block_words=ps.block_words, **kw)
+                rng = random.Random(derive_seed(seed, "plot", *key, "again"))
+                try:
+                    again = tell_story(st, characters, scenario, target, rng=rng,
+                                       block_words=ps.block_words, **kw)
+                except ValueError:
+                    return ps
                 if abs(again.critical_position - pos) < abs(ps.critical_position - pos):
                     ps = again
             return ps
@@ -317,10 +382,44 @@ def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: 
     raise ValueError(f"could not tell a story of {target} words: {last}")
 
 
+def answer_reach(ps: PlotStory, answer: str | None) -> tuple[str, int]:
+    """How the reader reaches ``answer``, a place where the story's target ``T`` was.
+
+    Returns ``(reach, hops)``: ``reach`` is ``"named"`` when some told move of ``T``
+    names the place, else ``"joins"`` (``T`` only ever "joins" people there);
+    ``hops`` is 0 when named, else the fewest characters whose places must be tracked to
+    place one of ``T``'s arrivals there: an arrival told as "T joins H" costs
+    ``1 + hops(H's latest arrival there)``, a named arrival (or starting there) 0.
+    """
+    t = ps.roles["T"]
+    events, told = ps.events, ps.told
+
+    def hops(e_index: int, depth: int = 0) -> int:
+        hosts = told[e_index] if e_index < len(told) else ()
+        if not hosts:
+            return 0
+        if depth > 20:
+            return 99
+        loc, best = events[e_index].location, 99
+        for h in hosts:
+            arr = [e.time for e in events[:e_index] if e.actor == h]
+            if not arr or events[arr[-1]].location != loc:
+                cost = 0  # still where the story starts (named in the opening)
+            else:
+                cost = hops(arr[-1], depth + 1)
+            best = min(best, 1 + cost)
+        return best
+
+    arrivals = [e.time for e in events if e.actor == t and e.location == answer]
+    if any(not told[i] for i in arrivals) or not arrivals:
+        return "named", 0
+    return "joins", min(hops(i) for i in arrivals)
+
+
 def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
                extra: Sequence[str], *, item_prefix: str, characters: Sequence[str],
                seed: int, target_words: int,
-               metadata: dict[str, object] | None = None) -> list[Item]:
+               metadata: dict[str, object] | None = None, pair_prefix: str = "") -> list[Item]:
     """The questions about one told story, answers from the tracker (checked against the
     scenario's)."""
     roles = ps.roles
@@ -344,7 +443,8 @@ def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
             "scenario": ps.scenario, "storyboard": sb.to_dict(),
             "events": [[e.time, e.actor, e.location, e.source] for e in ps.events],
             "critical_span": list(ps.critical_span), "instructions": st.instructions,
-            "simpler_answers": simpler}
+            "simpler_answers": simpler, "join_places": list(ps.join_places),
+            "extra_unseen": ps.extra_unseen}
     common = dict(context_words=target_words, candidates=st.locations, target=t,
                   last_location=reality, mislead_distance=ps.mislead_distance,
                   n_characters=len(characters), setting=st.name, generator="storysim",
@@ -356,25 +456,37 @@ def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
     for order in orders:
         chain = chains[order]
         group = chain + (t,) if chain else (s1, s2, t)
+        reach, hops = answer_reach(ps, answers[order])
         items.append(Item(
             item_id=f"{item_prefix}-o{order}", story=ps.text, n_words=n_words,
             question=tom_question(chain, t), answer=str(answers[order]),
             question_type="reality" if order == 0 else "tom", tom_order=order, agents=chain,
             first_common_location=first_common_location(world, ps.events, group),
-            metadata={**meta, "question_chain": list(chain)}, belief_status=status[order],
-            same_as=same if order == 2 else "", **common))
+            metadata={**meta, "question_chain": list(chain), "answer_reach": reach,
+                      "reference_hops": hops},
+            belief_status=status[order], same_as=same if order == 2 else "",
+            pair_id=f"{pair_prefix}-o{order}" if pair_prefix and order >= 1 else "",
+            **common))
     fcl = first_common_location(world, ps.events, (s1, s2, t))
+    reach, hops = answer_reach(ps, wm)
     for qtype in extra:
+        instructions = st.instructions
         if qtype == "wm_object":
-            names = dict(zip(characters, OBJECT_NAMES, strict=False))
+            names = dict(zip(characters, object_names(st, len(characters)), strict=True))
             q = wm_question(st, names[s1], names[s2], names[t], inanimate=True)
             text, target_text = str(ps.object_text), names[t].removeprefix("the ")
             q = q[:1].upper() + q[1:]
+            instructions = st.object_instructions or instructions
+            reach, hops = "named", 0  # the object story names every place
+            extra_meta = {"object_names": names}
         else:
             q, text, target_text = wm_question(st, s1, s2, t), ps.text, t
+            extra_meta = {}
         items.append(Item(
             item_id=f"{item_prefix}-{qtype}", story=text, n_words=word_count(text),
             question=q, answer=str(wm), question_type=qtype, tom_order=0, agents=(s1, s2),
             first_common_location=fcl,
-            metadata={**meta, "question_chain": [], "target_text": target_text}, **common))
+            metadata={**meta, "question_chain": [], "target_text": target_text,
+                      "instructions": instructions, "answer_reach": reach,
+                      "reference_hops": hops, **extra_meta}, **common))
     return items

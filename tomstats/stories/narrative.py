@@ -19,7 +19,9 @@ cold") never place the speaker there.
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,6 +49,14 @@ class NaturalSetting:
         "the same room" etc., for the world-model questions.
     instructions : str
         The setting's rules for the prompt.
+    object_instructions : str
+        The rules of the object story (people carry objects; objects see nothing).
+    object_names : tuple of str
+        Names of the objects that stand for the characters in the object story (empty:
+        :data:`~tomstats.stories.settings.OBJECT_NAMES`).
+    vocabulary : tuple of str
+        Every sentence form of the setting's own banks (actions, remarks, dialogue,
+        descriptions, fills, manner phrases, object moves): what its stories may say.
     """
 
     name: str
@@ -57,6 +67,9 @@ class NaturalSetting:
     intro: str
     same_place: str
     instructions: str
+    object_instructions: str = ""
+    object_names: tuple[str, ...] = ()
+    vocabulary: tuple[str, ...] = ()
 
     @property
     def locations(self) -> tuple[str, ...]:
@@ -81,6 +94,23 @@ _RULES = ("Note that all characters start in {hub}. Any place can be reached dir
           "where those others are. Talking or thinking about a place does not take anyone "
           "there. There is enough information to answer every question.")
 
+_OBJECT_RULES = ("Note that all {things} start in {hub}. {Things} never move by themselves: "
+                 "people carry them, and a {thing} stays where it was last put. Any place "
+                 "can be reached directly from any other. Talking or thinking about a place "
+                 "moves nothing there. There is enough information to answer every question.")
+
+#: Object names of the object stories (short, so that a 200-word story holds its moves;
+#: none is a word of the setting's place notes).
+_THINGS = ("the ball", "the box", "the cup", "the book", "the hat", "the bag", "the key",
+           "the scarf", "the pen", "the shoe", "the coin", "the spoon", "the jar", "the kite",
+           "the pot", "the drum", "the bell", "the fork", "the glove", "the brush", "the comb",
+           "the dice", "the whistle", "the candle", "the plate", "the ring")
+_CALL_OBJECTS = ("the chart", "the memo", "the photo", "the invoice", "the logo",
+                 "the contract", "the form", "the report", "the survey", "the manual",
+                 "the rota", "the poster", "the advert", "the plan", "the list", "the draft",
+                 "the quote", "the receipt", "the schedule", "the ticket", "the summary",
+                 "the minutes", "the notice", "the brochure", "the timeline", "the checklist")
+
 _MOVES_ROOMS = (
     "{a} walks into {l}.", "{a} goes into {l}.", "{a} heads to {l}.",
     "{a} wanders over to {l}.", "{a} steps into {l}.", "{a} makes their way to {l}.",
@@ -98,11 +128,11 @@ _NOTES_ROOMS = (
     "{L} smells of fresh bread.", "{L} has a creaky wooden floor.",
     "The curtains in {l} are drawn halfway.", "A clock ticks somewhere in {l}.",
     "{L} is warmer than the rest of the house.", "Sunlight falls across {l}.",
-    "There is a pile of old newspapers in {l}.", "{L} was painted blue last year.",
+    "There is a pile of old newspapers in {l}.", "{L} has pale blue walls.",
     "A faint draught runs through {l}.", "The lamp in {l} flickers now and then.",
-    "{L} is cluttered with boxes from the move.", "A radio plays quietly in {l}.",
-    "A spider has spun a web in one corner of {l}.", "{L} still smells of fresh paint.",
-    "Someone has left a window open in {l}.", "The wallpaper in {l} is peeling at the edges.",
+    "{L} is cluttered with cardboard boxes.", "A radio plays quietly in {l}.",
+    "A spider's web hangs in one corner of {l}.", "{L} still smells of fresh paint.",
+    "A window stands open in {l}.", "The wallpaper in {l} is peeling at the edges.",
     "{L} is lit by a single bulb.", "There is a faded rug on the floor of {l}.",
     "A vase of wilting tulips stands in {l}.", "{L} echoes a little.",
     "The heating in {l} rattles from time to time.", "Old photographs hang on the walls of {l}.",
@@ -110,14 +140,14 @@ _NOTES_ROOMS = (
 _NOTES_FIELD = (
     "{L} is damp and smells of moss.", "Roots hang down over {l}.",
     "{L} is deeper than it looks.", "A cold wind blows over {l}.",
-    "Rainwater has collected at the bottom of {l}.", "{L} is half hidden by tall grass.",
+    "Rainwater stands at the bottom of {l}.", "{L} is half hidden by tall grass.",
     "Crows circle high above {l}.", "The earth around {l} is soft after the rain.",
     "{L} echoes when anyone speaks.", "Nettles grow along the edge of {l}.",
-    "{L} was dug out by the farmer's grandfather.", "Sunlight barely reaches {l}.")
+    "{L} is older than the farm itself.", "Sunlight barely reaches {l}.")
 _NOTES_CALLS = (
     "{L} has a shared screen full of spreadsheets.", "{L} runs late as usual.",
     "The audio in {l} crackles now and then.", "{L} has its own chat window.",
-    "Someone in {l} forgot to mute their microphone.", "{L} was scheduled weeks ago.",
+    "Someone in {l} never mutes their microphone.", "{L} is booked for a whole hour.",
     "The agenda of {l} is very long.", "{L} uses a bright green background.",
     "The host of {l} speaks very fast.", "{L} keeps a recording of everything said.",
     "A slide deck is being shared in {l}.", "{L} has more people than usual today.")
@@ -126,17 +156,23 @@ NATURAL_SETTINGS: dict[str, NaturalSetting] = {
     "rooms": NaturalSetting(
         "rooms", "hallway", ("kitchen", "library", "bedroom", "lounge", "cellar"),
         _MOVES_ROOMS, _NOTES_ROOMS, "{names} are in {hub}.", "the same room",
-        _RULES.format(hub="the hallway", unit="room", units="rooms", sense="see")),
+        _RULES.format(hub="the hallway", unit="room", units="rooms", sense="see"),
+        _OBJECT_RULES.format(hub="the hallway", thing="thing", things="things",
+                             Things="Things"), _THINGS),
     "field": NaturalSetting(
         "field", "field", ("old well", "ditch", "burrow", "cave", "quarry"),
         _MOVES_FIELD, _NOTES_FIELD, "{names} are standing in {hub}.", "the same place",
-        _RULES.format(hub="the field", unit="place", units="places", sense="see")),
+        _RULES.format(hub="the field", unit="place", units="places", sense="see"),
+        _OBJECT_RULES.format(hub="the field", thing="thing", things="things",
+                             Things="Things"), _THINGS),
     "calls": NaturalSetting(
         "calls", "lobby", ("budget call", "design call", "sales call", "hiring call",
                            "support call"),
         _MOVES_CALLS, _NOTES_CALLS, "{names} are waiting in {hub} of the conference "
         "service.", "the same call",
-        _RULES.format(hub="the lobby", unit="call", units="calls", sense="hear")),
+        _RULES.format(hub="the lobby", unit="call", units="calls", sense="hear"),
+        _OBJECT_RULES.format(hub="the lobby", thing="document", things="documents",
+                             Things="Documents"), _CALL_OBJECTS),
 }
 
 
@@ -150,103 +186,254 @@ def natural_setting(name: str) -> NaturalSetting:
 
 
 # ---------------------------------------------------------------- sentence pools
+#
+# Every pool is written per setting (a call has no walls, pens or weekend tidying; a field
+# has no repainting), in the present tense, and holds at most one manner or time phrase:
+# a sentence gets an opener ("Meanwhile, …") *or* an adverbial ("…, with a sigh."), never
+# both (:meth:`Phrases._manner`).
 
-_ADVERBIALS = (
-    "after a while", "without a word", "humming a tune", "a little later", "after lunch",
-    "with a yawn", "in no particular hurry", "checking the time", "with a cup of tea",
-    "before anyone can say anything", "still smiling", "rubbing their eyes",
-    "on second thought", "soon afterwards", "quite suddenly", "with a sigh",
-    "whistling softly", "as the clock strikes", "half an hour later", "without looking back",
-    "carrying a notebook", "deep in thought", "at last", "a few minutes later")
+#: Manner or time phrases a person's action may take (one at most per sentence).
+_ADVERBIALS: dict[str, tuple[str, ...]] = {
+    "rooms": ("after a while", "without a word", "humming a tune", "a little later",
+              "with a yawn", "in no particular hurry", "with a cup of tea", "still smiling",
+              "rubbing their eyes", "on second thought", "soon afterwards", "with a sigh",
+              "whistling softly", "without looking back", "carrying a notebook", "at last",
+              "a few minutes later", "quite suddenly", "right away"),
+    "field": ("after a while", "without a word", "humming a tune", "a little later",
+              "in no particular hurry", "still smiling", "with muddy boots",
+              "on second thought", "soon afterwards", "with a sigh", "whistling softly",
+              "without looking back", "shading their eyes", "at last", "a few minutes later",
+              "quite suddenly", "stepping over a root", "with the wind at their back",
+              "right away"),
+    "calls": ("after a while", "without a word", "a little later", "in no particular hurry",
+              "still smiling", "on second thought", "soon afterwards", "with a sigh",
+              "at last", "a few minutes later", "quite suddenly", "camera off",
+              "with their headset on", "right on time", "a minute late"),
+}
 
-_ACTIONS = (
-    "sits down for a moment", "stretches both arms", "yawns loudly", "checks the time",
-    "laughs at a joke", "ties a loose shoelace", "hums an old song", "rubs their hands",
-    "looks at the ceiling", "sneezes twice", "scribbles a note", "reads a text message",
-    "folds a piece of paper", "drinks some water", "leans against the wall",
-    "cleans their glasses", "counts quietly to ten", "adjusts their scarf",
-    "taps a pencil on their knee", "closes their eyes for a second", "flips through a diary",
-    "brushes some dust off a sleeve", "straightens their collar", "whistles a few notes",
-    "rolls up their sleeves", "taps their foot to a tune", "peels an orange",
-    "hums under their breath", "glances at a watch", "scratches their chin",
-    "writes something on the back of a receipt", "sips from a bottle of water",
-    "looks out of the window", "cracks their knuckles", "blows on their cold hands",
-    "smiles at nothing in particular", "leafs through a magazine", "fixes a loose button",
-    "sorts some coins into piles", "rereads an old letter", "draws a little sketch",
-    "checks a shopping list", "shrugs", "takes a deep breath")
+#: Openers of a sentence (present-tense narration; one manner phrase at most).
+_OPENERS = ("Meanwhile", "As usual", "For once", "Just then", "Oddly enough", "As always",
+            "In the meantime", "Once again", "Even so", "Of course", "Somehow", "Apparently",
+            "Still", "Later on", "After a moment", "Before long")
 
-_OBJECTS = ("a cup", "an umbrella", "a newspaper", "a torch", "a spoon", "a red notebook",
-            "a pair of gloves", "a small radio", "a bag of apples", "a map", "a pencil",
-            "a set of keys", "a blue mug", "a paperback", "a tin of biscuits", "a scarf")
-_HANDLING = ("picks up {o}", "puts down {o}", "turns {o} over in their hands",
-             "looks closely at {o}", "wipes {o} with a cloth", "hands {o} to nobody in "
-             "particular", "finds {o} in a pocket", "sets {o} aside")
+_ACTIONS: dict[str, tuple[str, ...]] = {
+    "rooms": (
+        "sits down for a moment", "stretches both arms", "yawns loudly", "checks the time",
+        "laughs at a joke", "ties a loose shoelace", "hums an old song", "rubs their hands",
+        "looks at the ceiling", "sneezes twice", "scribbles a note", "reads a text message",
+        "folds a piece of paper", "drinks some water", "leans against the wall",
+        "cleans their glasses", "counts quietly to ten", "adjusts their scarf",
+        "closes their eyes for a second", "flips through a diary",
+        "brushes some dust off a sleeve", "straightens their collar", "rolls up their sleeves",
+        "peels an orange", "glances at a watch", "scratches their chin",
+        "writes something on the back of a receipt", "looks out of the window",
+        "cracks their knuckles", "blows on their cold hands", "leafs through a magazine",
+        "fixes a loose button", "sorts some coins into piles", "rereads an old letter",
+        "draws a little sketch", "checks a shopping list", "shrugs", "takes a deep breath"),
+    "field": (
+        "kneels in the grass", "shades their eyes against the sun", "zips up their jacket",
+        "picks a blade of grass", "stamps the mud off their boots", "looks up at the clouds",
+        "sits down on a flat stone", "ties a loose shoelace", "pulls on a pair of gloves",
+        "takes a deep breath of fresh air", "brushes a burr off a sleeve", "checks the sky",
+        "drinks from a flask", "rubs their cold hands", "whistles for a moment",
+        "leans on a walking stick", "counts the crows on the fence", "pulls up their hood",
+        "scratches their chin", "sneezes twice", "shrugs", "stretches both arms",
+        "peels an orange", "listens to the birds", "wipes the rain off their face",
+        "squints at the horizon", "pockets a smooth pebble", "tightens a backpack strap",
+        "yawns loudly"),
+    "calls": (
+        "unmutes their microphone", "adjusts their headset", "turns on their camera",
+        "types a quick message in the chat", "sips coffee in front of the screen",
+        "nods at the screen", "shares a short document", "scrolls through the slides",
+        "raises a virtual hand", "checks the time", "takes a few notes", "clears their throat",
+        "waves at the camera", "turns the volume up", "blurs their background",
+        "stretches both arms", "yawns behind their hand", "rereads the agenda",
+        "pins a video", "reacts with a thumbs-up", "checks their calendar",
+        "opens the meeting notes", "looks away from the screen for a moment", "shrugs",
+        "fixes a lagging connection", "types something and deletes it again"),
+}
 
-_LINES = ("I think it will rain later", "That was a long morning", "I could do with a coffee",
-          "What a strange day", "I forgot to call my sister", "The news this morning was odd",
-          "Let's not be late this time", "I'm starving", "I haven't slept much",
-          "That reminds me of a story", "We should plan the trip", "My phone is almost dead",
-          "I like your jacket", "This week has gone so fast", "I need a holiday",
-          "The soup yesterday was excellent", "My cousin is visiting next week")
-_QUESTIONS = ("Have you seen my glasses", "Did you finish the report", "Do you know what "
-              "time it is", "Is anyone else cold", "Who left the lights on",
-              "Have you read that book", "Shall we have lunch together", "Did you hear the "
-              "thunder last night", "Are you going to the concert", "Can I borrow a pen")
+_SHORT: dict[str, tuple[str, ...]] = {
+    "rooms": ("shrugs", "nods", "yawns", "smiles", "sighs", "waits", "laughs", "coughs"),
+    "field": ("shrugs", "nods", "yawns", "smiles", "sighs", "waits", "shivers", "laughs"),
+    "calls": ("nods", "waits", "smiles", "sighs", "types", "listens", "laughs", "unmutes"),
+}
+
+_OBJECTS: dict[str, tuple[str, ...]] = {
+    "rooms": ("a cup", "an umbrella", "a newspaper", "a torch", "a spoon", "a red notebook",
+              "a pair of gloves", "a small radio", "a bag of apples", "a map", "a pencil",
+              "a set of keys", "a blue mug", "a paperback", "a tin of biscuits", "a scarf"),
+    "field": ("a torch", "a map", "a coil of rope", "a flask", "a walking stick",
+              "a pair of gloves", "a compass", "a bag of apples", "a trowel", "a pebble",
+              "a pine cone", "a tin of biscuits"),
+    "calls": ("the agenda", "the shared document", "the budget sheet", "the slide deck",
+              "the chat log", "the meeting notes", "the project plan", "a spreadsheet"),
+}
+_HANDLING: dict[str, tuple[str, ...]] = {
+    "rooms": ("picks up {o}", "puts down {o}", "turns {o} over in their hands",
+              "looks closely at {o}", "wipes {o} with a cloth", "finds {o} in a pocket",
+              "sets {o} aside"),
+    "field": ("picks up {o}", "puts down {o}", "looks closely at {o}",
+              "finds {o} in a pocket", "wipes the mud off {o}", "packs {o} away"),
+    "calls": ("opens {o}", "scrolls through {o}", "edits {o}", "shares {o} on screen",
+              "closes {o}", "downloads {o}"),
+}
+
+_LINES: dict[str, tuple[str, ...]] = {
+    "rooms": ("I think it will rain later", "That was a long morning",
+              "I could do with a coffee", "What a strange day", "I forgot to call my sister",
+              "Let's not be late this time", "I'm starving", "I haven't slept much",
+              "That reminds me of a story", "We should plan the trip",
+              "My phone is almost dead", "I like your jacket", "This week is going so fast",
+              "I need a holiday", "My cousin is visiting next week"),
+    "field": ("The ground is soft today", "I think it will rain later",
+              "What a view from up here", "My boots are soaked", "Listen to those crows",
+              "It's colder than it looks", "We should head back before dark",
+              "I love the smell of wet grass", "Mind the nettles", "I could walk all day",
+              "The wind is picking up", "I'm starving"),
+    "calls": ("You're on mute", "I can hear you fine now", "Your screen is frozen",
+              "Let's keep this short", "I have another meeting at four",
+              "Sorry, my connection dropped", "I'll send the notes afterwards",
+              "Can everyone see the slides", "That's a good point",
+              "I need another coffee before the next one", "Let's pick this up tomorrow",
+              "Let's meet again next week"),
+}
+_QUESTIONS: dict[str, tuple[str, ...]] = {
+    "rooms": ("Have you seen my glasses", "Did you finish the report",
+              "Do you know what time it is", "Is anyone else cold", "Who left the lights on",
+              "Have you read that book", "Shall we have lunch together",
+              "Are you going to the concert", "Can I borrow a pen"),
+    "field": ("Do you know the way back", "Is it going to rain", "Did you bring the map",
+              "Can you hear the river", "Are your boots dry", "Shall we rest for a minute",
+              "Have you seen the crows"),
+    "calls": ("Can you hear me", "Can you see my screen", "Is my camera on",
+              "Did you finish the report",
+              "Did you get the invite", "Who is taking the notes",
+              "Should we record this", "Can you share the link"),
+}
 _SAY = ('"{line}," {a} says to {b}.', '{a} tells {b}: "{line}."',
         '"{line}," {a} remarks to {b}.', '{b} nods when {a} says: "{line}."')
 _ASK = ('{a} asks {b}: "{q}?"', '{a} wants to know from {b}: "{q}?"',
         '{a} turns to {b}: "{q}?"')
 
-_ABOUT = ("{a} says that {l} is always too cold.", "{a} remembers a party in {l} long ago.",
-          "{a} wonders whether anyone has tidied {l}.", "{a} mentions that {l} needs a new "
-          "lamp.", "{a} talks about the first time they saw {l}.",
-          "{a} thinks about {l} for a moment.", "{a} asks nobody in particular who "
-          "looks after {l}.", "{a} remarks that {l} was busy yesterday.",
-          "{a} says that a friend once got lost near {l}.",
-          "{a} recalls a long story about {l}.", "{a} jokes that {l} must be haunted.",
-          "{a} writes a note about {l} in a diary.", "{a} once lost a glove somewhere near {l}.",
-          "{a} thinks that {l} would look nicer with fresh flowers.",
-          "{a} has heard that {l} is going to be repainted.",
-          "{a} dreamt about {l} last night.", "{a} asks whether {l} is free on Friday.",
-          "{a} says that {l} always smells a little odd.",
-          "{a} complains that {l} is too noisy in the mornings.",
-          "{a} plans to tidy {l} at the weekend.")
+_ABOUT: dict[str, tuple[str, ...]] = {
+    "rooms": (
+        "{a} says that {l} is always too cold.", "{a} remembers a party in {l} long ago.",
+        "{a} wonders whether anyone tidies {l}.", "{a} mentions that {l} needs a new lamp.",
+        "{a} talks about the first time they saw {l}.", "{a} thinks about {l} for a moment.",
+        "{a} asks nobody in particular who looks after {l}.",
+        "{a} says that a friend once got lost near {l}.", "{a} recalls a long story about {l}.",
+        "{a} jokes that {l} must be haunted.", "{a} writes a note about {l} in a diary.",
+        "{a} thinks that {l} would look nicer with fresh flowers.",
+        "{a} hears that {l} is going to be repainted.", "{a} asks whether {l} is free on Friday.",
+        "{a} says that {l} always smells a little odd.",
+        "{a} complains that {l} is too noisy in the mornings.",
+        "{a} plans to tidy {l} at the weekend."),
+    "field": (
+        "{a} says that {l} floods every spring.", "{a} remembers a picnic near {l}.",
+        "{a} wonders how deep {l} really is.", "{a} thinks about {l} for a moment.",
+        "{a} says that a friend once got lost near {l}.", "{a} recalls a long story about {l}.",
+        "{a} jokes that {l} must be haunted.", "{a} says that foxes sometimes sleep in {l}.",
+        "{a} wonders who first dug {l}.", "{a} thinks that {l} is the quietest spot around.",
+        "{a} mentions that {l} is muddy after the rain.",
+        "{a} asks nobody in particular how old {l} is.",
+        "{a} says that {l} is full of nettles in summer."),
+    "calls": (
+        "{a} says that {l} always runs over time.", "{a} thinks that {l} could be shorter.",
+        "{a} wonders who scheduled {l}.", "{a} jokes that nobody ever listens in {l}.",
+        "{a} mentions that {l} has too many people.", "{a} thinks about {l} for a moment.",
+        "{a} asks whether {l} is recorded.", "{a} writes a note about {l} in the chat.",
+        "{a} complains that the sound in {l} is poor.",
+        "{a} says that {l} starts too early.", "{a} wonders whether {l} needs an agenda.",
+        "{a} asks nobody in particular who hosts {l}.",
+        "{a} remembers the first meeting of {l}, years ago."),
+}
 
-_LOOKS = ("{a} wears a {c} coat.", "{a} has short {h} hair.", "{a} carries a {c} bag.",
-          "{a} is wearing {c} boots today.", "{a} has a {c} scarf around their neck.",
-          "{a} speaks in a quiet voice.", "{a} looks tired but cheerful.",
-          "{a} has a small scar on one hand.", "{a} wears round glasses.",
-          "{a} keeps a {c} pencil behind one ear.", "{a} wears a {c} woolly hat.",
-          "{a} has a {c} umbrella tucked under one arm.", "{a} has {h} eyebrows and a loud laugh.",
-          "{a} is the oldest of the group.", "{a} walks with a slight limp.")
+_LOOKS: dict[str, tuple[str, ...]] = {
+    "rooms": ("{a} wears a {c} coat.", "{a} has short {h} hair.", "{a} carries a {c} bag.",
+              "{a} is wearing {c} slippers today.", "{a} has a {c} scarf around their neck.",
+              "{a} speaks in a quiet voice.", "{a} looks tired but cheerful.",
+              "{a} has a small scar on one hand.", "{a} wears round glasses.",
+              "{a} keeps a {c} pencil behind one ear.", "{a} wears a {c} jumper.",
+              "{a} has {h} eyebrows and a loud laugh.", "{a} walks with a slight limp."),
+    "field": ("{a} wears a {c} raincoat.", "{a} has short {h} hair.",
+              "{a} carries a {c} backpack.", "{a} is wearing {c} boots today.",
+              "{a} has a {c} scarf around their neck.", "{a} looks tired but cheerful.",
+              "{a} wears a {c} woolly hat.", "{a} has {h} eyebrows and a loud laugh.",
+              "{a} walks with a slight limp."),
+    "calls": ("{a} has a {c} background on screen.", "{a} has short {h} hair.",
+              "{a} wears a {c} headset.", "{a} speaks in a quiet voice.",
+              "{a} looks tired but cheerful.", "{a} wears round glasses.",
+              "{a} has a {c} mug next to the keyboard.", "{a} has {h} eyebrows and a loud laugh.",
+              "{a} has a bookshelf behind them on camera."),
+}
 _COLOURS = ("green", "red", "grey", "yellow", "navy", "brown", "white", "black", "orange",
             "purple")
 _HAIR = ("dark", "fair", "curly", "grey", "red", "straight", "wavy")
 
-_OPENERS = ("Meanwhile", "By now", "As usual", "For once", "Just then", "Today",
-            "At this hour", "Oddly enough", "As always", "Right now", "In the meantime",
-            "Once again", "This afternoon", "Even so", "All the while", "Of course",
-            "Somehow", "Apparently", "Still", "Later on")
-
-_FILLS = ("It is quiet.", "Nothing much happens.", "Time passes slowly.",
-          "The afternoon wears on.", "Somewhere a dog barks.", "A door bangs in the wind.",
-          "It starts to drizzle outside.", "The light is fading a little now.",
-          "For a while nobody says anything at all.",
-          "Outside, a car goes past and then everything is still again.",
-          "The day goes on much as days usually do, with nobody in any particular hurry.")
+_FILLS: dict[str, tuple[str, ...]] = {
+    "rooms": ("It is quiet.", "Nothing much happens.", "Time passes slowly.",
+              "The afternoon wears on.", "Somewhere a dog barks.", "A door bangs in the wind.",
+              "It starts to drizzle outside.", "The light is fading a little now.",
+              "For a while nobody says anything at all.",
+              "Outside, a car goes past and then everything is still again.",
+              "The day goes on much as days usually do, with nobody in any particular "
+              "hurry."),
+    "field": ("It is quiet.", "Nothing much happens.", "Time passes slowly.",
+              "The afternoon wears on.", "Somewhere a dog barks.", "A gust bends the grass.",
+              "It starts to drizzle.", "The light is fading a little now.",
+              "For a while nobody says anything at all.",
+              "Far away, a tractor rumbles and then everything is still again.",
+              "The day goes on much as days usually do, with nobody in any particular "
+              "hurry."),
+    "calls": ("It is quiet.", "Nothing much happens.", "Time passes slowly.",
+              "The afternoon wears on.", "A notification pings.", "Someone's audio echoes.",
+              "The connection stutters for a second.", "The chat stays silent for a while.",
+              "For a while nobody says anything at all.",
+              "A reminder pops up on every screen and then everything is still again.",
+              "The day goes on much as working days usually do, with one call after "
+              "another."),
+}
 
 _JOINS = ("{a} joins {b}.", "{a} goes over to join {b}.", "{a} comes to join {b}.",
           "{a} goes to be with {b}.")
+_JOINS_CALLS = ("{a} joins {b}.", "{a} switches over to join {b}.", "{a} comes to join {b}.",
+                "{a} dials in to join {b}.")
 
-_OBJ_MOVES = ("{X} is now in {l}.", "{X} is moved to {l}.", "Someone carries {x} to {l}.",
-              "{X} ends up in {l}.",
-              "{X} is taken over to {l}.", "Somebody brings {x} into {l}.",
-              "{X} is put down in {l}.", "{X} gets carried across to {l}.",
-              "{X} is left in {l}.")
+#: Moves of the object story: a person carries an object ({p} person, {x} object).
+_OBJ_MOVES = ("{p} carries {x} to {l}.", "{p} takes {x} to {l}.", "{p} brings {x} to {l}.",
+              "{p} moves {x} to {l}.", "{p} brings {x} over to {l}.")
+_OBJ_MOVES_CALLS = ("{p} sends {x} to {l}.", "{p} posts {x} to {l}.", "{p} moves {x} to {l}.",
+                    "{p} forwards {x} to {l}.", "{p} uploads {x} to {l}.")
+#: Remarks of the object story that name a thing and a place without moving it.
+OBJECT_REMARKS = ("{p} thinks of taking {x} to {l}, but leaves it where it is.",
+                  "{p} wonders whether {x} would be useful in {l}.",
+                  "{p} asks who last wanted {x} in {l}.")
+
+#: Short sentences that break a run of moves in an object story (every setting).
+OBJECT_BREAKS = ("All is quiet.", "Time passes.", "Nothing stirs.", "A minute passes.")
+
+#: Movers of the object story (no character of a design story bears these names).
+MOVERS = ("A porter", "The caretaker", "A helper", "The janitor", "A neighbour")
+_MOVERS_FIELD = ("A farmhand", "The shepherd", "A hiker", "The farmer", "A ranger")
+_MOVERS_CALLS = ("The host", "The organiser", "An assistant", "A moderator", "The admin")
+#: Every carrier of an object story.
+ALL_MOVERS = (*MOVERS, *_MOVERS_FIELD, *_MOVERS_CALLS)
+
+_VOWEL = re.compile(r"\b([Aa]) (?=[aeiouAEIOU])")
+
+
+def articles(s: str) -> str:
+    """``s`` with "a" turned into "an" before a vowel ("a orange" → "an orange")."""
+    return _VOWEL.sub(lambda m: m.group(1) + "n ", s)
 
 
 def _cap(s: str) -> str:
     return s[:1].upper() + s[1:]
+
+
+def _bank(setting: NaturalSetting) -> str:
+    return setting.name if setting.name in _ACTIONS else "rooms"
 
 
 @dataclass
@@ -254,85 +441,138 @@ class Phrases:
     """Sentence maker for one story (the random stream is the story's).
 
     ``objects=False`` leaves out object handling (a story woven into a host text names no
-    object the host could also name).
+    object the host could also name). Sentences come from the setting's own banks, in the
+    present tense, with one manner or time phrase at most, "an" before a vowel.
     """
 
     setting: NaturalSetting
     rng: random.Random
     objects: bool = True
 
+    def __post_init__(self) -> None:
+        self.bank = _bank(self.setting)
+
     def where(self, loc: str) -> str:
         """The place as written."""
         return self.setting.text(loc)
 
+    def _manner(self, s: str, *, p: float, name_first: bool, opener: bool = True) -> str:
+        """``s`` with probability ``p`` given one manner phrase: an opener or an adverbial."""
+        rng = self.rng
+        if rng.random() >= p:
+            return s
+        if opener and rng.random() < 0.5:
+            head = s if name_first else s[:1].lower() + s[1:]
+            return f"{rng.choice(_OPENERS)}, {head}"
+        adv = rng.choice(_ADVERBIALS[self.bank])
+        if rng.random() < 0.4:
+            head = s if name_first else s[:1].lower() + s[1:]
+            return f"{_cap(adv)}, {head}"
+        return f"{s[:-1]}, {adv}."
+
     def move(self, actor: str, loc: str, *, plain: bool = False) -> str:
         """A sentence telling that ``actor`` enters ``loc``."""
-        rng = self.rng
-        s = rng.choice(self.setting.moves).format(a=actor, l=self.where(loc))
-        if plain or rng.random() < 0.25:
-            return s
-        adv = rng.choice(_ADVERBIALS)
-        if rng.random() < 0.5:
-            return f"{_cap(adv)}, {s}"
-        return f"{s[:-1]}, {adv}."
+        s = self.rng.choice(self.setting.moves).format(a=actor, l=self.where(loc))
+        return s if plain else self._manner(s, p=0.75, name_first=True, opener=False)
 
     def joins(self, actor: str, hosts: Sequence[str]) -> str:
         """``actor`` goes to where ``hosts`` (all in one place) are, the place unnamed."""
-        return self.rng.choice(_JOINS).format(a=actor, b=listing(hosts))
+        forms = _JOINS_CALLS if self.bank == "calls" else _JOINS
+        return self.rng.choice(forms).format(a=actor, b=listing(hosts))
 
-    def object_move(self, name: str, loc: str) -> str:
-        """A sentence telling that the object ``name`` is moved to ``loc``."""
-        rng = self.rng
-        s = rng.choice(_OBJ_MOVES).format(x=name, X=_cap(name), l=self.where(loc))
-        if rng.random() < 0.5:
-            return s
-        return f"{s[:-1]}, {rng.choice(_ADVERBIALS)}."
+    def object_move(self, mover: str, name: str, loc: str) -> str:
+        """``mover`` moves the object ``name`` to ``loc`` (no manner phrase: plain)."""
+        forms = _OBJ_MOVES_CALLS if self.bank == "calls" else _OBJ_MOVES
+        return self.rng.choice(forms).format(p=mover, x=name, l=self.where(loc))
 
-    def _opener(self, s: str, *, name_first: bool) -> str:
-        """``s``, half the time after an opener ("Meanwhile, …")."""
-        if self.rng.random() < 0.5:
-            return s
-        head = s if name_first else s[:1].lower() + s[1:]
-        return f"{self.rng.choice(_OPENERS)}, {head}"
+    def movers(self) -> tuple[str, ...]:
+        """Who carries the objects of the object story in this setting."""
+        return {"field": _MOVERS_FIELD, "calls": _MOVERS_CALLS}.get(self.bank, MOVERS)
 
     def note(self, loc: str) -> str:
         """A short description of a place."""
         where = self.where(loc)
         s = self.rng.choice(self.setting.place_notes).format(l=where, L=_cap(where))
-        return self._opener(s, name_first=False)
+        if self.rng.random() < 0.4:
+            s = f"{self.rng.choice(_OPENERS)}, {s[:1].lower() + s[1:]}"
+        return s
 
     def action(self, actor: str) -> str:
         """A non-moving action (naming no place)."""
         rng = self.rng
         if rng.random() < 0.5 or not self.objects:
-            s = f"{actor} {rng.choice(_ACTIONS)}."
+            s = f"{actor} {rng.choice(_ACTIONS[self.bank])}."
         else:
-            s = f"{actor} {rng.choice(_HANDLING).format(o=rng.choice(_OBJECTS))}."
-        if rng.random() < 0.4:
-            s = f"{s[:-1]}, {rng.choice(_ADVERBIALS)}."
-        return self._opener(s, name_first=True)
+            o = rng.choice(_OBJECTS[self.bank])
+            s = f"{actor} {rng.choice(_HANDLING[self.bank]).format(o=o)}."
+        return articles(self._manner(s, p=0.6, name_first=True))
+
+    def short(self, actor: str) -> str:
+        """A two-word action ("Bob nods."), to break a run of moves in a short story."""
+        return f"{actor} {self.rng.choice(_SHORT[self.bank])}."
 
     def looks(self, actor: str) -> str:
         """A short description of a person."""
         rng = self.rng
-        return rng.choice(_LOOKS).format(a=actor, c=rng.choice(_COLOURS), h=rng.choice(_HAIR))
+        return articles(rng.choice(_LOOKS[self.bank]).format(a=actor, c=rng.choice(_COLOURS),
+                                                             h=rng.choice(_HAIR)))
 
     def dialogue(self, a: str, b: str) -> str:
         """``a`` says something (about no place) to ``b``; both share a place."""
         rng = self.rng
         if rng.random() < 0.35:
-            return rng.choice(_ASK).format(a=a, b=b, q=rng.choice(_QUESTIONS))
-        return rng.choice(_SAY).format(a=a, b=b, line=rng.choice(_LINES))
+            return rng.choice(_ASK).format(a=a, b=b, q=rng.choice(_QUESTIONS[self.bank]))
+        return rng.choice(_SAY).format(a=a, b=b, line=rng.choice(_LINES[self.bank]))
 
     def about(self, actor: str, loc: str) -> str:
         """``actor`` talks or thinks about ``loc`` (which does not place ``actor`` there)."""
-        s = self.rng.choice(_ABOUT).format(a=actor, l=self.where(loc))
-        return self._opener(s, name_first=True)
+        s = self.rng.choice(_ABOUT[self.bank]).format(a=actor, l=self.where(loc))
+        if self.rng.random() < 0.4:
+            s = f"{self.rng.choice(_OPENERS)}, {s}"
+        return s
 
     def fill(self, lo: int, hi: int) -> str | None:
         """A sentence of ``lo … hi`` words that names no one and no place, if one exists."""
-        fits = [s for s in _FILLS if lo <= len(s.split()) <= hi]
+        fits = [s for s in _FILLS[self.bank] if lo <= len(s.split()) <= hi]
         return self.rng.choice(fits) if fits else None
+
+
+_PUNCT = str.maketrans({c: " " for c in '.,:;!?"()'})
+
+
+def word_set(s: str) -> frozenset[str]:
+    """The lower-cased words of a sentence (punctuation dropped)."""
+    return frozenset(s.lower().translate(_PUNCT).split())
+
+
+def near_duplicate(a: str | frozenset[str], b: str | frozenset[str],
+                   threshold: float = 0.8) -> bool:
+    """Whether two sentences share most of their words (Jaccard index of their lower-cased
+    word sets ``|A ∩ B| / |A ∪ B| >= threshold``); sentences or their :func:`word_set`."""
+    wa = word_set(a) if isinstance(a, str) else a
+    wb = word_set(b) if isinstance(b, str) else b
+    if not wa or not wb:
+        return False
+    return len(wa & wb) >= threshold * len(wa | wb)
+
+
+def _vocabulary(bank: str) -> tuple[str, ...]:
+    """Every sentence form of a setting's banks (see :attr:`NaturalSetting.vocabulary`)."""
+    pools = (_ADVERBIALS, _ACTIONS, _SHORT, _OBJECTS, _HANDLING, _LINES, _QUESTIONS, _ABOUT,
+             _LOOKS, _FILLS)
+    out = [x for pool in pools for x in pool[bank]]
+    movers = {"field": _MOVERS_FIELD, "calls": _MOVERS_CALLS}.get(bank, MOVERS)
+    forms = _OBJ_MOVES_CALLS if bank == "calls" else _OBJ_MOVES
+    return (*out, *movers, *forms, *OBJECT_REMARKS)
+
+
+for _name, _st in list(NATURAL_SETTINGS.items()):
+    NATURAL_SETTINGS[_name] = dataclasses.replace(_st, vocabulary=_vocabulary(_name))
+
+#: Object move forms with their carrier written out ("A porter carries {x} to {l}."), as a
+#: reader of the object stories meets them.
+OBJECT_MOVES = tuple(dict.fromkeys(f.format(p=m, x="{x}", l="{l}") for m in ALL_MOVERS
+                                   for f in (*_OBJ_MOVES, *_OBJ_MOVES_CALLS)))
 
 
 def listing(names: Sequence[str]) -> str:

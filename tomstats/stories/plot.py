@@ -43,10 +43,19 @@ them, and the scenario's expected answers are a cross-check.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tomstats.stories.narrative import NaturalSetting, Phrases, listing
+from tomstats.stories.narrative import (
+    ALL_MOVERS,
+    OBJECT_BREAKS,
+    OBJECT_REMARKS,
+    NaturalSetting,
+    Phrases,
+    listing,
+    near_duplicate,
+    word_set,
+)
 from tomstats.stories.world import Event
 
 __all__ = ["CYCLE", "SCENARIOS", "PlotStory", "Scenario", "tell_story"]
@@ -76,9 +85,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("tt", "true", "true", (("T", 1),), 0,
              {"reality": 1, "S1": 1, "S2": 1, "S1S2": 1, "wm": 1}),
     # a filler goes to R; T: X -> R (both see); S1 follows to R, sees T leave for Y, goes
-    # to U (4); T: Y -> V (3) -> R unseen
+    # to U (4); T: Y -> R unseen (after its extra unseen moves, if any)
     Scenario("ft", "false", "true", (("F", 1), ("T", 1), ("S1", 1), ("T", 2), ("S1", 4),
-                                     ("T", 3), ("T", 1)), 3,
+                                     ("T", 1)), 3,
              {"reality": 1, "S1": 2, "S2": 1, "S1S2": 1, "wm": 1}),
     # S2 leaves for W (3) (S1 sees); S1 goes to R (1); S2: W -> Y (2); T: X -> Y (S2
     # sees); S2 leaves for V (4); T: Y -> R (S1 sees it arrive)
@@ -90,6 +99,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("ff_none", "false", "false", (("S2", 4), ("S1", 2), ("S2", 1), ("T", 1),
                                            ("S2", 5), ("T", 2), ("S1", 1), ("T", 3)), 5,
              {"reality": 3, "S1": 2, "S2": 1, "S1S2": 0, "wm": 1}),
+    # T: X -> Y (1) (both see); S2 follows T to Y; S1 goes to R (2); T: Y -> R (S2 sees it
+    # leave, S1 sees it arrive): a true belief after two moves, the three never together again
+    Scenario("tt2", "true", "true", (("T", 1), ("S2", 1), ("S1", 2), ("T", 2)), 3,
+             {"reality": 2, "S1": 2, "S2": 2, "S1S2": 2, "wm": 1}),
     # StorySim: T: X -> Y (1) and S2 follows (S1 sees both); T: Y -> R (2), seen by S2 only
     Scenario("ff_s1", "false", "false", (("T", 1), ("S2", 1), ("T", 2)), 0,
              {"reality": 2, "S1": 1, "S2": 2, "S1S2": 1, "wm": 1}),
@@ -109,7 +122,22 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
 #: are balanced exactly at even ``n`` and within one story at odd ``n``. ``ft`` needs ``T``
 #: to enter ``R`` twice, which a "most frequent place near ``T``" rule exploits, so it is
 #: the rarest.
-CYCLE = ("tt", "ff_none", "tf", "ft", "tt", "ff_none", "tt", "ff_s1|ff_s2")
+#: Probability that a location is a *join place* of a story (key characters' moves into
+#: it are told as "joins H", the place unnamed).
+P_JOIN_PLACE = 1 / 3
+#: Probability that an observer who has not moved yet makes one move before the meeting
+#: (so that its first told destination is not the meeting place).
+P_WARM_UP = 0.75
+#: At most this many move sentences in a row (then a sentence that moves no one).
+MAX_MOVE_RUN = 4
+#: Extra moves ``T`` makes after the scripted false-belief steps, unseen by ``S1`` and
+#: ``S2`` (stories cycle through them), so the believed place is not a fixed step back
+#: in ``T``'s told moves.
+EXTRA_UNSEEN = (0, 1, 2, 3, 4)
+
+_MAX_STEPS = 8
+
+CYCLE = ("tt", "ff_none", "tf", "ft", "tt2", "ff_none", "tt2", "ff_s1|ff_s2")
 
 
 def cycle_scenario(r: int) -> str:
@@ -148,6 +176,13 @@ class PlotStory:
         ``S1`` sees that move).
     block_words : int
         Words of the critical block.
+    told : tuple of tuple of str
+        Per event, the characters a join names ("Bob joins Alice"; the place unnamed);
+        empty when the sentence names the place.
+    join_places : tuple of str
+        The story's join places (key characters' moves into them are told as joins).
+    extra_unseen : int
+        Moves ``T`` made after the scripted steps, unseen by ``S1`` and ``S2``.
     """
 
     events: tuple[Event, ...]
@@ -160,13 +195,24 @@ class PlotStory:
     critical_position: float | None
     mislead_distance: int
     block_words: int = 0
+    told: tuple[tuple[str, ...], ...] = ()
+    join_places: tuple[str, ...] = ()
+    extra_unseen: int = 0
 
 
 class _Teller:
-    """Builds events and sentences together (one instance per attempt)."""
+    """Builds events and sentences together (one instance per attempt).
+
+    ``hidden`` is the story's set of *join places*: every move of a key character into one
+    of them is told as "joins H" (the place unnamed), every other key move names its place;
+    each location is a join place with probability :data:`P_JOIN_PLACE`, independently of
+    the scenario, so the share of answers reached only through joins is the same in every
+    cell. ``told`` records, per event, the hosts of a join (empty: the place is named).
+    """
 
     def __init__(self, st: NaturalSetting, characters: Sequence[str], roles: dict[str, str],
-                 rng: random.Random, density: float, handling: bool = True) -> None:
+                 rng: random.Random, density: float, handling: bool = True,
+                 hidden: frozenset[str] = frozenset()) -> None:
         self.st, self.rng, self.density = st, rng, density
         self.chars = tuple(characters)
         self.key = (roles["S1"], roles["S2"], roles["T"])
@@ -174,45 +220,127 @@ class _Teller:
         self.pos = {c: st.hub for c in self.chars}
         self.came = {c: "" for c in self.chars}
         self.events: list[Event] = []
+        self.told: list[tuple[str, ...]] = []
+        self.hidden = hidden
         self.ph = Phrases(st, rng, handling)
         intro = st.intro.format(names=listing(self.chars), hub=st.text(st.hub))
         self.sents: list[str] = [intro[:1].upper() + intro[1:]]
         self.words = len(self.sents[0].split())
         self.described: set[str] = set()
-        self.plain = density == 0  # the shortest telling: plain moves, no extra sentences
+        self.plain = density == 0  # the shortest telling: plain moves, few extra sentences
+        self.named = dict.fromkeys(self.chars, 1)  # sentences naming each character
+        self.with_place = {c: dict.fromkeys(st.locations, 0) for c in self.chars}
+        self.mentions = dict.fromkeys(st.locations, 0)
+        self.run = 0  # move sentences in a row
+        self.said: set[str] = set()  # no sentence is told twice
+        self.wsets = [word_set(self.sents[0])]  # word sets of the sentences
 
     # ---- primitives
-    def say(self, s: str) -> None:
+    def say(self, s: str, *, move: bool = False) -> None:
+        self.said.add(s)
         self.sents.append(s)
+        self.wsets.append(word_set(s))
         self.words += len(s.split())
+        self.run = self.run + 1 if move else 0
+
+    def _count(self, s: str, who: Sequence[str], places: Sequence[str]) -> None:
+        for c in who:
+            self.named[c] += 1
+            for p in places:
+                self.with_place[c][p] += 1
+        for p in places:
+            self.mentions[p] += 1
+
+    def repeats(self, s: str) -> bool:
+        """Whether ``s`` was told already or nearly repeats one of the last ten sentences."""
+        if s in self.said:
+            return True
+        w = word_set(s)
+        n = len(w)
+        for x in self.wsets[-10:]:  # Jaccard >= 0.8, as near_duplicate
+            both = len(w & x)
+            if both >= 0.8 * (n + len(x) - both):
+                return True
+        return False
+
+    def decor_say(self, make: Callable[[], str], who: Sequence[str] = (),
+                  places: Sequence[str] = ()) -> None:
+        """Say a sentence that moves no one, redrawn (up to 6 times) while it nearly
+        repeats one of the last ten sentences."""
+        s = make()
+        for _ in range(8):
+            if not self.repeats(s):
+                break
+            s = make()
+        else:
+            return
+        self.say(s)
+        self._count(s, who, places)
 
     def move(self, who: str, dest: str, *, plain: bool = False,
-             joins: Sequence[str] | None = None, p_join: float = 0.7) -> int:
-        """``who`` enters ``dest``; told as "joins H" (place unnamed) with probability
-        ``p_join`` when someone is there (``joins``: these hosts, always)."""
+             joins: Sequence[str] | None = None, p_join: float = 0.5) -> int:
+        """``who`` enters ``dest``. A key character joins (place unnamed) exactly when
+        ``dest`` is a join place; a filler joins someone there with probability ``p_join``
+        (``joins``: these hosts, always)."""
+        hosts = [c for c in self.chars if c != who and self.pos[c] == dest]
         if joins is None:
-            hosts = [c for c in self.chars if c != who and self.pos[c] == dest]
-            joins = self.rng.sample(hosts, min(len(hosts), 2)) \
-                if hosts and self.rng.random() < p_join else ()
+            if who in self.key:
+                joins = self.rng.sample(hosts, min(len(hosts), 2)) \
+                    if dest in self.hidden else ()
+                if dest in self.hidden and not joins:
+                    raise RuntimeError(f"{who} cannot join anyone in {dest}")
+            else:
+                joins = self.rng.sample(hosts, min(len(hosts), 2)) \
+                    if hosts and self.rng.random() < p_join else ()
         src = self.pos[who]
         if src == dest:
             raise RuntimeError(f"{who} is already in {dest}")
+        if self.run >= MAX_MOVE_RUN:  # no long runs of bare moves
+            c = self._least(self.named)
+            self.decor_say(lambda: self.ph.short(c), (c,))
         t = len(self.events)
         self.events.append(Event(t, "enter", who, dest, src))
+        self.told.append(tuple(joins))
         self.came[who], self.pos[who] = src, dest
         if joins:
-            self.say(self.ph.joins(who, joins))
+            s = self.ph.joins(who, joins)
+            self._count(s, (who, *joins), ())
         else:
-            self.say(self.ph.move(who, dest, plain=plain or self.plain))
+            s = self.ph.move(who, dest, plain=plain or self.plain)
+            self._count(s, (who,), (dest,))
+        for _ in range(8):
+            if not self.repeats(s):
+                break
+            s = self.ph.joins(who, joins) if joins else self.ph.move(who, dest, plain=bool(_ % 2))
+        self.say(s, move=True)
         return t
+
+    def can_enter(self, who: str, dest: str) -> bool:
+        """Whether ``who`` may enter ``dest`` now (a join place needs someone there)."""
+        if who not in self.key or dest not in self.hidden:
+            return True
+        return any(self.pos[c] == dest for c in self.chars if c != who)
 
     def _dests(self, who: str, avoid: Sequence[str] = ()) -> list[str]:
         here, back = self.pos[who], self.came[who]
-        return [x for x in self.st.locations if x != here and x != back and x not in avoid]
+        return [x for x in self.st.locations if x != here and x != back and x not in avoid
+                and self.can_enter(who, x)]
 
-    def filler_move(self) -> None:
+    def filler_move(self, prefer: Sequence[str] = ()) -> None:
+        """A filler moves; a quarter of the time into one of ``prefer`` when it can (after the
+        block: the asked places, which the observers avoid, so that they are mentioned as
+        often as the others)."""
         who = self.rng.choice(self.fillers)
-        self.move(who, self.rng.choice(self._dests(who)))
+        opts = self._dests(who)
+        liked = [x for x in opts if x in prefer]
+        self.move(who, self.rng.choice(liked if liked and self.rng.random() < 0.25 else opts))
+
+    def host(self, dest: str) -> None:
+        """Send a filler to the join place ``dest`` unless someone is there already."""
+        if dest not in self.hidden or any(self.pos[c] == dest for c in self.chars):
+            return
+        fs = [c for c in self.fillers if self.pos[c] != dest]
+        self.move(self.rng.choice(fs), dest, p_join=0.0)
 
     def _triple(self, who: str, dest: str) -> bool:
         return all((dest if c == who else self.pos[c]) == dest for c in self.key)
@@ -224,26 +352,54 @@ class _Teller:
         self.move(who, self.rng.choice(opts))
         return True
 
+    def leave(self, who: str, avoid: Sequence[str]) -> None:
+        """Move ``who`` somewhere outside ``avoid``, sending a host to a join place first
+        when needed."""
+        opts = [x for x in self.st.locations if x not in (self.pos[who], self.came[who])
+                and x not in avoid and not self._triple(who, x)]
+        if not opts:
+            raise ValueError(f"{who} cannot leave {self.pos[who]}")
+        dest = self.rng.choice(opts)
+        self.host(dest)
+        self.move(who, dest)
+
     # ---- sentences that move no one
+    def _least(self, counts: dict[str, int]) -> str:
+        """A random one of the least counted keys (keeps counts level)."""
+        low = min(counts.values())
+        return self.rng.choice([k for k, v in counts.items() if v <= low])
+
     def decor(self) -> None:
+        """A sentence that moves no one, about the least-named character (so that the
+        questioned characters are named about as often as the others) and, when it names
+        a place, about the place least named with that character."""
         rng, ph = self.rng, self.ph
-        # key characters are named more often, T most
-        who = rng.choice(self.chars + self.key + self.key[2:])
+        who = self._least(self.named)
         u = rng.random()
         if u < 0.22:
-            self.say(ph.action(who))
+            self.decor_say(lambda: ph.action(who), (who,))
         elif u < 0.42:
             mates = [c for c in self.chars if c != who and self.pos[c] == self.pos[who]]
-            self.say(ph.dialogue(who, rng.choice(mates)) if mates else ph.action(who))
+            if mates:
+                b = rng.choice(mates)
+                self.decor_say(lambda: ph.dialogue(who, b), (who, b))
+            else:
+                self.decor_say(lambda: ph.action(who), (who,))
         elif u < 0.62:
-            self.say(ph.about(who, rng.choice(self.st.locations)))
+            self.about(who)
         elif u < 0.82:
-            self.say(ph.note(rng.choice(self.st.locations)))
+            loc = self._least(self.mentions)
+            self.decor_say(lambda: ph.note(loc), (), (loc,))
         elif who not in self.described or rng.random() < 0.2:
             self.described.add(who)
-            self.say(ph.looks(who))
+            self.decor_say(lambda: ph.looks(who), (who,))
         else:
-            self.say(ph.action(who))
+            self.decor_say(lambda: ph.action(who), (who,))
+
+    def about(self, who: str) -> None:
+        """``who`` talks about the place least named with it so far."""
+        loc = self._least(self.with_place[who])
+        self.decor_say(lambda: self.ph.about(who, loc), (who,), (loc,))
 
     def decor_run(self, mean: float) -> None:
         """A geometric number of decor sentences with mean ``mean × density``."""
@@ -252,12 +408,14 @@ class _Teller:
         while self.rng.random() < p:
             self.decor()
 
-    def beat(self, phase: str, safe: dict[str, set[str]] | None = None) -> None:
+    def beat(self, phase: str, safe: dict[str, set[str]] | None = None,
+             t_avoid: Sequence[str] = ()) -> None:
         """One free move (a filler or, sometimes, a key character) and some decor."""
         rng = self.rng
         if rng.random() < 0.3:
             if phase == "before":
-                if self.key_move(rng.choice(self.key)):
+                who = rng.choice(self.key)
+                if self.key_move(who):
                     self.decor_run(1.3)
                     return
             elif safe is not None:
@@ -265,7 +423,7 @@ class _Teller:
                 if self.key_move(who, avoid=sorted(safe[who])):
                     self.decor_run(1.3)
                     return
-        self.filler_move()
+        self.filler_move(sorted(set().union(*safe.values())) if safe else ())
         self.decor_run(1.3)
 
 
@@ -284,7 +442,9 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                rng: random.Random, tolerance: float = 0.02,
                objects: Sequence[str] | None = None, density: float = 1.0,
                places: Sequence[str] | None = None,
-               block_words: float | None = None, handling: bool = True) -> PlotStory:
+               block_words: float | None = None, handling: bool = True,
+               extra_unseen: int = 0, cast: Sequence[str] | None = None,
+               join_places: Sequence[str] | None = None) -> PlotStory:
     """Tell one design story of ``target_words`` ± ``tolerance`` (see the module docstring).
 
     Parameters
@@ -314,6 +474,15 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
         with the first one's ``block_words`` lands closer to ``critical_position``.
     handling : bool
         Whether characters handle objects (cups, maps, …) in sentences that move no one.
+    extra_unseen : int
+        False beliefs at order 1: moves ``T`` makes after the scripted steps (``ft``:
+        before it returns), unseen by ``S1`` and ``S2`` and never into a believed place
+        (they count towards the mislead distance).
+    cast : (str, str, str), optional
+        ``S1``, ``S2`` and ``T`` (default: drawn); the two versions of a pair share them.
+    join_places : sequence of str, optional
+        The story's join places (default: each location with probability
+        :data:`P_JOIN_PLACE`).
 
     Raises
     ------
@@ -324,12 +493,14 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
 
     sc = SCENARIOS[scenario]
     lo, hi = length_window(target_words, tolerance)
-    s1, s2, t = rng.sample(list(characters), 3)
+    s1, s2, t = rng.sample(list(characters), 3) if cast is None else cast
     roles = {"S1": s1, "S2": s2, "T": t}
-    tl = _Teller(st, characters, roles, rng, density, handling)
-    # words the block and the tail need, roughly: ~8 words per scripted or filler move
-    block_moves = 3 + len(sc.steps) + (mislead_distance if sc.order1 == "false" else 0) \
-        + len(sc.steps)
+    hidden = frozenset(x for x in st.locations if rng.random() < P_JOIN_PLACE) \
+        if join_places is None else frozenset(join_places)
+    tl = _Teller(st, characters, roles, rng, density, handling, hidden)
+    # words the block and the tail need, roughly: ~8 words per scripted or filler move;
+    # the same for every scenario, so the two versions of a story share its beginning
+    block_moves = 3 + 2 * _MAX_STEPS + mislead_distance
     reserve = (block_moves * 8 * (1 + 0.9 * density) if block_words is None
                else block_words) + 40
     free = max(0.0, target_words - tl.words - reserve)
@@ -347,6 +518,10 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     # (nor, after the meeting, straight back to where it came from: its first scripted
     # step must not lead to the place it arrives from)
     code = {s1: "S1", s2: "S2", t: "T"}
+    for c in (s1, s2):  # observers have been somewhere before the meeting, mostly
+        if not tl.plain and not any(e.actor == c for e in tl.events) \
+                and rng.random() < P_WARM_UP:
+            tl.key_move(c, avoid=[places[0]])
     for c in (s1, s2, t):
         nxt = next((places[i] for r, i in sc.steps if r == code[c]), None)
         for _ in range(3):
@@ -354,58 +529,94 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                     (tl.came[c] == places[0] and tl.pos[c] != places[0]) or \
                     (tl.pos[c] == nxt and tl.pos[c] != places[0]):
                 if not tl.key_move(c, avoid=[places[0], nxt or places[0]]):
-                    raise ValueError(f"{c} cannot leave {places[0]} before the meeting")
+                    tl.leave(c, avoid=[places[0], nxt or places[0]])
     roles.update({"X": places[0], **{f"P{i}": p for i, p in enumerate(places[1:], 1)}})
     who = {"S1": s1, "S2": s2, "T": t}
     first = len(tl.events)
     # the meeting: S1 in X first, then S2 and T (random order)
     if tl.pos[s1] != places[0]:
+        tl.host(places[0])
         tl.move(s1, places[0], plain=True)
         tl.decor_run(0.5)
     for c in rng.sample([s2, t], 2):
-        # told as "joins S1 (and S2)": the meeting place is not named again
-        there = [x for x in (s1, s2) if x != c and tl.pos[x] == places[0]]
-        tl.move(c, places[0], plain=True, joins=there)
+        tl.move(c, places[0], plain=True)
         if not tl.plain:
-            tl.say(tl.ph.action(rng.choice([x for x in tl.chars if x != t])))
+            tl.decor()
         tl.decor_run(0.5)
     seen_time = len(tl.events) - 1
+    expected = {k: places[v] for k, v in sc.answers.items()}
+    beliefs = {expected["S1"], expected["S2"], expected["S1S2"]}
+    extra = extra_unseen if sc.order1 == "false" else 0
+
+    def plan(start: str, came: str, n: int) -> list[str]:
+        """False beliefs: up to ``n`` further places for T from ``start``, unseen by S1 and
+        S2 (where they will be) and never a believed place."""
+        path: list[str] = []
+        for _ in range(n):
+            free = [x for x in st.locations if x not in (start, tl.pos[s1], tl.pos[s2])
+                    and x not in beliefs]
+            # not straight back where it came from, unless nothing else is free
+            opts = [x for x in free if x != came] or free
+            if not opts:
+                break
+            came, start = start, rng.choice(opts)
+            path.append(start)
+        return path
+
+    def wander(path: Sequence[str]) -> None:
+        for dest in path:
+            tl.host(dest)
+            tl.decor_run(0.6)
+            tl.move(t, dest, plain=True)
+
+    path: list[str] = []
     for k, (role, idx) in enumerate(sc.steps):
         last = k == len(sc.steps) - 1
         if last and sc.order1 == "false":
-            for _ in range(mislead_distance - (len(tl.events) - seen_time - 1)):
+            if sc.name == "ft":  # T wanders before it returns to R
+                path = plan(tl.pos[t], tl.came[t], extra)
+            else:  # T wanders on after its last scripted move
+                path = plan(places[idx], tl.pos[t], extra)
+            for _ in range(mislead_distance - len(path) - (len(tl.events) - seen_time - 1)):
                 tl.filler_move()
                 tl.decor_run(0.6)
-        elif rng.random() < 0.5 * density:
+        elif rng.random() < 0.5 * min(density, 1.0):
             tl.filler_move()
             tl.decor_run(0.6)
-        if role == "F":  # a filler goes ahead, so that the next key arrival is "joins F"
+        if role == "F":  # a filler goes ahead, so that the next key arrival may be a join
             fs = [c for c in tl.fillers if tl.pos[c] != places[idx]]
             if fs and len(fs) == len(tl.fillers):  # nobody is there yet
                 tl.move(rng.choice(fs), places[idx], p_join=0.0)
                 tl.decor_run(0.6)
             continue
-        after_f = k > 0 and sc.steps[k - 1][0] == "F"
-        tm = tl.move(who[role], places[idx], plain=True, p_join=1.0 if after_f else 0.5)
+        if last and sc.name == "ft":
+            wander(path)
+        tl.host(places[idx])
+        tm = tl.move(who[role], places[idx], plain=True)
         if k == sc.seen:
             seen_time = tm
-        if role == "T" and not tl.plain and rng.random() < 0.6:
-            tl.say(tl.ph.about(t, rng.choice(st.locations)))
         if not last:
             tl.decor_run(0.6)
+    if sc.name != "ft":
+        wander(path)
+    expected["reality"] = tl.pos[t]
     final = len(tl.events) - 1
     block_words = tl.words - pre_words
-    expected = {k: places[v] for k, v in sc.answers.items()}
     asked = {expected[k] for k in ("reality", "S1", "S2", "S1S2")}
     safe = {s1: asked, s2: asked}
     tail_about = 0
     while tl.words + 40 < lo:
-        tl.beat("after", safe)
+        if tl.plain:  # the shortest telling moves no one after the block
+            tl.decor()
+        else:
+            tl.beat("after", safe)
         if rng.random() < 0.15:
-            tl.say(tl.ph.about(t, rng.choice(st.locations)))
+            tl.about(t)
             tail_about += 1
+    # T is named after its final move in remarks about places (the least named with it),
+    # so that the places of the last sentences naming T are not T's last moves
     for _ in range(max(0, 2 - tail_about)):
-        tl.say(tl.ph.about(t, rng.choice(st.locations)))
+        tl.about(t)
     _fit(tl, lo, hi)
     if not lo <= tl.words <= hi:
         raise ValueError(f"cannot tell a {scenario!r} story in {target_words} words "
@@ -415,9 +626,10 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     mislead = max(0, final - seen_time - 1) if sc.order1 == "false" else 0
     obj_text = None
     if objects is not None:
-        obj_text = _object_text(st, characters, objects, tl.events, lo, hi, rng)
+        obj_text = _object_text(st, characters, objects, tl.events, lo, hi, rng, t)
     return PlotStory(tuple(tl.events), " ".join(tl.sents), obj_text, roles, scenario,
-                     expected, (first, final), round(pos, 4), mislead, block_words)
+                     expected, (first, final), round(pos, 4), mislead, block_words,
+                     tuple(tl.told), tuple(sorted(hidden)), len(path))
 
 
 def _fit(tl: _Teller, lo: int, hi: int) -> None:
@@ -432,6 +644,7 @@ def _fit(tl: _Teller, lo: int, hi: int) -> None:
             if tl.words <= hi:
                 break
             tl.sents.pop()
+            tl.wsets.pop()
             tl.words = saved[1]
         else:
             s = tl.ph.fill(max(1, lo - tl.words), room)
@@ -441,36 +654,107 @@ def _fit(tl: _Teller, lo: int, hi: int) -> None:
 
 
 def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequence[str],
-                 events: Sequence[Event], lo: int, hi: int, rng: random.Random) -> str:
-    """The same events told with objects for the characters, padded with place notes."""
+                 events: Sequence[Event], lo: int, hi: int, rng: random.Random,
+                 target: str | None = None) -> str:
+    """The same events told with objects for the characters, carried by people.
+
+    Each move becomes a person carrying the object to the place ("A porter takes the red
+    ball to the ditch."); consecutive moves may share a sentence and a carrier ("…, the
+    blue box to the cave and the green cup to the well."), as many as it takes to fit
+    ``hi`` words. Place notes pad the story to ``lo`` words, spread so that no more than
+    :data:`MAX_MOVE_RUN` move sentences follow each other when there is room. Two remarks
+    at the end, room allowing, name ``target``'s object beside the places it was taken to
+    least ("A porter thinks of taking the cup to the cave, but leaves it where it is.").
+    """
     names = dict(zip(characters, objects, strict=False))
     ph = Phrases(st, rng)
-    intro = st.intro.format(names=listing([names[c] for c in characters]),
-                            hub=st.text(st.hub))
-    sents = [intro[:1].upper() + intro[1:]]
-    sents += [ph.object_move(names[e.actor], e.location) for e in events]
-    words = sum(len(s.split()) for s in sents)
-    # shorten the longest sentences to their plain form while over the window
-    order = sorted(range(1, len(sents)), key=lambda i: -len(sents[i].split()))
-    for i in order:
+    intro = f"{_cap(listing([names[c] for c in characters]))} are in {st.text(st.hub)}."
+    movers = ph.movers()
+    n_intro = len(intro.split())
+    for group in (1, 2, 3, 4, 5, 6, 8, 10):
+        sents, i = [], 0
+        while i < len(events):
+            k = min(len(events) - i, rng.randint(1, group) if group <= 3 else group)
+            for attempt in range(12):  # no near-repeat of one of the last ten sentences
+                part = events[i:i + k]
+                first = ph.object_move(rng.choice(movers), names[part[0].actor],
+                                       part[0].location)
+                rest = [f"{names[e.actor]} to {st.text(e.location)}" for e in part[1:]]
+                if rest:
+                    first = f"{first[:-1]}, then {listing(rest)}."
+                if not any(near_duplicate(first, x) for x in sents[-10:]):
+                    break
+                if attempt % 3 == 2 and k > 1:
+                    k -= 1
+            sents.append(first)
+            i += k
+        words = n_intro + sum(len(x.split()) for x in sents)
         if words <= hi:
             break
-        e = events[i - 1]
-        plain = f"{names[e.actor][:1].upper()}{names[e.actor][1:]} is now in " \
-                f"{st.text(e.location)}."
-        words += len(plain.split()) - len(sents[i].split())
-        sents[i] = plain
-    if words > hi:
+    else:
         raise ValueError(f"the events told with objects need {words} words, more than {hi}")
+    # no more than MAX_MOVE_RUN move sentences in a row: a short sentence between, room
+    # allowing
+    breaks = list(OBJECT_BREAKS)
+    out = [intro]
+    for j, x in enumerate(sents):
+        if j and j % MAX_MOVE_RUN == 0:
+            b = rng.choice(breaks)
+            if words + len(b.split()) <= hi and b not in out[-10:]:
+                out.append(b)
+                words += len(b.split())
+        out.append(x)
+    if target is not None:  # remarks name T's object beside places it is not taken to
+        x = names[target]
+        near = {p: sum(1 for e in events if e.actor == target and e.location == p)
+                for p in st.locations}
+        for form in rng.sample(OBJECT_REMARKS, 2):
+            loc = min(st.locations, key=lambda p: (near[p], rng.random()))
+            near[loc] += 1
+            s = form.format(p=rng.choice(movers), x=x, l=st.text(loc))
+            if words + len(s.split()) <= hi:
+                out.append(s)
+                words += len(s.split())
     tries = 0
-    while words < lo and tries < 500:
+    said = set(out)
+    while words < lo and tries < 5000:
         tries += 1
-        s = ph.note(rng.choice(st.locations))
+        if rng.random() < 0.5:
+            s = ph.note(rng.choice(st.locations))
+        else:  # a remark about a thing and a place that moves nothing
+            s = rng.choice(OBJECT_REMARKS).format(p=rng.choice(movers),
+                                                  x=rng.choice(list(names.values())),
+                                                  l=st.text(rng.choice(st.locations)))
+        if s in said:
+            continue
         if words + len(s.split()) > hi:
             continue
-        at = rng.randrange(1, len(sents) + 1)
-        sents.insert(at, s)
+        runs = _longest_gap(out)
+        at = runs if runs is not None else rng.randrange(1, len(out) + 1)
+        if any(near_duplicate(s, x) for x in out[max(0, at - 10):at + 10]):
+            continue
+        out.insert(at, s)
+        said.add(s)
         words += len(s.split())
     if words < lo:
         raise ValueError(f"could not pad the object story to {lo} words")
-    return " ".join(sents)
+    return " ".join(out)
+
+
+def _longest_gap(sents: Sequence[str]) -> int | None:
+    """Where to break the longest run of move sentences (``None``: no run is too long)."""
+    best_len, best_at, run, start = 0, None, 0, 1
+    for i in range(1, len(sents)):
+        if not sents[i].startswith(ALL_MOVERS):
+            run = 0
+            continue
+        if run == 0:
+            start = i
+        run += 1
+        if run > best_len:
+            best_len, best_at = run, start + run // 2
+    return best_at if best_len >= MAX_MOVE_RUN else None
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
