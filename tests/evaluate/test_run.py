@@ -266,26 +266,26 @@ def test_cli_bad_model_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_shipped_smollm2_log_matches_its_items_and_model() -> None:
-    """data/smollm2_storysim_log.jsonl loads, every record's prompt is the one the shipped
-    items and models/smollm2-local.toml give (provenance without running the model), the
-    shipped items are what `tomstats stories --n-per-cell 20 --seed 2024` makes today, and
-    they pass their own audit."""
+    """data/smollm2_storysim_log.jsonl loads and every record's prompt is the one the shipped
+    items and models/smollm2-local.toml give (provenance without running the model).
+
+    The shipped items are the first-round design generator's (item format
+    ``tomstats.items/2``, no pairs), as data/README.md says: the second-round audit's
+    told-event rules fail them, which is why they are to be replaced by a run on the current
+    generator's items (not made yet: SmolLM2 on CPU takes hours for the 5,000-word stories).
+    """
     from tomstats.evaluate import build_request
-    from tomstats.stories import audit_items, build_design_items
+    from tomstats.stories import audit_items
     from tomstats.stories.items import read_items
 
     log = REPO / "data" / "smollm2_storysim_log.jsonl"
     shipped = read_items(REPO / "data" / "smollm2_storysim_items.jsonl")
     items = {it.item_id: it for it in shipped}
-    # the items: the current generator's, metadata trimmed as data/README.md says
-    made = {it.item_id: it for it in build_design_items(20, 2024)}
-    assert set(made) == set(items)
-    for k, it in items.items():
-        want = made[k]
-        assert (it.story, it.question, it.answer, it.belief_status, it.same_as) == (
-            want.story, want.question, want.answer, want.belief_status, want.same_as)
-        assert it.metadata == {m: v for m, v in want.metadata.items() if m in it.metadata}
-    assert not audit_items(shipped).failed  # PASS, or UNSURE where 20 stories cannot tell
+    formats = {json.loads(line)["format"] for line in
+               (REPO / "data" / "smollm2_storysim_items.jsonl").read_text("utf-8").splitlines()}
+    assert formats == {"tomstats.items/2"} and not any(it.pair_id for it in shipped)
+    failed = {c.name for c in audit_items(shipped, adversary=False).failed}
+    assert any("dest" in name for name in failed), failed  # what data/README.md says
     cfg = load_model_config(_model("smollm2-local"))
     recs = log_lines(log)
     assert {r["item_id"] for r in recs} == set(items)

@@ -325,8 +325,13 @@ def target_text(item: Item) -> str:
 
 
 def _object_names(item: Item) -> dict[str, str]:
+    """Character → object name of a story told with objects: the item's own
+    ``metadata["object_names"]``, else the default names in the storyboard's cast order."""
     from tomstats.stories.settings import OBJECT_NAMES
 
+    recorded = item.metadata.get("object_names")
+    if isinstance(recorded, dict):
+        return {str(k): str(v) for k, v in recorded.items()}
     chars = item.metadata.get("storyboard", {}).get("characters", [])
     return dict(zip(chars, OBJECT_NAMES, strict=False))
 
