@@ -15,17 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _tables import small_table as _table
 
 from tomstats.cli import main
-
-
-def _table(path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    rows = [{"correct": int(rng.random() < 0.8 - 0.2 * t), "model": m, "item": f"i{t}{c}{k}",
-             "tom_order": t, "context_words": c}
-            for m in ("a", "b", "c") for t in (0, 1, 2) for c in (200, 1000) for k in range(4)]
-    pd.DataFrame(rows).to_csv(path, index=False)
-    return path
 
 
 def _one_error_line(capsys, command: str) -> str:

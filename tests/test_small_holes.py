@@ -15,20 +15,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _tables import small_table as _table
 
 from tomstats._expr import ExpressionError, check_formula, query_mask
 from tomstats.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def _table(path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    rows = [{"correct": int(rng.random() < 0.8 - 0.2 * t), "model": m, "item": f"i{t}{c}{k}",
-             "tom_order": t, "context_words": c}
-            for m in ("a", "b", "c") for t in (0, 1, 2) for c in (200, 1000) for k in range(4)]
-    pd.DataFrame(rows).to_csv(path, index=False)
-    return path
 
 
 def _one_error_line(capsys: pytest.CaptureFixture[str], command: str) -> str:
