@@ -44,7 +44,13 @@ import pandas as pd
 
 from tomstats._validate import show_value
 from tomstats.analysis.intervals import wilson_interval
-from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
+from tomstats.analysis.table import (
+    apply_mapping,
+    by_columns,
+    outcome,
+    read_evaluation,
+    require_column,
+)
 
 __all__ = ["INCOMPLETE_POLICIES", "PAIRED_COLUMNS", "PAIRED_SUMMARY_COLUMNS", "incomplete_note",
            "paired_summary", "paired_units", "unit_keys"]
@@ -82,8 +88,6 @@ def _all_units(df: pd.DataFrame, dv: str, group: Sequence[str] | None,
                keep: Sequence[str]) -> tuple[pd.DataFrame, int]:
     """Every unit of ``df`` (complete or not, column ``reason``: ``""`` when complete) and the
     number of unpaired rows."""
-    from tomstats.analysis.summary import outcome
-
     require_column(df, "pair_id", "paired scoring")
     for c in _CELL:
         require_column(df, c, "cell factor")
@@ -265,12 +269,10 @@ def paired_summary(data: str | os.PathLike[str] | pd.DataFrame, *,
         units :math:`\bar c = \frac1n\sum_u \prod_{v\in u} 1/m_v` (NaN when unknown) and the
         incomplete units of the cell, left out. ``attrs`` as :func:`paired_units`'s.
     """
-    from tomstats.analysis.summary import _by_columns
-
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"level must be a number in (0, 1), got {level!r}")
     df = apply_mapping(read_evaluation(data), columns)
-    keys = [*_by_columns(df, by), *_CELL]
+    keys = [*by_columns(df, by), *_CELL]
     group = ["model"] if "model" in df.columns else []
     units, n_unpaired = _all_units(df, dv, group, [k for k in keys if k not in _CELL])
     bad = units["reason"].ne("")

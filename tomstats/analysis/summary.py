@@ -40,9 +40,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tomstats._validate import show_value
 from tomstats.analysis.intervals import wilson_interval
-from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
+from tomstats.analysis.table import (
+    apply_mapping,
+    by_columns,
+    outcome,
+    read_evaluation,
+    require_column,
+)
 
 __all__ = ["ERROR_COLUMNS", "SUMMARY_COLUMNS", "TAXONOMY", "format_summary", "outcome",
            "summarize"]
@@ -66,61 +71,12 @@ SUMMARY_COLUMNS: tuple[str, ...] = ("n", "n_answered", "n_correct", "accuracy", 
 _CELL = ("context_words", "tom_order")
 
 
-def outcome(df: pd.DataFrame, dv: str = "correct", *, binary: bool = True,
-            allow_missing: bool = True) -> pd.Series:
-    """The outcome column as float (NaN where missing), checked; errors name row and value.
-
-    ``binary`` requires 0/1 (``True``/``False`` read as 1/0); without ``allow_missing`` a
-    missing value is an error.
-    """
-    require_column(df, dv, "outcome")
-    col = df[dv]
-    if pd.api.types.is_bool_dtype(col):
-        col = col.astype("Int64")
-    num = pd.to_numeric(col, errors="coerce")
-    bad = num.isna() & col.notna()
-    if bad.any():
-        i = int(np.argmax(bad.to_numpy()))
-        raise ValueError(f"column {dv!r} must be numeric, found {show_value(col.iloc[i])} in "
-                         f"row {i}")
-    y = num.astype(float)
-    if not allow_missing and y.isna().any():
-        i = int(np.argmax(y.isna().to_numpy()))
-        raise ValueError(f"column {dv!r} has {int(y.isna().sum())} missing value(s) (NaN), "
-                         f"e.g. in row {i}; drop them (unanswered questions are counted by "
-                         "tomstats summarize)")
-    finite = y.dropna()
-    if not np.isfinite(finite.to_numpy()).all():
-        i = int(np.argmax(~np.isfinite(y.to_numpy()) & y.notna().to_numpy()))
-        raise ValueError(f"column {dv!r} has an infinite value in row {i}")
-    if binary:
-        wrong = y.notna() & ~y.isin((0.0, 1.0))
-        if wrong.any():
-            i = int(np.argmax(wrong.to_numpy()))
-            raise ValueError(f"column {dv!r} must be 0/1 (correct or not), found "
-                             f"{show_value(col.iloc[i])} in row {i}")
-    return y
-
-
 def _answered(df: pd.DataFrame, y: pd.Series) -> pd.Series:
     """Rows with an answer: ``correct`` present and, in a runner log, ``status == "ok"``."""
     ok = y.notna()
     if "status" in df.columns:
         ok &= df["status"].astype("string").fillna("ok").ne("error").to_numpy()
     return ok
-
-
-def _by_columns(df: pd.DataFrame, by: str | Sequence[str] | None) -> list[str]:
-    if by is None:
-        return ["model"] if "model" in df.columns else []
-    cols = [by] if isinstance(by, str) else list(by)
-    for c in cols:
-        require_column(df, c, "by")
-        if c in _CELL:
-            raise ValueError(f"by: {c!r} is already a cell factor (context_words × tom_order)")
-    if len(set(cols)) != len(cols):
-        raise ValueError(f"by names a column twice: {cols}")
-    return cols
 
 
 # --------------------------------------------------------------------------- summary
@@ -198,7 +154,7 @@ def summarize(
         na = df[c].isna().to_numpy()
         if na.any():
             raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
-    keys = [*_by_columns(df, by), *_CELL]
+    keys = [*by_columns(df, by), *_CELL]
     for c in keys:
         na = df[c].isna().to_numpy()
         if na.any():

@@ -24,10 +24,17 @@ import numpy as np
 import pandas as pd
 
 from tomstats._expr import Query, parse_query, query_mask
-from tomstats._validate import check_input_size, closest_hint, decode_text, read_input_bytes
+from tomstats._validate import (
+    check_input_size,
+    closest_hint,
+    decode_text,
+    read_input_bytes,
+    show_value,
+)
 from tomstats.design import MAX_CONTEXT_WORDS
 
-__all__ = ["TABLE_FORMATS", "add_selection_arguments", "apply_mapping", "apply_query",
+__all__ = ["TABLE_FORMATS", "add_selection_arguments", "apply_mapping", "apply_query", "by_columns",
+           "outcome",
            "load_table", "parse_mapping", "read_evaluation", "require_column", "table_suffix",
            "used_columns"]
 
@@ -378,3 +385,54 @@ def add_selection_arguments(p: argparse.ArgumentParser, standard: Sequence[str],
                         "holds, e.g. \"experiment == 'triplets' and tom_order >= 1\" "
                         "(columns, literals, comparisons, in [...], and/or/not, arithmetic, "
                         "log/exp/sqrt/abs; nothing else)")
+
+
+def outcome(df: pd.DataFrame, dv: str = "correct", *, binary: bool = True,
+            allow_missing: bool = True) -> pd.Series:
+    """The outcome column as float (NaN where missing), checked; errors name row and value.
+
+    ``binary`` requires 0/1 (``True``/``False`` read as 1/0); without ``allow_missing`` a
+    missing value is an error.
+    """
+    require_column(df, dv, "outcome")
+    col = df[dv]
+    if pd.api.types.is_bool_dtype(col):
+        col = col.astype("Int64")
+    num = pd.to_numeric(col, errors="coerce")
+    bad = num.isna() & col.notna()
+    if bad.any():
+        i = int(np.argmax(bad.to_numpy()))
+        raise ValueError(f"column {dv!r} must be numeric, found {show_value(col.iloc[i])} in "
+                         f"row {i}")
+    y = num.astype(float)
+    if not allow_missing and y.isna().any():
+        i = int(np.argmax(y.isna().to_numpy()))
+        raise ValueError(f"column {dv!r} has {int(y.isna().sum())} missing value(s) (NaN), "
+                         f"e.g. in row {i}; drop them (unanswered questions are counted by "
+                         "tomstats summarize)")
+    finite = y.dropna()
+    if not np.isfinite(finite.to_numpy()).all():
+        i = int(np.argmax(~np.isfinite(y.to_numpy()) & y.notna().to_numpy()))
+        raise ValueError(f"column {dv!r} has an infinite value in row {i}")
+    if binary:
+        wrong = y.notna() & ~y.isin((0.0, 1.0))
+        if wrong.any():
+            i = int(np.argmax(wrong.to_numpy()))
+            raise ValueError(f"column {dv!r} must be 0/1 (correct or not), found "
+                             f"{show_value(col.iloc[i])} in row {i}")
+    return y
+
+
+def by_columns(df: pd.DataFrame, by: str | Sequence[str] | None) -> list[str]:
+    """The grouping columns of a summary: ``by`` checked (present, not a cell factor, none
+    twice); ``None``: ``["model"]`` when the table has it, else none."""
+    if by is None:
+        return ["model"] if "model" in df.columns else []
+    cols = [by] if isinstance(by, str) else list(by)
+    for c in cols:
+        require_column(df, c, "by")
+        if c in ("context_words", "tom_order"):
+            raise ValueError(f"by: {c!r} is already a cell factor (context_words × tom_order)")
+    if len(set(cols)) != len(cols):
+        raise ValueError(f"by names a column twice: {cols}")
+    return cols
