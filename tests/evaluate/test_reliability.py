@@ -608,7 +608,7 @@ def _bad_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
                                     str(tmp_path / "afile" / "c")], "not a directory"),
         "out is /dev/full": ([*base, "--model", str(heur), "--out", "/dev/full"], "/dev/full"),
         "out is a folder": ([*base, "--model", str(heur), "--out", str(tmp_path)],
-                            "is a directory"),
+                            "is a folder that holds the input"),
         "model key typo": ([*base, "--model", str(typo), "--out", out],
                            "unknown key 'max_tokns' (did you mean 'max_tokens'?)"),
         "model not UTF-8": ([*base, "--model", str(latin), "--out", out],
