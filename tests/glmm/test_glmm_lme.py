@@ -300,7 +300,7 @@ def test_json_round_trip(reference, tmp_path):
     np.testing.assert_array_equal(back.beta, fit.beta)
     np.testing.assert_array_equal(back.theta, fit.theta)
     assert str(back).splitlines()[:20] == str(fit).splitlines()[:20]
-    with pytest.raises(ValueError, match="not a tomstats lme fit"):
+    with pytest.raises(ValueError, match="field 'format' is 'other': not a maximum-likelihood fit"):
         LmeFit.from_dict({"format": "other"})
     bad = json.loads(path.read_text())
     bad["terms"][0]["group"] = "__import__('os')"
