@@ -30,12 +30,12 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docs import add_write_docs_argument, markdown_table, write_docs  # noqa: E402
+from _timing import timed  # noqa: E402
 
 #: The columns of the table the script prints (and writes with --write-docs).
 COLUMNS = ("audit", "items", "CPU-s", "wall-s", "items per CPU-s", "checks (failed)")
@@ -60,9 +60,7 @@ def _timed(fn: Callable[[], object]) -> tuple[object, float, float]:
     from tomstats.stories import audit_parse
 
     audit_parse._CACHE.clear()  # a cold start: every story parsed again
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = fn()
-    return out, time.process_time() - c0, time.perf_counter() - t0
+    return timed(fn)
 
 
 def measure(per_cell: int = 500) -> tuple[list[list[str]], str]:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from tomstats.stories.storyboard import Story, generate_story, generate_story_re
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docs import add_write_docs_argument, markdown_table, write_docs  # noqa: E402
+from _timing import timed  # noqa: E402
 
 #: The columns of the table the script prints (and writes with --write-docs).
 COLUMNS = ("path", "stories × repeats", "stories per CPU-s, best / median",
@@ -85,11 +85,9 @@ def rate(fn: Callable[[int], object], n: int,
     the machine is shared)."""
     wall, cpu = [], []
     for _ in range(repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        for seed in range(n):
-            fn(seed)
-        wall.append(n / (time.perf_counter() - t0))
-        cpu.append(n / max(time.process_time() - c0, 1e-9))
+        _out, c, w = timed(lambda: [fn(seed) for seed in range(n)])
+        wall.append(n / w)
+        cpu.append(n / max(c, 1e-9))
     return max(wall), statistics.median(wall), max(cpu), statistics.median(cpu)
 
 
@@ -133,13 +131,9 @@ def paper_set(per_cell: int = 500) -> str:
 
     from tomstats.stories import build_design_items, write_items
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    items = build_design_items(per_cell, seed=0, progress=False)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    items, cpu, wall = timed(lambda: build_design_items(per_cell, seed=0, progress=False))
     with tempfile.TemporaryDirectory() as d:
-        t1 = time.perf_counter()
-        write_items(Path(d) / "items.jsonl", items)
-        write = time.perf_counter() - t1
+        _path, _cpu, write = timed(lambda: write_items(Path(d) / "items.jsonl", items))
     words = sum(it.n_words for it in items if it.tom_order == 0)
     return (f"Paper item set with text: {len(items):,} items ({per_cell} stories per length, "
             f"{words:,} words of stories) in {cpu:.1f} CPU-s / {wall:.1f} s wall (target: "

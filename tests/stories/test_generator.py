@@ -10,7 +10,7 @@ import re
 import pytest
 
 from tomstats.stories import build_design_items
-from tomstats.stories.audit import sentences
+from tomstats.stories.audit import item_parse, sentences
 from tomstats.stories.narrative import (
     _ADVERBIALS,
     _JOINS,
@@ -143,6 +143,28 @@ def test_object_stories_are_told_with_people_carrying_objects(items) -> None:
         assert abs(it.n_words - it.context_words) <= 0.02 * it.context_words
         for c in it.metadata["storyboard"]["characters"]:
             assert not re.search(rf"\b{c}\b", it.story)
+
+
+def test_object_stories_tell_one_move_a_sentence_and_leave_out_only_fillers(items) -> None:
+    """Each recorded move of a told object is one sentence naming that object and its
+    place; a tight length leaves out filler objects whole, never a key character's."""
+    human = {(it.metadata["story_id"]): it for it in items if it.question_type == "wm_human"}
+    left_out = 0
+    for it in items:
+        if it.question_type != "wm_object":
+            continue
+        h = human[it.metadata["story_id"]]
+        names = it.metadata["object_names"]
+        roles = it.metadata["roles"]
+        assert {roles[r] for r in ("S1", "S2", "T")} <= set(names)
+        told = [e for e in h.metadata["events"] if e[1] in names]
+        assert it.metadata["events"] == told
+        left_out += len(names) < len(h.metadata["storyboard"]["characters"])
+        found, recorded = item_parse(it).coverage()  # one move a sentence: all parsed
+        assert found == recorded == len(told)
+        for other in set(h.metadata["storyboard"]["characters"]) - set(names):
+            assert other not in (roles["S1"], roles["S2"], roles["T"])
+    assert left_out >= 1  # the 200-word stories need it
 
 
 # ---------------------------------------------------------------- an independent tracker

@@ -116,16 +116,21 @@ def candidate_features(p: ItemParse) -> np.ndarray:
     return np.concatenate([*blocks, _story_block(p.story)], axis=1)
 
 
+def _block_frame(story: StoryParse, names: Sequence[str]
+                 ) -> tuple[dict[str, int], int, dict[str, int], np.ndarray]:
+    """What a feature block is built on: the candidates' row index, the number of
+    sentences (at least 1), the features' column index and a zero matrix."""
+    cands = story.candidates
+    return ({c: j for j, c in enumerate(cands)}, max(story.n_sentences, 1),
+            {f: k for k, f in enumerate(names)}, np.zeros((len(cands), len(names))))
+
+
 def _role_block(story: StoryParse, name: str) -> np.ndarray:
     key = ("adv_role", name.lower())
     got = story._cache.get(key)
     if got is not None:
         return got  # type: ignore[return-value]
-    cands = story.candidates
-    idx = {c: j for j, c in enumerate(cands)}
-    n_s = max(story.n_sentences, 1)
-    col = {f: k for k, f in enumerate(_ROLE_FEATURES)}
-    x = np.zeros((len(cands), len(_ROLE_FEATURES)))
+    idx, n_s, col, x = _block_frame(story, _ROLE_FEATURES)
     moves = story.moves_of(name)
     dests = story.dests_of(name)
     counts = Counter(dests)
@@ -171,10 +176,7 @@ def _story_block(story: StoryParse) -> np.ndarray:
     if got is not None:
         return got  # type: ignore[return-value]
     cands = story.candidates
-    idx = {c: j for j, c in enumerate(cands)}
-    n_s = max(story.n_sentences, 1)
-    col = {f: k for k, f in enumerate(_STORY_FEATURES)}
-    x = np.zeros((len(cands), len(_STORY_FEATURES)))
+    idx, n_s, col, x = _block_frame(story, _STORY_FEATURES)
     flat_pos = [(i, c) for i, row in enumerate(story.places) for c in row]
     total = Counter(c for _i, c in flat_pos)
     move_s = {m.sentence for m in story.moves}

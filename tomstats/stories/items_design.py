@@ -7,7 +7,7 @@ asked at every requested order, so that order and length are crossed within stor
 order 0 "Where is T?", order 1 "Where does S1 think T is?", order 2 "Where does S1 think
 S2 thinks T is?", and optionally the world-model questions. Within each context length the
 scenarios cycle (:data:`~tomstats.stories.plot.CYCLE`: half true beliefs at orders 1 and 2,
-order-2 answers that differ from every simpler question's in 3 stories of 8) and the
+order-2 answers that differ from every simpler question's in 8 stories of 24) and the
 scenario's places rotate through the locations, so each location is each answer equally
 often. Gold answers always come from the belief tracker — its integer-coded form
 :mod:`tomstats.stories.coded_tracker`, which gives the answers of the readable
@@ -150,7 +150,7 @@ def build_design_items(n_per_cell: int, seed: int,
 plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stories
     ``2i`` and ``2i + 1`` are one of each, so every even ``n_per_cell`` is balanced exactly
     and every odd one within one story), and the
-    order-2 answer differs from every simpler question's answer in 3 stories of 8.
+    order-2 answer differs from every simpler question's answer in 8 stories of 24.
 
     Parameters
     ----------
@@ -478,7 +478,12 @@ def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
             q = q[:1].upper() + q[1:]
             instructions = st.object_instructions or instructions
             reach, hops = "named", 0  # the object story names every place
-            extra_meta = {"object_names": names}
+            # a tight length tells the objects of some fillers not at all: the object item
+            # records the events it tells (the answer reads only the key characters')
+            cast = ps.object_cast or tuple(characters)
+            extra_meta = {"object_names": {c: names[c] for c in cast},
+                          "events": [[e.time, e.actor, e.location, e.source]
+                                     for e in ps.events if e.actor in cast]}
         else:
             q, text, target_text = wm_question(st, s1, s2, t), ps.text, t
             extra_meta = {}

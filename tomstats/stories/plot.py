@@ -20,16 +20,22 @@ It is told in three phases:
 Scenarios fix the answers of reality (``R``), ``S1``'s belief about ``T`` (order 1),
 ``S2``'s belief about ``T`` and ``S1``'s belief about ``S2``'s belief (order 2):
 
-============  ============  ============  =====================================
-scenario      order 1       order 2       order-2 answer equals
-============  ============  ============  =====================================
-``tt``        true          true          reality, S1, S2
-``ft``        false         true          reality, S2
-``tf``        true          false         none (X, Y, R, S1 = R all differ)
-``ff_none``   false         false         none (four different places)
-``ff_s1``     false         false         S1 (StorySim's second-order story)
-``ff_s2``     false         false         S2
-============  ============  ============  =====================================
+==============  ============  ============  =====================================
+scenario        order 1       order 2       order-2 answer equals
+==============  ============  ============  =====================================
+``tt``          true          true          reality, S1, S2
+``ft``          false         true          reality, S2
+``tf``          true          false         none (X, Y, R, S1 = R all differ)
+``ff_none``     false         false         none (four different places)
+``ff_s1``       false         false         S1 (StorySim's second-order story)
+``ff_s2``       false         false         S2
+``tt2``         true          true          reality, S1, S2 (two seen moves)
+``tt3``         true          true          reality, S1, S2 (three seen moves)
+``ff_z``        false         false         S1 (S1S2 in Z, T's second place after X)
+``ff_none_y``   false         false         none (S1S2 in Y, S1 followed T there)
+``ff_none_w``   false         false         none (S1S2 in Y, S1 waited in Z)
+``tf_y``        true          false         none (S1S2 in Y, S2 = S1 = R)
+==============  ============  ============  =====================================
 
 The places of a scenario are a random permutation of the setting's locations, so every
 location is equally likely to be each answer. Between the scripted steps, and all through
@@ -43,6 +49,7 @@ them, and the scenario's expected answers are a cross-check.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -111,17 +118,36 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("ff_s2", "false", "false", (("S2", 3), ("S1", 1), ("T", 1), ("S1", 4),
                                          ("T", 2)), 2,
              {"reality": 2, "S1": 1, "S2": 0, "S1S2": 0, "wm": 1}),
+    # leapfrog: S2 goes ahead to Z (2) (S1 sees); T: X -> Y (1) (S1 sees); S1 follows to Y;
+    # T: Y -> Z (S1 sees it leave, S2 sees it arrive, and S1 knows S2 is in Z); S1 goes
+    # to R (3); T: Z -> R (S1 sees it arrive, S2 sees it leave): a true belief after three
+    # moves
+    Scenario("tt3", "true", "true", (("S2", 2), ("T", 1), ("S1", 1), ("T", 2), ("S1", 3),
+                                     ("T", 3)), 5,
+             {"reality": 3, "S1": 3, "S2": 3, "S1S2": 3, "wm": 1}),
+    # leapfrog as tt3 up to T: Y -> Z; then S1 leaves for U (4); T: Z -> D (3), seen by
+    # S2 only: S1 thinks S2 thinks T is where S1 last saw it, in Z
+    Scenario("ff_z", "false", "false", (("S2", 2), ("T", 1), ("S1", 1), ("T", 2), ("S1", 4),
+                                        ("T", 3)), 3,
+             {"reality": 3, "S1": 2, "S2": 3, "S1S2": 2, "wm": 1}),
+    # T: X -> Y (1) (both see); S2 leaves for W (3) (S1 sees); S1 follows T to Y;
+    # T: Y -> Z (2) (S1 sees); S1 leaves for U (4); S2: W -> Z, finds T;
+    # T: Z -> D (5) (S2 sees): four different places again, S1S2 in Y
+    Scenario("ff_none_y", "false", "false", (("T", 1), ("S2", 3), ("S1", 1), ("T", 2),
+                                             ("S1", 4), ("S2", 2), ("T", 5)), 3,
+             {"reality": 5, "S1": 2, "S2": 5, "S1S2": 1, "wm": 1}),
+    # as ff_none_y, but S1 waits for T in Z (2) instead of following it to Y
+    Scenario("ff_none_w", "false", "false", (("T", 1), ("S2", 3), ("S1", 2), ("T", 2),
+                                             ("S1", 4), ("S2", 2), ("T", 5)), 3,
+             {"reality": 5, "S1": 2, "S2": 5, "S1S2": 1, "wm": 1}),
+    # T: X -> Y (1) (both see); S2 leaves for W (3) (S1 sees); S2: W -> Z (2); S1 goes to
+    # R (4); T: Y -> Z (S2 sees it arrive); T: Z -> R (S2 sees it leave, S1 sees it
+    # arrive): S1 thinks S2 thinks T is in Y
+    Scenario("tf_y", "true", "false", (("T", 1), ("S2", 3), ("S2", 2), ("S1", 4), ("T", 2),
+                                       ("T", 4)), 5,
+             {"reality": 4, "S1": 4, "S2": 4, "S1S2": 1, "wm": 1}),
 )}
 
-#: Scenarios in the order a design cell cycles through them (stories ``r = 0, 1, …`` take
-#: ``CYCLE[r % 8]``; the last slot alternates ``ff_s1`` / ``ff_s2`` between cycles): true
-#: beliefs are half of the order-1 (``tt``, ``tf``) and half of the order-2 items (``tt``,
-#: ``ft``), and the order-2 answer equals a simpler question's answer in 5 of every 8
-#: stories. Each pair of stories ``(2i, 2i + 1)`` is one true and one false belief at both
-#: orders (``tt`` with an ``ff_*``, ``tf`` with ``ft``), so the first ``n`` stories of a cell
-#: are balanced exactly at even ``n`` and within one story at odd ``n``. ``ft`` needs ``T``
-#: to enter ``R`` twice, which a "most frequent place near ``T``" rule exploits, so it is
-#: the rarest.
 #: Probability that a location is a *join place* of a story (key characters' moves into
 #: it are told as "joins H", the place unnamed).
 P_JOIN_PLACE = 1 / 3
@@ -137,16 +163,25 @@ EXTRA_UNSEEN = (0, 1, 2, 3, 4)
 
 _MAX_STEPS = 8
 
-CYCLE = ("tt", "ff_none", "tf", "ft", "tt2", "ff_none", "tt2", "ff_s1|ff_s2")
+#: Scenarios in the order a design cell cycles through them (story ``r`` takes slot
+#: ``r % 8``, and of a slot's alternatives the ``(r // 8) % 3``-th): true beliefs are half
+#: of the order-1 (``tt*``, ``tf*``) and half of the order-2 items (``tt*``, ``ft``). Each
+#: pair of stories ``(2i, 2i + 1)`` is one true and one false belief at both orders (a
+#: ``tt*`` with an ``ff_*``, a ``tf*`` with ``ft``), so the first ``n`` stories of a cell
+#: are balanced exactly at even ``n`` and within one story at odd ``n``. Over 24 stories
+#: the order-2 answer differs from every simpler question's in 8, and the order-2 false
+#: beliefs point at the meeting place ``X`` in 5 of 12, at ``T``'s next place in 4 and at
+#: the place after it in 3. ``ft`` needs ``T`` to enter ``R`` twice, which a "most
+#: frequent place near ``T``" rule exploits, so it is the rarest.
+CYCLE = ("tt|tt3|tt", "ff_none|ff_none_y|ff_none", "tf|tf_y|tf", "ft",
+         "tt2|tt2|tt3", "ff_none_w|ff_z|ff_z", "tt3|tt2|tt2", "ff_s1|ff_s2|ff_none_w")
 
 
 def cycle_scenario(r: int) -> str:
-    """The scenario of replicate ``r`` of a cell."""
-    name = CYCLE[r % len(CYCLE)]
-    if "|" in name:
-        a, b = name.split("|")
-        return a if (r // len(CYCLE)) % 2 == 0 else b
-    return name
+    """The scenario of replicate ``r`` of a cell: slot ``r % 8`` of :data:`CYCLE`, its
+    ``(r // 8) % k``-th alternative of ``k``."""
+    alts = CYCLE[r % len(CYCLE)].split("|")
+    return alts[(r // len(CYCLE)) % len(alts)]
 
 
 @dataclass(frozen=True)
@@ -183,6 +218,9 @@ class PlotStory:
         The story's join places (key characters' moves into them are told as joins).
     extra_unseen : int
         Moves ``T`` made after the scripted steps, unseen by ``S1`` and ``S2``.
+    object_cast : tuple of str or None
+        The characters whose objects the object telling names and moves (a tight length
+        leaves out filler characters' objects whole); ``None`` without an object telling.
     """
 
     events: tuple[Event, ...]
@@ -198,6 +236,7 @@ class PlotStory:
     told: tuple[tuple[str, ...], ...] = ()
     join_places: tuple[str, ...] = ()
     extra_unseen: int = 0
+    object_cast: tuple[str, ...] | None = None
 
 
 class _Teller:
@@ -300,18 +339,24 @@ class _Teller:
             self.decor_say(lambda: self.ph.short(c), (c,))
         t = len(self.events)
         self.events.append(Event(t, "enter", who, dest, src))
-        self.told.append(tuple(joins))
         self.came[who], self.pos[who] = src, dest
-        if joins:
-            s = self.ph.joins(who, joins)
-            self._count(s, (who, *joins), ())
-        else:
-            s = self.ph.move(who, dest, plain=plain or self.plain)
-            self._count(s, (who,), (dest,))
-        for _ in range(8):
+        joins = tuple(joins)
+        s = self.ph.joins(who, joins) if joins else \
+            self.ph.move(who, dest, plain=plain or self.plain)
+        for k in range(12):  # a repeat is told otherwise: another form, other hosts
             if not self.repeats(s):
                 break
-            s = self.ph.joins(who, joins) if joins else self.ph.move(who, dest, plain=bool(_ % 2))
+            if joins and k >= 4:
+                if who in self.key:  # a key character joins whoever else is there
+                    joins = tuple(self.rng.sample(hosts, self.rng.randint(1, min(2, len(hosts)))))
+                else:  # a filler's move names the place instead
+                    joins = ()
+            s = self.ph.joins(who, joins) if joins else self.ph.move(who, dest, plain=bool(k % 2))
+        self.told.append(joins)
+        if joins:
+            self._count(s, (who, *joins), ())
+        else:
+            self._count(s, (who,), (dest,))
         self.say(s, move=True)
         return t
 
@@ -624,12 +669,13 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     outside = tl.words - len(tl.sents[0].split()) - block_words
     pos = (pre_words - len(tl.sents[0].split())) / outside if outside > 0 else 0.0
     mislead = max(0, final - seen_time - 1) if sc.order1 == "false" else 0
-    obj_text = None
+    obj_text, obj_told = None, None
     if objects is not None:
-        obj_text = _object_text(st, characters, objects, tl.events, lo, hi, rng, t)
+        obj_text, obj_told = _object_text(st, characters, objects, tl.events, lo, hi, rng,
+                                          t, tl.key)
     return PlotStory(tuple(tl.events), " ".join(tl.sents), obj_text, roles, scenario,
                      expected, (first, final), round(pos, 4), mislead, block_words,
-                     tuple(tl.told), tuple(sorted(hidden)), len(path))
+                     tuple(tl.told), tuple(sorted(hidden)), len(path), obj_told)
 
 
 def _fit(tl: _Teller, lo: int, hi: int) -> None:
@@ -655,54 +701,61 @@ def _fit(tl: _Teller, lo: int, hi: int) -> None:
 
 def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequence[str],
                  events: Sequence[Event], lo: int, hi: int, rng: random.Random,
-                 target: str | None = None) -> str:
+                 target: str | None = None, key: Sequence[str] = ()
+                 ) -> tuple[str, tuple[str, ...]]:
     """The same events told with objects for the characters, carried by people.
 
-    Each move becomes a person carrying the object to the place ("A porter takes the red
-    ball to the ditch."); consecutive moves may share a sentence and a carrier ("…, the
-    blue box to the cave and the green cup to the well."), as many as it takes to fit
-    ``hi`` words. Place notes pad the story to ``lo`` words, spread so that no more than
-    :data:`MAX_MOVE_RUN` move sentences follow each other when there is room. Two remarks
-    at the end, room allowing, name ``target``'s object beside the places it was taken to
-    least ("A porter thinks of taking the cup to the cave, but leaves it where it is.").
+    Each move is one sentence, a person carrying the object to the place ("A porter takes
+    the red ball to the ditch."), with a short sentence ("Time passes.") after every
+    :data:`MAX_MOVE_RUN` of them. When that does not fit ``hi`` words (a tight cell), the
+    objects of filler characters are left out whole, those with the most moves first,
+    until it fits: the key characters (``key``) and every move of a told object stay, so
+    the world-model answer (it reads only the key characters' moves) is unchanged. Place
+    notes pad the story to ``lo`` words, spread so that no more than
+    :data:`MAX_MOVE_RUN` move sentences follow each other. Two remarks at the end, room
+    allowing, name ``target``'s object beside the places it was taken to least ("A porter
+    thinks of taking the cup to the cave, but leaves it where it is.").
+
+    Returns
+    -------
+    (str, tuple of str)
+        The text and the characters whose objects it tells.
     """
     names = dict(zip(characters, objects, strict=False))
     ph = Phrases(st, rng)
-    intro = f"{_cap(listing([names[c] for c in characters]))} are in {st.text(st.hub)}."
     movers = ph.movers()
-    n_intro = len(intro.split())
-    for group in (1, 2, 3, 4, 5, 6, 8, 10):
-        sents, i = [], 0
-        while i < len(events):
-            k = min(len(events) - i, rng.randint(1, group) if group <= 3 else group)
-            for attempt in range(12):  # no near-repeat of one of the last ten sentences
-                part = events[i:i + k]
-                first = ph.object_move(rng.choice(movers), names[part[0].actor],
-                                       part[0].location)
-                rest = [f"{names[e.actor]} to {st.text(e.location)}" for e in part[1:]]
-                if rest:
-                    first = f"{first[:-1]}, then {listing(rest)}."
-                if not any(near_duplicate(first, x) for x in sents[-10:]):
+    breaks = list(OBJECT_BREAKS)
+    n_moves = Counter(e.actor for e in events)
+    fillers = sorted((c for c in characters if c not in key),
+                     key=lambda c: (-n_moves[c], characters.index(c)))
+    told = list(characters)
+    while True:
+        kept = [e for e in events if e.actor in told]
+        intro = f"{_cap(listing([names[c] for c in told]))} are in {st.text(st.hub)}."
+        sents: list[str] = []
+        for e in kept:
+            for _attempt in range(12):  # no near-repeat of one of the last ten sentences
+                x = ph.object_move(rng.choice(movers), names[e.actor], e.location)
+                if not any(near_duplicate(x, y) for y in sents[-10:]):
                     break
-                if attempt % 3 == 2 and k > 1:
-                    k -= 1
-            sents.append(first)
-            i += k
-        words = n_intro + sum(len(x.split()) for x in sents)
+            sents.append(x)
+        n_breaks = max(0, (len(sents) - 1) // MAX_MOVE_RUN)
+        words = len(intro.split()) + sum(len(x.split()) for x in sents) \
+            + n_breaks * max(len(b.split()) for b in breaks)
         if words <= hi:
             break
-    else:
-        raise ValueError(f"the events told with objects need {words} words, more than {hi}")
-    # no more than MAX_MOVE_RUN move sentences in a row: a short sentence between, room
-    # allowing
-    breaks = list(OBJECT_BREAKS)
+        dropped = next((c for c in fillers if c in told), None)
+        if dropped is None:
+            raise ValueError(f"the events told with objects need {words} words, more than "
+                             f"{hi}")
+        told.remove(dropped)
     out = [intro]
+    words = len(intro.split()) + sum(len(x.split()) for x in sents)
     for j, x in enumerate(sents):
         if j and j % MAX_MOVE_RUN == 0:
-            b = rng.choice(breaks)
-            if words + len(b.split()) <= hi and b not in out[-10:]:
-                out.append(b)
-                words += len(b.split())
+            b = rng.choice([b for b in breaks if b not in out[-10:]] or breaks)
+            out.append(b)
+            words += len(b.split())
         out.append(x)
     if target is not None:  # remarks name T's object beside places it is not taken to
         x = names[target]
@@ -723,7 +776,7 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
             s = ph.note(rng.choice(st.locations))
         else:  # a remark about a thing and a place that moves nothing
             s = rng.choice(OBJECT_REMARKS).format(p=rng.choice(movers),
-                                                  x=rng.choice(list(names.values())),
+                                                  x=names[rng.choice(told)],
                                                   l=st.text(rng.choice(st.locations)))
         if s in said:
             continue
@@ -738,7 +791,7 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
         words += len(s.split())
     if words < lo:
         raise ValueError(f"could not pad the object story to {lo} words")
-    return " ".join(out)
+    return " ".join(out), tuple(told)
 
 
 def _longest_gap(sents: Sequence[str]) -> int | None:
