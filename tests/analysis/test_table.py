@@ -70,9 +70,11 @@ def test_report_reads_json_as_a_fit_not_a_log(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("name", "content", "message"), [
     ("t.xlsx", b"x", "unknown format '.xlsx'"),
     ("t.csv.gz", b"not gzip", "not a readable gzip file"),
-    ("t.csv.gz", gzip.compress(b"a,b\n1,caf\xe9\n"), "line 2, column 6: not valid UTF-8"),
-    ("t.jsonl.gz", gzip.compress(b'{"a": 1}\nnot json\n'), "t.jsonl.gz"),
-])
+    # mtime=0: the same bytes, hence the same test ids, in every process (pytest-xdist)
+    ("t.csv.gz", gzip.compress(b"a,b\n1,caf\xe9\n", mtime=0),
+     "line 2, column 6: not valid UTF-8"),
+    ("t.jsonl.gz", gzip.compress(b'{"a": 1}\nnot json\n', mtime=0), "t.jsonl.gz"),
+], ids=["xlsx", "not-gzip", "gzip-not-utf8", "gzip-not-json"])
 def test_bad_files_are_one_line_naming_the_file(tmp_path: Path, name: str, content: bytes,
                                                 message: str) -> None:
     path = tmp_path / name
