@@ -19,7 +19,7 @@ from tomstats._cli_options import DefaultsHelpFormatter
 from tomstats._printable import PrintableStream, printable
 from tomstats._version import __version__
 
-__all__ = ["main"]
+__all__ = ["main", "written_with_warnings"]
 
 # name -> (module, argument-adder, runner, one-line help)
 COMMANDS: dict[str, tuple[str, str, str, str]] = {
@@ -61,6 +61,25 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
 #: status a shell reports for ``yes | head``'s ``yes``; 130 = 128 + SIGINT on Ctrl-C.
 EXIT_OK, EXIT_ERRORED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_WARNINGS = 0, 1, 2, 3, 4
 EXIT_PIPE, EXIT_INTERRUPTED = 141, 130
+
+
+def written_with_warnings(command: str, what: str, *, allow_warnings: bool,
+                          advice: str = "") -> int:
+    """The last line of a command whose result is written but failed its own checks, and its
+    exit status: 4 (:data:`EXIT_WARNINGS`), or 0 with ``--allow-warnings``.
+
+    The line is a warning in both cases (``tomstats CMD: warning: ...``), never an error: the
+    result exists, and re-running gives the same one. ``advice`` (what to change) is printed
+    only when the status is 4.
+    """
+    if allow_warnings:
+        print(f"tomstats {command}: warning: {what} (exit 0: --allow-warnings)",
+              file=sys.stderr)
+        return EXIT_OK
+    tail = f"; {advice}" if advice else ""
+    print(f"tomstats {command}: warning: {what}{tail} (exit {EXIT_WARNINGS}: written with "
+          f"warnings; pass --allow-warnings to accept it with exit 0)", file=sys.stderr)
+    return EXIT_WARNINGS
 
 
 class _Parser(argparse.ArgumentParser):

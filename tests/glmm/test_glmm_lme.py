@@ -286,6 +286,8 @@ def test_summary_prints_as_glmer(reference):
     assert "Random effects:" in text and "Corr" in text and "Fixed effects:" in text
     assert "Number of obs: 480, groups:  g, 8" in text
     assert SINGULAR_MESSAGE in text
+    # the advice names the command that compares the fits, not a Python function
+    assert "tomstats compare" in fit.singular_advice() and "lme_anova" not in text
     assert "Correlation of Fixed Effects:" in text
     sd = fit.varcorr()
     line = [ln for ln in text.splitlines() if ln.strip().startswith("g ")][0]

@@ -233,7 +233,8 @@ class LaplaceFit:
             return ""
         parts = "; ".join(f"(1 | {g}): SD of (Intercept) ~ 0" for g in zero)
         return (f"{SINGULAR_MESSAGE}\n  {parts}. The data do not support this random-effects "
-                f"structure: drop the term with variance ~0 and compare the fits with an LRT; "
+                f"structure: drop the term with variance ~0, refit, and compare the two fits' "
+                f"JSON by a likelihood-ratio test with tomstats compare; "
                 f"fixed effects and their SEs stay valid, the variance components at the "
                 f"boundary are not estimates to report")
 

@@ -254,9 +254,10 @@ class LmeFit:
                 parts.append(f"{t.label}: a correlation at +-1 (covariance of rank < {t.d})")
         return (f"{SINGULAR_MESSAGE}\n  {'; '.join(parts)}. The data do not support this "
                 f"random-effects structure: drop the effect with variance ~0 (or make the "
-                f"term uncorrelated with '||'), and compare the fits with an LRT "
-                f"(lme_anova); fixed effects and their SEs stay valid, the variance "
-                f"components at the boundary are not estimates to report")
+                f"term uncorrelated with '||'), refit, and compare the two fits' JSON by "
+                f"a likelihood-ratio test with tomstats compare; fixed effects and their "
+                f"SEs stay valid, the variance components at the boundary are not "
+                f"estimates to report")
 
     # ------------------------------------------------------------------ tables
     def varcorr(self) -> pd.DataFrame:

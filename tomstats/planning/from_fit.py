@@ -117,6 +117,34 @@ def _prepare(fit: Any, data: pd.DataFrame | None,
     return rewrite_cbind(fit.formula, prepare_data(data, columns).reset_index(drop=True))
 
 
+_NOT_THE_DATA = ("data: not the data the fit of {formula!r} was made from (its data hash "
+                 "differs); pass the same log, with the same selection")
+
+
+def _check_data_hash(fit: Any, formula: str, df: pd.DataFrame) -> None:
+    """Refuse ``df`` when the columns the formula reads do not have the fit's data hash
+    (before the design is built; data that lack a column are left to the design's message)."""
+    if not _hash_agrees(formula, fit.family, fit.data_hash, df):
+        raise InputError(_NOT_THE_DATA.format(formula=fit.formula))
+
+
+def _hash_agrees(formula: str, family: str | None, stored: str, df: pd.DataFrame) -> bool:
+    """Whether the columns of ``df`` a fit of ``formula`` reads have the data hash
+    ``stored`` (true too when ``df`` lacks one of them: the design's message says which)."""
+    from tomstats.glmm.provenance import data_hash, used_columns
+    from tomstats.glmm.spec import FormulaSpec, parse_formula
+
+    response, trials, fixed, random = parse_formula(formula)
+    spec = FormulaSpec(formula=formula, response=response, trials=trials,
+                       family=family or ("binomial" if trials else "bernoulli"), fixed=fixed,
+                       random=random, aggregate=False)
+    try:
+        cols = used_columns(spec, df)
+    except ValueError:
+        return True
+    return not all(c in df.columns for c in cols) or data_hash(df, cols) == stored
+
+
 def _arrays(fit: Any, formula: str, df: pd.DataFrame, *, check_hash: bool,
             aggregate: bool | str = "auto", same_coefs: bool = True) -> _Arrays:
     """Build and check the design of ``formula`` (the fit's, or the model refitted) on
@@ -128,11 +156,14 @@ def _arrays(fit: Any, formula: str, df: pd.DataFrame, *, check_hash: bool,
     from tomstats.glmm.provenance import data_hash, used_columns
 
     check_formula(formula)
+    if check_hash and fit.data_hash:
+        # first: other data fail the design's own checks too (a single level of a grouping
+        # factor, a missing level), and those would hide that they are not the fit's data
+        _check_data_hash(fit, formula, df)
     spec, md = build_design(formula, df, family=fit.family, aggregate=aggregate, center=True)
     _check_terms(spec, md, len(df))
     if check_hash and fit.data_hash and data_hash(df, used_columns(spec, df)) != fit.data_hash:
-        raise InputError(f"data: not the data the fit of {fit.formula!r} was made from (its "
-                         f"data hash differs); pass the same log, with the same selection")
+        raise InputError(_NOT_THE_DATA.format(formula=fit.formula))
     names = tuple(_effect_name(c) for c in md.coords["coef"])
     if same_coefs and names != tuple(fit.coef_names):
         raise InputError(f"the design has the coefficients {list(names)}, the fit "
@@ -850,6 +881,14 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
             return fit_lme(frame, str(formula), family=d.get("family"))
 
     df = _read_log(log, formula)
+    stored_hash = d.get("data_hash")
+    if stored_hash and not _hash_agrees(formula, d.get("family"), stored_hash, df) and \
+            not _hash_agrees(formula, d.get("family"), stored_hash,
+                             _read_table(log, errors="drop")):
+        # first: another log may not even fit (a single level of a grouping factor)
+        raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
+                         f"from (its data hash differs); pass the same log, with the same "
+                         f"selection")
     fit = refit(df)
     if d.get("data_hash") and d.get("data_hash") != fit.data_hash:
         # a fit made in Python on the log's frame: its hash covers the standard columns the
