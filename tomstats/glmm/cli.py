@@ -98,7 +98,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    help="CPU cores the chains may use at once (numpyro: one chain a thread, "
                         "default all usable CPUs; pymc: processes, default 1); never "
                         "changes the numpyro draws")
-    p.add_argument("--target-accept", type=float, default=0.9)
+    p.add_argument("--target-accept", type=float, default=0.9,
+                   help="NUTS target acceptance probability, in (0, 1): higher takes smaller "
+                        "steps, fewer divergences, slower draws (default 0.9)")
     p.add_argument("--max-tree-depth", type=int_arg(1, MAX_TREE_DEPTH, " (a tree of depth d "
                                                    "takes up to 2**d - 1 gradients a draw)"),
                    default=10, help=f"NUTS maximum tree depth of the draws, 1 to "
