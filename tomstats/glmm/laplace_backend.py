@@ -320,8 +320,11 @@ class LaplaceFit:
 
 
     def __repr__(self) -> str:
-        """The lme4-style summary of :meth:`__str__` (not a dump of every array)."""
-        return self.__str__()
+        """One line (formula, rows, log-likelihood, convergence); ``print()`` shows the
+        lme4-style summary of :meth:`__str__`."""
+        from tomstats.glmm.lme_result import _fit_line
+
+        return _fit_line(self, self.singular)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (non-finite numbers as ``null``)."""

@@ -335,6 +335,11 @@ class LmeFit:
         return predict(self, newdata, random=random, type=type)
 
     # ------------------------------------------------------------------ printing
+    def __repr__(self) -> str:
+        """One line (formula, rows, log-likelihood, convergence); ``print()`` shows the
+        lme4-style summary."""
+        return _fit_line(self, self.singular)
+
     def __str__(self) -> str:
         lines = ["Generalized linear mixed model fit by maximum likelihood (Laplace",
                  "  Approximation) [tomstats]",
@@ -642,3 +647,14 @@ def format_anova(table: pd.DataFrame, formulas: Mapping[str, str]) -> str:
     if stars.str.len().any():
         lines += ["---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
     return "\n".join(lines)
+
+
+def _fit_line(fit: Any, singular: bool) -> str:
+    """The one-line ``repr`` of a maximum-likelihood fit (:class:`LmeFit`, and
+    :class:`~tomstats.glmm.laplace_backend.LaplaceFit`)."""
+    from tomstats._printable import summary_line
+
+    state = "converged" if fit.converged else f"not converged ({fit.iterations} iterations)"
+    return summary_line(fit, fit.formula, f"{fit.family}, {fit.n_rows} rows",
+                        f"logLik {float(fit.loglik):.2f}", state,
+                        "singular" if singular else "")

@@ -705,6 +705,20 @@ class FitPowerResult:
     kind: str = "power"
     posterior: Mapping[str, Any] | None = None
 
+    def __repr__(self) -> str:
+        """One line: the test, the design points and the power range; ``print()`` shows the
+        table."""
+        from tomstats._printable import summary_line
+
+        col = self.table[self.kind] if self.kind in self.table else self.table.get("power")
+        span = "" if col is None or not len(col) else (
+            f"{self.kind} {100 * float(col.min()):.1f}–{100 * float(col.max()):.1f} %"
+            if len(col) > 1 else f"{self.kind} {100 * float(col.iloc[0]):.1f} %")
+        what = (f"{self.test} test of {self.term}" if self.compare is None else
+                f"lrt against {self.compare}")
+        return summary_line(self, what, f"{len(self.table)} design point(s)", span,
+                            f"{self.n_sims} studies per point, seed {self.seed}")
+
     def __str__(self) -> str:
         if self.compare is None:
             what = f"{self.test} test of {self.term} ({', '.join(self.columns)})"
