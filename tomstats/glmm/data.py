@@ -276,12 +276,12 @@ def _missing_message(missing: Sequence[str], df: pd.DataFrame) -> str:
 
 def _rename_advice(missing: Sequence[str], df: pd.DataFrame) -> str:
     """How to give the missing columns: ``--map correct=Correct`` (the right way round) for
-    one standard name with a close column, the general form for several, and for a name of
-    the user's own only a plea to spell it as the data do (``--map`` renames to standard
-    names only)."""
+    one standard name with a close column, the general form for several; a name of the
+    user's own can be renamed with ``columns=`` in Python, while on the command line (whose
+    ``--map`` renames to standard names only) it is to be spelled as the data do."""
     std = [c for c in missing if c in STANDARD_COLUMNS]
-    if not std:
-        return "write the name as the data spell it"
+    if not std:  # the Python API's columns= renames any column, --map standard names only
+        return hint("rename yours with columns={...}", "write the name as the data spell it")
     if len(std) > 1:
         return f"rename yours with {column_hint()}"
     names = [*(df.attrs.get("source_columns") or map(str, df.columns))]
