@@ -265,7 +265,8 @@ def log_anova(
     if within_l:
         out = _corrected(out, within_l, correction)
     out.attrs.update({"correction": correction if within_l else None,
-                      "observed": _as_list(observed),"n_rows": len(df), "dv": dv, "between": between_l, "within": within_l,
+                      "observed": _as_list(observed), "n_rows": len(df), "dv": dv,
+                      "between": between_l, "within": within_l,
                       "subject": subject, "by": by, "cluster": kwargs.get("cluster"),
                       "ci": kwargs.get("ci"),
                       "n_boot": kwargs.get("n_boot") if interval == "bca" else None,
