@@ -322,8 +322,6 @@ class LaplaceFit:
     def __repr__(self) -> str:
         """One line (formula, rows, log-likelihood, convergence); ``print()`` shows the
         lme4-style summary of :meth:`__str__`."""
-        from tomstats.glmm.lme_result import _fit_line
-
         return _fit_line(self, self.singular)
 
     def to_dict(self) -> dict[str, Any]:
@@ -588,3 +586,15 @@ def fit_laplace(
             f"effects, or check for separation (a group or predictor value with all 0s or "
             f"all 1s)", LaplaceConvergenceWarning, stacklevel=3)
     return res
+
+
+def _fit_line(fit: Any, singular: bool) -> str:
+    """The one-line ``repr`` of a maximum-likelihood fit (:class:`LaplaceFit`, and
+    :class:`~tomstats.glmm.lme_result.LmeFit`)."""
+    from tomstats._printable import summary_line
+
+    state = "converged" if fit.converged else f"not converged ({fit.iterations} iterations)"
+    return summary_line(fit, fit.formula, f"{fit.family}, {fit.n_rows} rows",
+                        f"logLik {float(fit.loglik):.2f}", state,
+                        "singular" if singular else "")
+

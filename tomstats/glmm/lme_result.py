@@ -41,6 +41,7 @@ from tomstats.glmm.laplace_backend import (
     SINGULAR_MESSAGE,
     LaplaceConvergenceWarning,
     _array,
+    _fit_line,
     _floats,
     _fmt_p,
     _stars,
@@ -648,13 +649,3 @@ def format_anova(table: pd.DataFrame, formulas: Mapping[str, str]) -> str:
         lines += ["---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
     return "\n".join(lines)
 
-
-def _fit_line(fit: Any, singular: bool) -> str:
-    """The one-line ``repr`` of a maximum-likelihood fit (:class:`LmeFit`, and
-    :class:`~tomstats.glmm.laplace_backend.LaplaceFit`)."""
-    from tomstats._printable import summary_line
-
-    state = "converged" if fit.converged else f"not converged ({fit.iterations} iterations)"
-    return summary_line(fit, fit.formula, f"{fit.family}, {fit.n_rows} rows",
-                        f"logLik {float(fit.loglik):.2f}", state,
-                        "singular" if singular else "")
