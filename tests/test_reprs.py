@@ -57,7 +57,8 @@ def test_fit_power_result() -> None:
     _one_line(repr(res), "FitPowerResult", "wald test of x", "3 design point(s)",
               "power 20.0–80.0 %", "50 studies per point, seed 3", "print()")
     full = str(res)
-    assert len(full.splitlines()) == 4 and "model = 30" in full and "type I error" in full
+    assert len(full.splitlines()) == 5  # the head, the legend of failed/singular, 3 points
+    assert "model = 30" in full and "type I error" in full
 
 
 def test_power_result() -> None:
