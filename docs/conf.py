@@ -36,6 +36,9 @@ extensions = [
     "sphinx.ext.doctest",
     "sphinx.ext.mathjax",
     "sphinx.ext.napoleon",
+    # MathJax itself ships with the build (the pinned `sphinx-mathjax-offline` of the `docs`
+    # extra copies it to _static/mathjax): the maths renders offline, never from a CDN
+    "sphinx-mathjax-offline",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]

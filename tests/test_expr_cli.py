@@ -186,8 +186,9 @@ def test_a_typo_in_a_map_standard_name_is_refused(tmp_path, monkeypatch, capsys,
         main([command, "t.csv", "--map", "model=model,tom_ordr=tom_order", *extra])
     line = _one_error_line(capsys, command)
     assert info.value.code == 2
+    # the pair the right way round: --map STANDARD=COLUMN
     assert "--map tom_ordr=tom_order: 'tom_ordr' is not a standard name (did you mean " \
-           "'tom_order'?)" in line
+           "--map tom_order=tom_ordr?" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
 
 

@@ -3,6 +3,8 @@
 - Progress: ``--progress/--no-progress`` (default: on when stderr is a terminal, so redirected
   output never holds progress-bar lines); :func:`progress_wanted` resolves it.
 - Figures: ``--no-figures`` wherever figures are made.
+- Examples: every ``--help`` ends with an examples section (``tomstats.cli.EXAMPLES``), which
+  :class:`DefaultsHelpFormatter` prints as written.
 - Defaults: :class:`DefaultsHelpFormatter` appends ``(default: X)`` to every option's help that
   does not state its default already (options whose default is "not given" say in words what
   happens then).
@@ -25,6 +27,13 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
     help unless the help states its default already, the option is required, hidden or an
     off switch (``store_true``). A ``None`` default reads ``(default: none)``: the option is
     not used unless given (options whose ``None`` means something else say so in words)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """Descriptions are wrapped as usual; an examples section (``examples:`` and one
+        command line a line) is kept as written, so each command can be copied whole."""
+        if text.startswith("examples:"):
+            return "\n".join(indent + line for line in text.splitlines())
+        return super()._fill_text(text, width, indent)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""

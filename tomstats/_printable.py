@@ -16,7 +16,7 @@ import io
 import re
 from typing import Any, TextIO
 
-__all__ = ["CONTROL", "PrintableStream", "printable"]
+__all__ = ["CONTROL", "PrintableStream", "printable", "summary_line"]
 
 #: What :func:`printable` escapes: C0 controls, DEL, C1 controls, and the Unicode
 #: bidirectional controls (marks, embeddings, overrides, isolates).
@@ -76,3 +76,12 @@ class PrintableStream(io.TextIOBase):
     @property
     def errors(self) -> str | None:  # type: ignore[override]
         return getattr(self.stream, "errors", None)
+
+
+def summary_line(obj: Any, *parts: str, full: bool = True) -> str:
+    """The ``repr`` of a result object: one line, ``<Class: part; part>``, never a dump of
+    its arrays or tables; with ``full`` it ends by saying that ``print()`` shows the whole
+    summary (the object's ``str``)."""
+    tail = "; print() for the summary" if full else ""
+    return printable(f"<{type(obj).__name__}: {'; '.join(p for p in parts if p)}{tail}>",
+                     keep="")

@@ -18,6 +18,7 @@ import numpy as np
 
 __all__ = ["INPUT_MEMORY_FACTOR", "READ_CHUNK", "DuplicateKeyError", "check_input_size",
            "check_keys", "check_no_nul", "check_probabilities", "check_type", "closest_hint",
+           "closest_name", "table_header_hint",
            "decode_text", "loads_unique", "open_regular", "read_input_bytes", "read_text",
            "show_value", "unique_pairs"]
 
@@ -36,11 +37,20 @@ def closest_hint(name: str, known: Iterable[str]) -> str:
     are listed so the user can pick.
     """
     known = [str(k) for k in known]
+    near = closest_name(name, known)
+    if near is not None:
+        return f" (did you mean {near!r}?)"
+    return f" (known: {', '.join(known)})" if known else ""
+
+
+def closest_name(name: str, known: Iterable[str]) -> str | None:
+    """The known name :func:`closest_hint` suggests for ``name`` (``None`` when none is
+    close): one differing only in case, else the closest by :func:`difflib.get_close_matches`
+    (ratio :math:`\\geq 0.6`)."""
+    known = [str(k) for k in known]
     same_but_case = [k for k in known if k.lower() == str(name).lower()]
     near = same_but_case or difflib.get_close_matches(str(name), known, n=1)
-    if near:
-        return f" (did you mean {near[0]!r}?)"
-    return f" (known: {', '.join(known)})" if known else ""
+    return near[0] if near else None
 
 
 def check_keys(given: Mapping[str, Any] | Iterable[str], known: Iterable[str], where: str) -> None:
@@ -247,3 +257,17 @@ def check_probabilities(p: Any, what: str) -> np.ndarray:
         raise ValueError(f"{what}: a success probability is {float(arr[bad].ravel()[0])!r}, not in "
                          f"[0, 1]; the fit's or the parameters' values are not finite")
     return arr
+
+
+def table_header_hint(first_line: str) -> str:
+    """A suffix for the message of a log whose first line is not JSON: when the line reads
+    like the header of a CSV (or TSV) table — not a JSON value, with commas (tabs) between
+    names — the hint to name the file ``.csv`` (``.tsv``); else empty."""
+    line = first_line.lstrip("\ufeff").strip()
+    if not line or line[0] in "{[\"":
+        return ""
+    for sep, suffix, what in (("\t", ".tsv", "tab"), (",", ".csv", "comma")):
+        if sep in line:
+            return (f" (it reads like the header of a {what}-separated table, not a JSON "
+                    f"record: a table named as a log? name the file {suffix})")
+    return ""

@@ -19,7 +19,7 @@ from tomstats._cli_options import DefaultsHelpFormatter
 from tomstats._printable import PrintableStream, printable
 from tomstats._version import __version__
 
-__all__ = ["main"]
+__all__ = ["EXAMPLES", "examples_epilog", "main", "written_with_warnings"]
 
 # name -> (module, argument-adder, runner, one-line help)
 COMMANDS: dict[str, tuple[str, str, str, str]] = {
@@ -52,6 +52,58 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
                "folder"),
 }
 
+#: The examples that end each ``--help`` ("" for ``tomstats --help``): command lines as a user
+#: types them (tests/test_cli_help.py parses every one with the command's own parser).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "": ("tomstats stories --out items.jsonl --n-per-cell 4 --seed 0",
+         "tomstats evaluate --items items.jsonl --model models/heuristic-recency.toml "
+         "--out run.jsonl",
+         "tomstats anova run.jsonl",
+         "tomstats fit run.jsonl --model structural --out fit.nc",
+         "tomstats report fit.nc --out fit.html"),
+    "reproduce": ("tomstats reproduce --out out/",
+                  "tomstats reproduce --out quick/ --replicates 50 --no-figures"),
+    "simulate": ("tomstats simulate simulations/paper.toml --out sim/",
+                 "tomstats simulate simulations/paper.toml --posterior fit.nc --draws 100 "
+                 "--out calibrated/"),
+    "power": ("tomstats power simulations/power.toml --out power/",
+              "tomstats power simulations/power.toml --along questions_per_cell=2,4,6,10,20 "
+              "--out power-q/",
+              "tomstats power --from-fit fit.json --data pilot.csv --term tom_order "
+              "--out power-fit/"),
+    "stories": ("tomstats stories --out items.jsonl --n-per-cell 4 --seed 0",
+                "tomstats stories --design anatom --n 40 --seed 1 --all-types "
+                "--out anatom.jsonl",
+                "tomstats stories audit items.jsonl"),
+    "evaluate": ("tomstats evaluate --items items.jsonl --model models/heuristic-recency.toml "
+                 "--out run.jsonl",
+                 "tomstats evaluate --repair run.jsonl"),
+    "fit": ("tomstats fit run.jsonl --model structural --out fit.nc",
+            "tomstats fit log.csv --map correct=is_correct,model=run_dir --model structural "
+            "--out fit.nc",
+            "tomstats fit log.csv --model 'correct ~ tom_order * log_context + (1 | model) + "
+            "(1 | item)' --backend laplace --out fit.json"),
+    "calibrate": ("tomstats calibrate fit.nc --out params.toml",
+                  "tomstats calibrate fit.nc --prob 0.9 --out params.json"),
+    "compare": ("tomstats compare structural=fit.nc formula=formula.nc --out loo.csv "
+                "--plot loo.png",
+                "tomstats compare intercepts.json slopes.json"),
+    "summarize": ("tomstats summarize run.jsonl",
+                  "tomstats summarize log.csv --map correct=is_correct --out cells.csv"),
+    "anova": ("tomstats anova run.jsonl --ci 0.95",
+              "tomstats anova log.csv --within tom_order context_words --subject model"),
+    "report": ("tomstats report fit.nc --out fit.html",
+               "tomstats report run.jsonl --out run.html",
+               "tomstats report --simulation out/ --out paper.html"),
+}
+
+
+def examples_epilog(command: str) -> str:
+    """The examples section of ``tomstats COMMAND --help`` (``""``: of ``tomstats --help``),
+    kept as written by :class:`~tomstats._cli_options.DefaultsHelpFormatter`."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[command])
+
+
 #: Exit codes of every subcommand (documented in the README and docs/getting-started.md):
 #: 0 done; 1 some questions errored (re-running retries them); 2 bad input, nothing written;
 #: 3 internal failure; 4 the result is written but its checks failed (sampler diagnostics, a
@@ -61,6 +113,25 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
 #: status a shell reports for ``yes | head``'s ``yes``; 130 = 128 + SIGINT on Ctrl-C.
 EXIT_OK, EXIT_ERRORED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_WARNINGS = 0, 1, 2, 3, 4
 EXIT_PIPE, EXIT_INTERRUPTED = 141, 130
+
+
+def written_with_warnings(command: str, what: str, *, allow_warnings: bool,
+                          advice: str = "") -> int:
+    """The last line of a command whose result is written but failed its own checks, and its
+    exit status: 4 (:data:`EXIT_WARNINGS`), or 0 with ``--allow-warnings``.
+
+    The line is a warning in both cases (``tomstats CMD: warning: ...``), never an error: the
+    result exists, and re-running gives the same one. ``advice`` (what to change) is printed
+    only when the status is 4.
+    """
+    if allow_warnings:
+        print(f"tomstats {command}: warning: {what} (exit 0: --allow-warnings)",
+              file=sys.stderr)
+        return EXIT_OK
+    tail = f"; {advice}" if advice else ""
+    print(f"tomstats {command}: warning: {what}{tail} (exit {EXIT_WARNINGS}: written with "
+          f"warnings; pass --allow-warnings to accept it with exit 0)", file=sys.stderr)
+    return EXIT_WARNINGS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,12 +146,14 @@ def build_parser(load: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tomstats",
         description="Separate theory-of-mind order from context length in LLM evaluations.",
+        epilog=examples_epilog(""), formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"tomstats {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                help="one of these; 'tomstats COMMAND --help' for its options")
     for name, (module, adder, _runner, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_,
-                           formatter_class=DefaultsHelpFormatter)
+                           epilog=examples_epilog(name), formatter_class=DefaultsHelpFormatter)
         if load is not None and name in load:
             getattr(importlib.import_module(module), adder)(p)
     return parser

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from _shipped import SHIPPED_LOG, log_with_overflow_errors
 
+from tomstats.analysis.log_anova import table_for_csv
 from tomstats.analysis.row_anova import anova
 from tomstats.analysis.summary import summarize
 from tomstats.cli import main
@@ -33,13 +34,15 @@ def _answered_log(log: Path) -> pd.DataFrame:
 
 
 def _assert_same(got: pd.DataFrame, ref: pd.DataFrame) -> None:
-    """Equal tables: text columns exactly, numbers to 1e-12 (CSV round trip)."""
+    """Equal tables: text columns exactly, numbers to 1e-12 (CSV round trip); the CSV is the
+    table as ``tomstats anova --out`` writes it (whole-number DF, no empty note column)."""
+    ref = table_for_csv(ref)
     assert list(got.columns) == list(ref.columns)
     for c in ref.columns:
         if pd.api.types.is_numeric_dtype(ref[c]):
-            np.testing.assert_allclose(got[c].to_numpy(dtype=float),
-                                       ref[c].to_numpy(dtype=float), rtol=1e-12, atol=1e-14,
-                                       err_msg=c)
+            np.testing.assert_allclose(got[c].to_numpy(dtype=float, na_value=np.nan),
+                                       ref[c].to_numpy(dtype=float, na_value=np.nan),
+                                       rtol=1e-12, atol=1e-14, err_msg=c)
         else:
             # an empty note ("") reads back from CSV as a missing value
             assert got[c].fillna("").astype(str).tolist() == \
@@ -197,7 +200,16 @@ def test_anova_cli_repeated_measures(tmp_path: Path) -> None:
                  "--out", str(out)]) == 0  # --subject defaults to model
     ref = anova(df, "correct", within=["context_words", "tom_order"], subject="model",
                 binary=True)
-    _assert_same(pd.read_csv(out), ref)
+    got = pd.read_csv(out)
+    corrected = ["DF_corrected", "DF_error_corrected", "MSE", "p_corrected"]
+    assert list(got.columns[-4:]) == corrected  # afex's columns after the engine's
+    _assert_same(got.drop(columns=corrected), ref)
+    # Greenhouse-Geisser by default: df times eps, MSE of the corrected error df
+    eps = ref["eps_gg"].fillna(1.0).to_numpy()
+    np.testing.assert_allclose(got["DF_corrected"], ref["DF"] * eps, rtol=1e-12)
+    np.testing.assert_allclose(got["MSE"], ref["SS_error"] / (ref["DF_error"] * eps),
+                               rtol=1e-12)
+    np.testing.assert_allclose(got["p_corrected"], ref["p_gg"].fillna(ref["p"]), rtol=1e-12)
 
 
 def test_anova_cli_subject_without_within_uses_subject_means(tmp_path: Path,
@@ -373,6 +385,6 @@ def test_real_subprocess(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "tomstats.cli", "anova", str(LOG), "--dv",
                           "corect"], capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 2
+    # 'corect' is no standard name: --map could not give it a column
     assert bad.stderr.strip() == ("tomstats anova: error: --dv: no column 'corect' in the data "
-                                  "(did you mean 'correct'?); rename one with --map "
-                                  "corect=COLUMN")
+                                  "(did you mean 'correct'?)")

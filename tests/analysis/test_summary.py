@@ -79,14 +79,21 @@ def test_wilson_intervals_equal_statsmodels(cells: pd.DataFrame) -> None:
     np.testing.assert_allclose(ans["ci_high"], hi, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["wilson", "beta"])
 @pytest.mark.parametrize("level", [0.8, 0.9, 0.95, 0.99])
-def test_wilson_function_equals_statsmodels_on_random_counts(level: float) -> None:
+def test_interval_functions_equal_statsmodels_on_random_counts(level: float,
+                                                               method: str) -> None:
+    """Wilson's interval, and the Clopper–Pearson interval simr reports (statsmodels'
+    ``method="beta"``), on random counts and at the edges."""
+    from tomstats.analysis.intervals import clopper_pearson_interval
+
     rng = np.random.default_rng(int(level * 100))
     n = rng.integers(1, 400, size=200)
     k = rng.binomial(n, rng.uniform(0, 1, size=200))
     k[:5], k[5:10] = 0, n[5:10]  # the edges
-    lo, hi = wilson_interval(k, n, level)
-    ref_lo, ref_hi = proportion_confint(k, n, alpha=1 - level, method="wilson")
+    f = wilson_interval if method == "wilson" else clopper_pearson_interval
+    lo, hi = f(k, n, level)
+    ref_lo, ref_hi = proportion_confint(k, n, alpha=1 - level, method=method)
     np.testing.assert_allclose(lo, ref_lo, rtol=0, atol=1e-12)
     np.testing.assert_allclose(hi, ref_hi, rtol=0, atol=1e-12)
 

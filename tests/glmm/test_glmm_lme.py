@@ -286,6 +286,12 @@ def test_summary_prints_as_glmer(reference):
     assert "Random effects:" in text and "Corr" in text and "Fixed effects:" in text
     assert "Number of obs: 480, groups:  g, 8" in text
     assert SINGULAR_MESSAGE in text
+    # the advice names the command that compares the fits, not a Python function
+    assert "tomstats compare" in fit.singular_advice() and "lme_anova" not in text
+    # its repr is one line, not the summary nor a dump of its arrays
+    line = repr(fit)
+    assert line.startswith("<LmeFit: ") and "\n" not in line and "array(" not in line
+    assert fit.formula in line and f"logLik {fit.loglik:.2f}" in line and "singular" in line
     assert "Correlation of Fixed Effects:" in text
     sd = fit.varcorr()
     line = [ln for ln in text.splitlines() if ln.strip().startswith("g ")][0]

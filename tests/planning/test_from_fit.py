@@ -243,6 +243,61 @@ def test_cli_runs_and_writes(fit, tmp_path):
     meta = json.loads((tmp_path / "out" / "power.json").read_text())
     assert meta["test"] == "lrt" and meta["effects"] == {"x": 1.5}
     assert "power of the lrt test of x" in res.stdout
+    # simr's conventions: the interval named, failed/singular spelled out, the curve drawn
+    assert "95 % Wilson intervals" in res.stdout
+    assert "(power run + type I run)" in res.stdout
+    assert "effect size:" not in res.stdout  # the effect is the one given with --set
+    assert (tmp_path / "out" / "power.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "wrote 3 files" in res.stdout
+
+
+def test_power_at_the_fitted_effect_says_so(fit):
+    """Without set_effects the power is for the fitted effect: the printout gives its value
+    and simr's warning that observed power is no planning answer."""
+    res = power_from_fit(fit, "x", n_sims=10, seed=2, progress=False)
+    x = float(fit.beta[list(fit.coef_names).index("x")])
+    assert res.fitted == {"x": pytest.approx(x)}
+    text = str(res)
+    assert f"effect size: x = {x:.4g} (the fitted value)" in text
+    assert "observed power" in text and "--set NAME=VALUE" in text
+    given = power_from_fit(fit, "x", n_sims=10, seed=2, set_effects={"x": 1.5},
+                           progress=False)
+    assert given.fitted == {"x": 1.5} and "effect size:" not in str(given)
+
+
+def test_clopper_pearson_intervals_on_request(fit):
+    """interval="clopper-pearson": the exact interval (SciPy's binomtest as the reference)
+    of the same rejections; the power itself does not change."""
+    from scipy.stats import binomtest
+
+    kw = dict(n_sims=20, seed=5, set_effects={"x": 0.4}, progress=False)
+    wilson = power_from_fit(fit, "x", **kw)
+    exact = power_from_fit(fit, "x", interval="clopper-pearson", **kw)
+    pd.testing.assert_series_equal(wilson.table["power"], exact.table["power"])
+    for prefix in ("", "null_"):
+        r = exact.table.iloc[0]
+        k = round(r[f"{prefix}power"] * r[f"{prefix}n_valid"])
+        ci = binomtest(int(k), int(r[f"{prefix}n_valid"])).proportion_ci(method="exact")
+        assert (r[f"{prefix}ci_low"], r[f"{prefix}ci_high"]) == pytest.approx(
+            (ci.low, ci.high), rel=1e-10, abs=1e-12)
+    assert "95 % Clopper–Pearson intervals" in str(exact)
+    with pytest.raises(ValueError, match="interval must be one of wilson, clopper-pearson"):
+        power_from_fit(fit, "x", interval="exact", **kw)
+
+
+def test_power_curve_frame(fit):
+    """The curve of a run along a dimension: power and type I error at each value, in the
+    columns the TOML path's figure draws."""
+    res = power_from_fit(fit, "x", along={"x": [0.5, 1.5]}, n_sims=8, seed=1,
+                         progress=False)
+    curve = res.curve()
+    assert set(curve["test"]) == {"wald: x", "type I error"}
+    assert set(curve["along"]) == {"x"} and set(curve["kind"]) == {"plug-in"}
+    power = curve[curve["test"] == "wald: x"].sort_values("value")
+    assert power["value"].tolist() == [0.5, 1.5]
+    assert power["power"].tolist() == res.table["power"].tolist()
+    assert curve[curve["test"] == "type I error"]["power"].tolist() == \
+        res.table["null_power"].tolist()
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,5 +1,6 @@
-"""A PowerResult prints as a compact table (power in % with its 95 % Monte Carlo interval, as
-simr prints "80.2 % (77.6, 82.6)"), and its targets are a DataFrame."""
+"""A PowerResult prints (``print``/``str``) as a compact table (power in % with its 95 % Monte
+Carlo interval, as simr prints "80.2 % (77.6, 82.6)"), its ``repr`` is one line, and its
+targets are a DataFrame."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def test_power_result_prints_as_a_table_and_targets_are_a_frame():
     res = tomstats.power(along={"questions_per_cell": [10, 40]},
                          tests=["anova:tom_order", "anova:interaction"], replicates=40,
                          seed=0, progress=False)
-    text = repr(res)
+    assert "\n" not in repr(res) and repr(res).startswith("<PowerResult: questions_per_cell")
+    text = str(res)  # print(res): the table
     assert len(text.splitlines()) <= 8 and "xarray" not in text
     assert text.startswith("PowerResult: 40 simulated studies per value, level 0.05, seed 0")
     row = res.frame().query("test == 'anova:interaction' and value == 40").iloc[0]

@@ -118,6 +118,14 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
                         "pooled one")
     p.add_argument("--ss-type", type=int, choices=(1, 2, 3), default=2,
                    help="type of sums of squares (default 2)")
+    p.add_argument("--correction", choices=("GG", "HF", "none"), default="GG",
+                   help="with --within: the sphericity correction of the df and p the table "
+                        "leads with, as afex prints them (Greenhouse–Geisser, Huynh–Feldt or "
+                        "none; default GG); both ε are shown")
+    p.add_argument("--observed", nargs="+", metavar="COL", default=None,
+                   help="factors that are measured, not manipulated (e.g. an LLM's family): "
+                        "generalized η² counts their variance as part of the error, as afex's "
+                        "observed (default: none)")
     p.add_argument("--ci", type=float, default=None, metavar="LEVEL",
                    help="intervals of the effect sizes at this level, e.g. 0.95 (see "
                         "--interval)")
@@ -165,6 +173,7 @@ def run_anova(args: argparse.Namespace) -> int:
         DEFAULT_INTERVAL,
         format_anova,
         log_anova,
+        table_for_csv,
     )
     from tomstats.analysis.sizes import check_bootstrap_size
 
@@ -201,17 +210,23 @@ def run_anova(args: argparse.Namespace) -> int:
     table = log_anova(df, dv=args.dv, between=args.between, within=args.within,
                       subject=args.subject, by=args.by, ss_type=args.ss_type, ci=args.ci,
                       n_boot=n_boot, cluster=args.cluster, seed=args.seed,
-                      interval=interval, paired=paired)
+                      interval=interval, paired=paired, observed=args.observed,
+                      correction=args.correction)
     a = table.attrs
     design = " × ".join(a["between"] + a["within"])
+    corrected = ("; df and p corrected for sphericity by "
+                 + {"GG": "Greenhouse–Geisser ε", "HF": "Huynh–Feldt ε (at most 1)"}[
+                     args.correction] if args.correction != "none" else "")
+    observed = (f"; generalized η² with {', '.join(a['observed'])} observed"
+                if a.get("observed") else "")
     head = (f"ANOVA of {a['dv']} on {design} (type {args.ss_type} sums of squares"
-            + (f", repeated measures within {a['subject']}" if a["within"]
+            + (f", repeated measures within {a['subject']}{corrected}" if a["within"]
                else f", on the mean per {a['subject']}" if a["subject"] else "")
             + (f"; {a['ci']:.0%} cluster-bootstrap intervals, {a['n_boot']} resamples of "
                f"{a['cluster'] or 'rows'}, seed {args.seed}" if a["ci"] and boot
                else f"; {a['ci']:.0%} noncentral-F intervals of partial η²"
                + (" and η²" if not a["within"] else "") + _design_effect_words(a)
-               if a["ci"] else "") + ")")
+               if a["ci"] else "") + observed + ")")
     print(head)
     dropped = n_all - a["n_rows"]
     if paired:
@@ -220,12 +235,12 @@ def run_anova(args: argparse.Namespace) -> int:
         print(f"{a['n_rows']} questions" + (f" ({dropped} error record(s) without an answer "
                                             "left out)" if dropped else ""))
     if args.by is None:
-        print(format_anova(table))
+        print(format_anova(table, args.correction))
     else:
         for value, tab in table.groupby(args.by, sort=False):
             print(f"\n{args.by} = {value}")
-            print(format_anova(tab))
+            print(format_anova(tab, args.correction))
     if out is not None:
-        atomic_write_text(out, table.to_csv(index=False))
+        atomic_write_text(out, table_for_csv(table).to_csv(index=False))
         print(f"wrote {out}")
     return 0

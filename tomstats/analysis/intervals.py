@@ -1,5 +1,6 @@
 r"""Intervals. For a binomial proportion :math:`k/n`: Wilson (summaries, Monte Carlo error of
-a power estimate, calibration bins) and Jeffreys (observed proportions beside posterior
+a power estimate, calibration bins), Clopper–Pearson (the exact interval simr gives a power
+estimate, on request) and Jeffreys (observed proportions beside posterior
 predictive intervals); every interval of a proportion in the package comes from here. For a
 bootstrapped statistic: the bias-corrected and accelerated (BCa) interval of the ANOVA's
 effect sizes. For η² and partial η² of an F test: the interval from inverting the noncentral F
@@ -12,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["bca_interval", "jeffreys_interval", "ncf_eta2_interval", "ncf_lambda_interval",
-           "wilson_interval"]
+__all__ = ["bca_interval", "clopper_pearson_interval", "jeffreys_interval",
+           "ncf_eta2_interval", "ncf_lambda_interval", "wilson_interval"]
 
 
 def wilson_interval(k: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -52,6 +53,29 @@ def jeffreys_interval(k: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, 
     lo = np.where(k > 0, beta.ppf(a, k + 0.5, n - k + 0.5), 0.0)
     hi = np.where(k < n, beta.ppf(1 - a, k + 0.5, n - k + 0.5), 1.0)
     return lo, hi
+
+
+def clopper_pearson_interval(k: Any, n: Any, level: float = 0.95
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    r"""Clopper–Pearson ("exact") interval for a binomial proportion :math:`k/n`, as R's
+    ``binom.test`` and simr's power intervals give it:
+
+    .. math::
+
+        \left[B^{-1}\!\left(\tfrac{a}{2};\, k,\, n - k + 1\right),\;
+        B^{-1}\!\left(1 - \tfrac{a}{2};\, k + 1,\, n - k\right)\right],
+        \qquad a = 1 - \text{level},
+
+    with :math:`B^{-1}(q; \alpha, \beta)` the Beta quantile, the lower end 0 when
+    :math:`k = 0` and the upper end 1 when :math:`k = n`; NaN where :math:`n = 0`."""
+    from scipy.stats import beta
+
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    a = (1 - level) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = np.where(k > 0, beta.ppf(a, k, n - k + 1), 0.0)
+        hi = np.where(k < n, beta.ppf(1 - a, k + 1, n - k), 1.0)
+    return np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
 
 
 def bca_interval(

@@ -25,8 +25,8 @@ from tomstats.analysis.row_anova import EFFECT_SIZES, anova, check_interval, che
 from tomstats.analysis.summary import outcome
 from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
 
-__all__ = ["DEFAULT_BETWEEN", "DEFAULT_INTERVAL", "EFFECT_SIZES", "POOLED", "anova_notes",
-           "format_anova", "log_anova"]
+__all__ = ["CORRECTIONS", "DEFAULT_BETWEEN", "DEFAULT_INTERVAL", "EFFECT_SIZES", "POOLED",
+           "anova_notes", "format_anova", "format_repeated", "log_anova", "table_for_csv"]
 
 #: Factors of the default analysis: the paper's two-way design.
 DEFAULT_BETWEEN: tuple[str, str] = ("context_words", "tom_order")
@@ -38,6 +38,11 @@ POOLED = "(pooled)"
 #: small and moderate effects, with independent and with clustered rows, where the bootstrap's
 #: BCa interval never covers a true 0.
 DEFAULT_INTERVAL = "ncf"
+#: Sphericity corrections of a repeated-measures table (afex's ``correction``): the
+#: Greenhouse–Geisser ε (the default, as afex's), the Huynh–Feldt ε (at most 1) or none.
+CORRECTIONS = ("GG", "HF", "none")
+#: Names of the corrections in the printed table.
+_CORRECTION_NAMES = {"GG": "Greenhouse–Geisser", "HF": "Huynh–Feldt", "none": "no"}
 
 
 # --------------------------------------------------------------------------- shared input
@@ -100,8 +105,10 @@ def log_anova(
     columns: dict[str, str] | None = None,
     interval: str = DEFAULT_INTERVAL,
     paired: bool = False,
+    observed: str | Sequence[str] | None = None,
+    correction: str = "GG",
 ) -> pd.DataFrame:
-    """The paper's ANOVA table for an evaluation log: pooled and, with ``by``, per group.
+    r"""The paper's ANOVA table for an evaluation log: pooled and, with ``by``, per group.
 
     Parameters
     ----------
@@ -141,14 +148,29 @@ def log_anova(
         model × ``pair_id`` × ToM order, right only when every version of the pair is), not
         questions; incomplete units are left out (``attrs["n_incomplete"]`` counts them). The
         default cluster is then the pair.
+    observed : str or sequence of str, optional
+        Factors that are measured, not manipulated (generalized η², as afex's ``observed``).
+    correction : {"GG", "HF", "none"}, default "GG"
+        With ``within``: the sphericity correction of the columns afex's table leads with
+        (``DF_corrected``, ``DF_error_corrected``, ``MSE``, ``p_corrected``; see below).
 
     Returns
     -------
     pandas.DataFrame
         :func:`tomstats.analysis.row_anova.anova`'s columns; with ``by``, a first column named
-        after it holding the group, ``"(pooled)"`` on the pooled table's rows.
+        after it holding the group, ``"(pooled)"`` on the pooled table's rows. With
+        ``within``, also afex's corrected columns: ``DF_corrected`` :math:`= \varepsilon\,
+        df`, ``DF_error_corrected`` :math:`= \varepsilon\, df_{error}`, ``MSE``
+        :math:`= SS_{error} / (\varepsilon\, df_{error})` and ``p_corrected`` (``p_gg``,
+        ``p_hf`` or ``p``), with :math:`\varepsilon` the ``eps_gg``, the ``eps_hf`` capped
+        at 1 or 1 by ``correction``; 1 for an effect of between factors only;
+        where ε cannot be estimated (a singular error matrix) the uncorrected values, and the
+        row's ``note`` says so. ``attrs["correction"]`` records the choice.
     """
     check_interval(interval)
+    if correction not in CORRECTIONS:
+        raise ValueError(f"--correction must be one of {', '.join(CORRECTIONS)}, got "
+                         f"{correction!r}")
     df = apply_mapping(read_evaluation(data), columns)
     between_l, within_l = _as_list(between), _as_list(within)
     if not between_l and not within_l:
@@ -207,7 +229,8 @@ def log_anova(
             raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
 
     kwargs: dict[str, Any] = {"ss_type": ss_type, "binary": dv == "correct",
-                              "within": within_l or None, "subject": subject}
+                              "within": within_l or None, "subject": subject,
+                              "observed": _as_list(observed) or None}
     if ci is not None:
         if isinstance(ci, bool) or not 0 < float(ci) < 1:
             raise ValueError(f"--ci must be in (0, 1), got {ci!r}")
@@ -239,7 +262,11 @@ def log_anova(
         tab.attrs = {}
         tables.append(tab)
     out = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
-    out.attrs.update({"n_rows": len(df), "dv": dv, "between": between_l, "within": within_l,
+    if within_l:
+        out = _corrected(out, within_l, correction)
+    out.attrs.update({"correction": correction if within_l else None,
+                      "observed": _as_list(observed), "n_rows": len(df), "dv": dv,
+                      "between": between_l, "within": within_l,
                       "subject": subject, "by": by, "cluster": kwargs.get("cluster"),
                       "ci": kwargs.get("ci"),
                       "n_boot": kwargs.get("n_boot") if interval == "bca" else None,
@@ -248,12 +275,112 @@ def log_anova(
     return out
 
 
-def format_anova(table: pd.DataFrame) -> str:
-    """The ANOVA table as text: sources, SS, DF, MS, F, p (as pingouin and statsmodels print
-    them) and each effect size (with its interval)."""
-    def num(v: Any, fmt: str) -> str:
-        return "—" if v is None or (isinstance(v, float) and np.isnan(v)) else fmt.format(v)
+def _corrected(table: pd.DataFrame, within: list[str], correction: str) -> pd.DataFrame:
+    """The repeated-measures table with afex's corrected columns (see :func:`log_anova`)."""
+    out = table.copy()
+    rows = out["source"].astype(str)
+    has_within = rows.map(lambda s: any(f in within for f in s.split(":"))).to_numpy()
+    if correction == "GG":
+        eps = out["eps_gg"].to_numpy(dtype=float)
+    elif correction == "HF":
+        eps = np.minimum(1.0, out["eps_hf"].to_numpy(dtype=float))
+    else:
+        eps = np.ones(len(out))
+    eps = np.where(has_within, eps, 1.0)
+    unknown = np.isnan(eps) & out["F"].notna().to_numpy()
+    eps = np.where(np.isnan(eps), 1.0, eps)
+    p_col = {"GG": "p_gg", "HF": "p_hf", "none": "p"}[correction]
+    p = np.where(has_within & ~unknown, out[p_col].to_numpy(dtype=float),
+                 out["p"].to_numpy(dtype=float))
+    out["DF_corrected"] = out["DF"].to_numpy(dtype=float) * eps
+    out["DF_error_corrected"] = out["DF_error"].to_numpy(dtype=float) * eps
+    out["MSE"] = out["SS_error"].to_numpy(dtype=float) / out["DF_error_corrected"]
+    out["p_corrected"] = p
+    if unknown.any() and correction != "none":
+        why = (f"no {_CORRECTION_NAMES[correction]} correction: ε cannot be estimated (the "
+               f"effect's error matrix is singular: too few subjects for its df); df and p "
+               f"uncorrected")
+        out["note"] = [why if u and not (isinstance(n, str) and n) else n
+                       for u, n in zip(unknown, out["note"], strict=True)]
+    return out
 
+
+def table_for_csv(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as ``tomstats anova --out`` writes it: whole-number ``DF``/``DF_error``
+    columns as integers (``4``, not ``4.0``) and no ``note`` column when no row has a note."""
+    out = table.copy()
+    for c in ("DF", "DF_error"):
+        if c in out.columns:
+            v = pd.to_numeric(out[c], errors="coerce")
+            if v.notna().any() and (v.dropna() == v.dropna().round()).all():
+                out[c] = v.round().astype("Int64")
+    if "note" in out.columns and not out["note"].map(
+            lambda n: isinstance(n, str) and bool(n)).any():
+        out = out.drop(columns="note")
+    return out
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "—" if v is None or (isinstance(v, float) and np.isnan(v)) else fmt.format(v)
+
+
+def _effect_cells(table: pd.DataFrame, c: str) -> list[str]:
+    """An effect size's column: the value, with its interval when the table has one."""
+    cells = [_num(v, "{:.4f}") for v in table[c]]
+    if f"{c}_low" in table.columns:  # no interval on a row (ncf: Residual): the value
+        cells = [s if s == "—" or (pd.isna(lo) and pd.isna(hi))
+                 else f"{s} [{_num(lo, '{:.4f}')}, {_num(hi, '{:.4f}')}]"
+                 for s, lo, hi in zip(cells, table[f"{c}_low"], table[f"{c}_high"],
+                                      strict=True)]
+    return cells
+
+
+def _df_text(v: float) -> str:
+    """A degree of freedom as afex prints it: whole numbers as such, others to 2 decimals."""
+    if v != v:
+        return "—"
+    return f"{v:.0f}" if abs(v - round(v)) < 1e-9 else f"{v:.2f}"
+
+
+def format_repeated(table: pd.DataFrame, correction: str | None = None) -> str:
+    """A repeated-measures (or mixed) table as afex prints it, then the rest.
+
+    The leading columns are afex's ``nice()``: ``df`` (numerator, denominator; corrected by
+    ``correction``, default the table's ``attrs["correction"]``, else Greenhouse–Geisser;
+    whole numbers printed as integers, others to two decimals), ``MSE`` (of the corrected
+    error df), ``F``, ``ges`` (generalized η²) and ``p`` (corrected). Then SS, the other
+    effect sizes, both ε (Greenhouse–Geisser, Huynh–Feldt as estimated, above 1 possible),
+    the uncorrected p and Mauchly's test.
+    """
+    correction = correction or table.attrs.get("correction") or "GG"
+    tag = "" if correction == "none" else f" ({correction})"
+    show = pd.DataFrame({"source": table["source"]})
+    show[f"df{tag}"] = [f"{_df_text(a)}, {_df_text(b)}" for a, b in
+                        zip(table["DF_corrected"], table["DF_error_corrected"], strict=True)]
+    show["MSE"] = [_num(v, "{:.4g}") for v in table["MSE"]]
+    show["F"] = [_num(v, "{:.4g}") for v in table["F"]]
+    show["ges"] = _effect_cells(table, "generalized_eta2")
+    show[f"p{tag}"] = [_num(v, "{:.3g}") for v in table["p_corrected"]]
+    show["SS"] = [_num(v, "{:.4g}") for v in table["SS"]]
+    for c in EFFECT_SIZES:
+        if c in table.columns and c != "generalized_eta2":
+            show[c] = _effect_cells(table, c)
+    if table["eps_gg"].notna().any():
+        show["eps_gg"] = [_num(v, "{:.3g}") for v in table["eps_gg"]]
+        show["eps_hf"] = [_num(v, "{:.3g}") for v in table["eps_hf"]]
+        if correction != "none":
+            show["p (none)"] = [_num(v, "{:.3g}") for v in table["p"]]
+        show["mauchly_p"] = [_num(v, "{:.3g}") for v in table["mauchly_p"]]
+    return "\n".join([show.to_string(index=False), *anova_notes(table)])
+
+
+def format_anova(table: pd.DataFrame, correction: str | None = None) -> str:
+    """The ANOVA table as text: sources, SS, DF, MS, F, p (as pingouin and statsmodels print
+    them) and each effect size (with its interval); a repeated-measures table (with afex's
+    corrected columns, :func:`log_anova`) as :func:`format_repeated` prints it."""
+    if "DF_corrected" in table.columns:
+        return format_repeated(table, correction)
+    num = _num
     show = pd.DataFrame({"source": table["source"]})
     repeated = "eps_gg" in table.columns  # error DF differs by effect only with within factors
     for c in ("SS", "DF", "MS", "DF_error", "F"):
@@ -262,15 +389,8 @@ def format_anova(table: pd.DataFrame) -> str:
     if "p" in table.columns:
         show["p"] = [num(v, "{:.3g}") for v in table["p"]]
     for c in EFFECT_SIZES:
-        if c not in table.columns:
-            continue
-        cells = [num(v, "{:.4f}") for v in table[c]]
-        if f"{c}_low" in table.columns:  # no interval on a row (ncf: Residual): the value
-            cells = [s if s == "—" or (pd.isna(lo) and pd.isna(hi))
-                     else f"{s} [{num(lo, '{:.4f}')}, {num(hi, '{:.4f}')}]"
-                     for s, lo, hi in zip(cells, table[f"{c}_low"], table[f"{c}_high"],
-                                          strict=True)]
-        show[c] = cells
+        if c in table.columns:
+            show[c] = _effect_cells(table, c)
     if repeated and table["eps_gg"].notna().any():  # sphericity: only with within effects
         for c in ("eps_gg", "p_gg", "p_hf", "mauchly_p"):
             show[c] = [num(v, "{:.3g}") for v in table[c]]

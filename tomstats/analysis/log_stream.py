@@ -36,7 +36,13 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from tomstats._validate import check_input_size, check_no_nul, open_regular, read_text
+from tomstats._validate import (
+    check_input_size,
+    check_no_nul,
+    open_regular,
+    read_text,
+    table_header_hint,
+)
 
 __all__ = ["read_log_stream"]
 
@@ -64,6 +70,8 @@ def _loads(raw: bytes, p: Path, lineno: int, torn: bool) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         note = " (a torn last line: re-run the evaluation to repair it)" if torn else ""
+        if lineno == 1:
+            note += table_header_hint(text)
         raise ValueError(f"{p}:{lineno}: not a JSON record{note}: {exc.msg}") from exc
 
 

@@ -27,14 +27,15 @@ from tomstats._expr import Query, parse_query, query_mask
 from tomstats._validate import (
     check_input_size,
     closest_hint,
+    closest_name,
     decode_text,
     read_input_bytes,
     show_value,
 )
 from tomstats.design import MAX_CONTEXT_WORDS
 
-__all__ = ["TABLE_FORMATS", "add_selection_arguments", "apply_mapping", "apply_query", "by_columns",
-           "outcome",
+__all__ = ["MAP_NAMES", "TABLE_FORMATS", "add_selection_arguments", "apply_mapping",
+           "apply_query", "by_columns", "outcome",
            "load_table", "parse_mapping", "read_evaluation", "require_column", "table_suffix",
            "used_columns"]
 
@@ -286,12 +287,27 @@ def apply_query(df: pd.DataFrame, query: str | Query | None,
     return out
 
 
-def require_column(df: pd.DataFrame, col: str, what: str) -> None:
-    """Raise ``ValueError`` naming ``col`` (and the closest column) when it is missing."""
-    if col not in df.columns:
-        raise ValueError(f"{what}: no column {col!r} in the data"
-                         f"{closest_hint(col, map(str, df.columns))}; rename one with "
-                         f"--map {col}=COLUMN")
+#: The standard names ``--map STANDARD=COLUMN`` gives a column of ``summarize``, ``anova`` and
+#: ``report`` (their ``--map`` refuses any other name on the left).
+MAP_NAMES = ("correct", "model", "tom_order", "context_words")
+
+
+def require_column(df: pd.DataFrame, col: str, what: str,
+                   standard: Collection[str] = MAP_NAMES) -> None:
+    """Raise ``ValueError`` naming ``col`` (and the closest column) when it is missing.
+
+    A standard name (in ``standard``) is followed by the mapping that gives it a column, the
+    right way round: ``--map correct=is_correct`` (the closest column) or ``--map
+    correct=COLUMN``. Any other name is a column of the user's own, so a typo gets only the
+    closest column (``--map`` cannot rename it).
+    """
+    if col in df.columns:
+        return
+    known = [str(c) for c in df.columns]
+    text = f"{what}: no column {col!r} in the data{closest_hint(col, known)}"
+    if col in standard:
+        text += f"; map yours to it with --map {col}={closest_name(col, known) or 'COLUMN'}"
+    raise ValueError(text)
 
 
 def load_table(path: str | os.PathLike[str] | pd.DataFrame, columns: dict[str, str] | None = None,
@@ -350,9 +366,20 @@ def parse_mapping(items: list[str] | None,
             k, v = (s.strip() for s in pair.split("="))
             if standard is not None and k not in standard:
                 raise ValueError(f"--map {k}={v}: {k!r} is not a standard name"
-                                 f"{closest_hint(k, standard)}")
+                                 f"{_mapping_hint(k, v, standard)}")
             out[k] = v
     return out
+
+
+def _mapping_hint(k: str, v: str, standard: Sequence[str]) -> str:
+    """What ``--map k=v`` (``k`` not a standard name) was meant to be, written the right way
+    round: ``--map STANDARD=COLUMN`` with the standard name on the left (the pair reversed
+    when ``v`` is the standard name, else the standard name closest to ``k``)."""
+    near = v if v in standard else closest_name(k, standard)
+    if near is None:
+        return f" (the standard names: {', '.join(standard)}; --map STANDARD=COLUMN)"
+    column = k if v in standard else v
+    return f" (did you mean --map {near}={column}? it is --map STANDARD=COLUMN)"
 
 
 class _MapAction(argparse.Action):

@@ -57,7 +57,7 @@ from typing import Any
 import pandas as pd
 
 from tomstats._io import atomic_write_text
-from tomstats._validate import DuplicateKeyError, loads_unique, read_text
+from tomstats._validate import DuplicateKeyError, loads_unique, read_text, table_header_hint
 
 __all__ = ["LOG_FORMAT", "REQUIRED_FIELDS", "LogLock", "LogLocked", "LogWriter", "RepairResult",
            "belief_status", "check_not_link", "check_record", "check_unique_keys",
@@ -214,6 +214,8 @@ def read_records(path: str | os.PathLike[str], *,
                 return
             torn = " (a torn last line: re-run the evaluation to repair it)" if (
                 lineno == last) else ""
+            if lineno == 1:
+                torn += table_header_hint(line)
             raise ValueError(f"{p}:{lineno}: not a JSON record{torn}: {exc.msg}") from exc
         if not isinstance(rec, dict):
             raise ValueError(f"{p}:{lineno}: a record must be a JSON object, "

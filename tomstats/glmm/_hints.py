@@ -39,10 +39,13 @@ def option_hint(name: str, value: Any, *, cli_value: str | None = None) -> str:
     return hint(f"{name}={value!r}", f"--option {shlex.quote(f'{name}={text}')}")
 
 
-def column_hint(std: str = "...") -> str:
-    """How to rename a column: ``columns={'item': ...}`` or ``--map item=COLUMN``."""
+def column_hint(std: str = "...", column: str | None = None) -> str:
+    """How to rename a column: ``columns={'item': ...}`` or ``--map item=COLUMN`` (the
+    standard name on the left; ``column``, when known, in place of ``...``/``COLUMN``)."""
     if std == "...":
         return hint("columns={...}", "--map STANDARD=COLUMN")
+    if column is not None:
+        return hint(f"columns={{{std!r}: {column!r}}}", f"--map {std}={column}")
     return hint(f"columns={{{std!r}: ...}}", f"--map {std}=COLUMN")
 
 

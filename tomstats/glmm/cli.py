@@ -33,7 +33,7 @@ from tomstats._expr import check_formula, parse_query
 from tomstats._guards import Footprint, check_footprint
 from tomstats._io import prepare_out_file
 from tomstats.analysis.table import add_selection_arguments, apply_query, parse_mapping
-from tomstats.cli import EXIT_WARNINGS
+from tomstats.cli import written_with_warnings
 from tomstats.glmm._hints import cli_syntax
 from tomstats.glmm.data import ERROR_POLICIES, _read_table, paired_table
 from tomstats.glmm.fitting import BACKENDS, MAX_TREE_DEPTH, fit
@@ -98,7 +98,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    help="CPU cores the chains may use at once (numpyro: one chain a thread, "
                         "default all usable CPUs; pymc: processes, default 1); never "
                         "changes the numpyro draws")
-    p.add_argument("--target-accept", type=float, default=0.9)
+    p.add_argument("--target-accept", type=float, default=0.9,
+                   help="NUTS target acceptance probability, in (0, 1): higher takes smaller "
+                        "steps, fewer divergences, slower draws (default 0.9)")
     p.add_argument("--max-tree-depth", type=int_arg(1, MAX_TREE_DEPTH, " (a tree of depth d "
                                                    "takes up to 2**d - 1 gradients a draw)"),
                    default=10, help=f"NUTS maximum tree depth of the draws, 1 to "
@@ -216,15 +218,10 @@ def _run_fit(args: argparse.Namespace) -> int:
         return 0
     print(report.message(syntax="cli"), file=sys.stderr)
     what = (f"{len(report.failed)} of {len(report.checks)} sampler diagnostics failed "
-            f"({', '.join(c.name for c in report.failed)})")
-    if args.allow_warnings:
-        print(f"tomstats fit: warning: {what}; {out} is written but its estimates may be "
-              f"unreliable (exit 0: --allow-warnings)", file=sys.stderr)
-        return 0
-    print(f"tomstats fit: error: {what}; {out} is written but its estimates may be "
-          f"unreliable (see the advice above; pass --allow-warnings to accept them)",
-          file=sys.stderr)
-    return EXIT_WARNINGS
+            f"({', '.join(c.name for c in report.failed)}); {out} is written but its "
+            f"estimates may be unreliable")
+    return written_with_warnings("fit", what, allow_warnings=args.allow_warnings,
+                                 advice="see the advice above")
 
 
 def _note_errors(df: Any, args: argparse.Namespace) -> None:
@@ -372,20 +369,18 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
     print(str(res))
     print(f"wrote {path}")
     if not res.converged:
-        level = "warning" if args.allow_warnings else "error"
         separated = getattr(res, "separation", ())
         what = (f"the data are separated by {', '.join(separated)} (fitted probabilities "
                 f"numerically 0 or 1): their estimates are infinite; {path} records "
-                f"converged=false and the separating terms (drop or merge the separating "
-                f"level, or fit with a sampler backend, whose priors keep estimates finite)"
+                f"converged=false and the separating terms"
                 if separated else
                 f"the Laplace fit did not converge after {res.iterations} iteration(s); "
-                f"{path} records converged=false and its estimates are unreliable (try "
-                f"--option max_iter=..., rescaled predictors or simpler random effects)")
-        print(f"tomstats fit: {level}: {what}"
-              + (" (exit 0: --allow-warnings)" if args.allow_warnings else ""),
-              file=sys.stderr)
-        return 0 if args.allow_warnings else EXIT_WARNINGS
+                f"{path} records converged=false and its estimates are unreliable")
+        advice = ("drop or merge the separating level, or fit with a sampler backend, whose "
+                  "priors keep estimates finite" if separated else
+                  "try --option max_iter=..., rescaled predictors or simpler random effects")
+        return written_with_warnings("fit", what, allow_warnings=args.allow_warnings,
+                                     advice=advice)
     return 0
 
 
@@ -415,6 +410,7 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     from tomstats.glmm.verdict import failed_checks_note, load_sound_fit
 
     params_format(args.out, field="--out")  # the suffix, before any work
+    _require_sampler_fit(args.fit)
     if not 0 < args.prob < 1:
         raise ValueError(f"--prob must be in (0, 1), got {args.prob!r}")
     idata, failed = load_sound_fit(args.fit, allow_warnings=args.allow_warnings, field="fit")
@@ -429,3 +425,25 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     print(f"({args.prob:.0%} central intervals)")
     print(f"wrote {path}")
     return 0
+
+
+def _require_sampler_fit(path: str) -> None:
+    """``calibrate`` reads a structural sampler fit (netCDF): a maximum-likelihood fit's JSON
+    (by its ``.json`` suffix or the format it names, whatever its suffix) is refused with
+    what to run instead (read as netCDF it gave the netCDF library's ``Unknown file
+    format``)."""
+    from pathlib import Path
+
+    from tomstats.glmm.fit_file import ML_FORMATS, is_ml_fit
+
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return  # the fit reader names what is wrong
+    if is_ml_fit(p) or (head.lstrip().startswith(b"{")
+                        and any(f'"{f}"'.encode() in head for f in ML_FORMATS)):
+        raise ValueError(f"fit {path!r} is a maximum-likelihood (--backend laplace) fit's "
+                         f"JSON; calibrate needs a structural sampler fit (netCDF), made with "
+                         f"tomstats fit LOG --model structural --out fit.nc")

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,7 +52,7 @@ import pandas as pd
 
 from tomstats._io import atomic_path, atomic_write_text, prepare_out_file
 from tomstats._validate import check_type
-from tomstats.cli import EXIT_WARNINGS
+from tomstats.cli import written_with_warnings
 from tomstats.glmm._hints import InputError, cli_syntax, hint, option_hint
 from tomstats.glmm.fit_file import ML_FORMATS as _ML_FORMATS
 from tomstats.glmm.fit_reader import read_ml_fit
@@ -217,13 +216,10 @@ def _run_compare_ml(args: argparse.Namespace, names: Mapping[str, Path],
     bad = [n for n, f in fits.items() if not f.converged]
     if not bad:
         return 0
-    level = "warning" if args.allow_warnings else "error"
-    print(f"tomstats compare: {level}: the fit(s) {', '.join(bad)} did not converge, so "
-          f"their log-likelihood and the tests with them are unreliable"
-          + (" (exit 0: --allow-warnings)" if args.allow_warnings
-             else "; refit them, or pass --allow-warnings to accept the table"),
-          file=sys.stderr)
-    return 0 if args.allow_warnings else EXIT_WARNINGS
+    return written_with_warnings(
+        "compare", f"the fit(s) {', '.join(bad)} did not converge, so their log-likelihood "
+        f"and the tests with them are unreliable", allow_warnings=args.allow_warnings,
+        advice="refit them")
 
 
 # --------------------------------------------------------------------------- CLI
@@ -330,13 +326,11 @@ def _run_compare(args: argparse.Namespace) -> int:
     bad = [str(n) for n, w in table["warning"].items() if bool(w)]
     if not bad:
         return 0
-    level = "warning" if args.allow_warnings else "error"
-    print(f"tomstats compare: {level}: the LOO estimate of {', '.join(bad)} is unreliable "
-          f"(some observation has a Pareto k above ArviZ's threshold, 0.7 or lower with few "
-          f"draws: an influential point; compare with more draws or a K-fold check)"
-          + (" (exit 0: --allow-warnings)" if args.allow_warnings
-             else "; pass --allow-warnings to accept the table"), file=sys.stderr)
-    return 0 if args.allow_warnings else EXIT_WARNINGS
+    return written_with_warnings(
+        "compare", f"the LOO estimate of {', '.join(bad)} is unreliable (some observation has "
+        f"a Pareto k above ArviZ's threshold, 0.7 or lower with few draws: an influential "
+        f"point)", allow_warnings=args.allow_warnings,
+        advice="compare with more draws or a K-fold check")
 
 
 def format_table(table: pd.DataFrame) -> str:

@@ -36,7 +36,7 @@ import pandas as pd
 
 from tomstats._expr import FORMULA_CONTEXT, Query, check_formula, check_terms, expand_terms
 from tomstats._guards import Footprint, check_footprint
-from tomstats._validate import check_keys, check_type, closest_hint
+from tomstats._validate import check_keys, check_type, closest_hint, closest_name
 from tomstats.analysis.table import read_evaluation, used_columns
 from tomstats.glmm._hints import InputError, column_hint, hint, option_hint
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec, half_normal, lkj, normal, parse_formula
@@ -274,6 +274,20 @@ def _missing_message(missing: Sequence[str], df: pd.DataFrame) -> str:
     return ", ".join(f"{c!r}{_near(c, names)}" for c in missing)
 
 
+def _rename_advice(missing: Sequence[str], df: pd.DataFrame) -> str:
+    """How to give the missing columns: ``--map correct=Correct`` (the right way round) for
+    one standard name with a close column, the general form for several; a name of the
+    user's own can be renamed with ``columns=`` in Python, while on the command line (whose
+    ``--map`` renames to standard names only) it is to be spelled as the data do."""
+    std = [c for c in missing if c in STANDARD_COLUMNS]
+    if not std:  # the Python API's columns= renames any column, --map standard names only
+        return hint("rename yours with columns={...}", "write the name as the data spell it")
+    if len(std) > 1:
+        return f"rename yours with {column_hint()}"
+    names = [*(df.attrs.get("source_columns") or map(str, df.columns))]
+    return f"rename yours with {column_hint(std[0], closest_name(std[0], names))}"
+
+
 def _near(name: str, known: Sequence[str]) -> str:
     h = closest_hint(name, known)
     return h if "did you mean" in h else ""
@@ -289,7 +303,9 @@ def _first_rows(mask: np.ndarray, k: int = 3) -> list[int]:
 def _require(df: pd.DataFrame, cols: Sequence[str], why: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        how = column_hint(missing[0]) if len(missing) == 1 else column_hint()
+        names = [*(df.attrs.get("source_columns") or map(str, df.columns))]
+        how = (column_hint(missing[0], closest_name(missing[0], names)) if len(missing) == 1
+               else column_hint())
         raise InputError(f"{why}: column(s) {_missing_message(missing, df)} not in the data "
                          f"({describe_columns(df)}); rename yours with {how}")
 
@@ -758,8 +774,8 @@ def build_formula(
     missing = [c for c in formula_variables(spec) if c not in df.columns]
     if missing:
         raise InputError(f"formula {formula!r} names column(s) {_missing_message(missing, df)} "
-                         f"that are not in the data ({describe_columns(df)}); rename yours "
-                         f"with {column_hint()}")
+                         f"that are not in the data ({describe_columns(df)}); "
+                         f"{_rename_advice(missing, df)}")
     _no_nan(df, formula_variables(spec))
     y, n = response_arrays(df, response, trials, fam)
     check_outcome_varies(y, n, response, trials)

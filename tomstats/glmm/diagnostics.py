@@ -164,6 +164,17 @@ class DiagnosticsReport:
     def __str__(self) -> str:
         return self.message()
 
+    def __repr__(self) -> str:
+        """One line: the checks that failed (or that all passed); ``print()`` gives the
+        advice."""
+        from tomstats._printable import summary_line
+
+        what = ("all passed" if self.passed else
+                f"{len(self.failed)} of {len(self.checks)} failed "
+                f"({', '.join(c.name for c in self.failed)})")
+        return summary_line(self, f"{len(self.checks)} checks, {what}",
+                            f"{self.chains} chains x {self.draws} draws")
+
 
 def _labels(da: object, mask: np.ndarray) -> list[str]:
     """``name[level,...]`` for the entries of a (non-sample) DataArray where mask holds."""

@@ -14,11 +14,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["applicable_priors", "fit_header"]
+__all__ = ["applicable_priors", "fit_header", "structural_equation"]
 
-#: Equation (1) in words, for the header of a structural fit.
-STRUCTURAL_EQUATION = ("logit p = β0·m[llm] − α·c·ln(1 + c/500) − γ·t − δ·c·t + u[item] "
-                       "(c context words, t ToM order, β0 = ln(0.85/0.15))")
+
+def structural_equation(item_effects: bool) -> str:
+    """Equation (1) in words, for the header of a structural fit: ``logit p = β0·m[llm] −
+    α·c·ln(1 + c/500) − γ·t − δ·c·t``, with ``+ u[item]`` only when the fit has item
+    effects."""
+    item = " + u[item]" if item_effects else ""
+    return (f"logit p = β0·m[llm] − α·c·ln(1 + c/500) − γ·t − δ·c·t{item} (c context words, "
+            f"t ToM order, β0 = ln(0.85/0.15))")
 
 
 def _spec(idata: Any) -> dict[str, Any]:
@@ -112,7 +117,8 @@ def fit_header(idata: Any) -> str:
         fixed = spec.get("fixed") or {}
         held = f"; held fixed: {', '.join(f'{k} = {v:g}' for k, v in fixed.items())}" \
             if fixed else ""
-        lines.append(f"   Model: structural, equation (1): {STRUCTURAL_EQUATION}; "
+        items = "sigma_item" in post or "item_effect" in post
+        lines.append(f"   Model: structural, equation (1): {structural_equation(items)}; "
                      f"{hier} capabilities{held}")
     lines.append(f"  Family: {attrs.get('family', '?')} (logit link)")
     n_rows, n_obs = attrs.get("n_rows"), attrs.get("n_obs")

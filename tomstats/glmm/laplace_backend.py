@@ -233,7 +233,8 @@ class LaplaceFit:
             return ""
         parts = "; ".join(f"(1 | {g}): SD of (Intercept) ~ 0" for g in zero)
         return (f"{SINGULAR_MESSAGE}\n  {parts}. The data do not support this random-effects "
-                f"structure: drop the term with variance ~0 and compare the fits with an LRT; "
+                f"structure: drop the term with variance ~0, refit, and compare the two fits' "
+                f"JSON by a likelihood-ratio test with tomstats compare; "
                 f"fixed effects and their SEs stay valid, the variance components at the "
                 f"boundary are not estimates to report")
 
@@ -319,8 +320,9 @@ class LaplaceFit:
 
 
     def __repr__(self) -> str:
-        """The lme4-style summary of :meth:`__str__` (not a dump of every array)."""
-        return self.__str__()
+        """One line (formula, rows, log-likelihood, convergence); ``print()`` shows the
+        lme4-style summary of :meth:`__str__`."""
+        return _fit_line(self, self.singular)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (non-finite numbers as ``null``)."""
@@ -584,3 +586,15 @@ def fit_laplace(
             f"effects, or check for separation (a group or predictor value with all 0s or "
             f"all 1s)", LaplaceConvergenceWarning, stacklevel=3)
     return res
+
+
+def _fit_line(fit: Any, singular: bool) -> str:
+    """The one-line ``repr`` of a maximum-likelihood fit (:class:`LaplaceFit`, and
+    :class:`~tomstats.glmm.lme_result.LmeFit`)."""
+    from tomstats._printable import summary_line
+
+    state = "converged" if fit.converged else f"not converged ({fit.iterations} iterations)"
+    return summary_line(fit, fit.formula, f"{fit.family}, {fit.n_rows} rows",
+                        f"logLik {float(fit.loglik):.2f}", state,
+                        "singular" if singular else "")
+

@@ -41,6 +41,7 @@ from tomstats.glmm.laplace_backend import (
     SINGULAR_MESSAGE,
     LaplaceConvergenceWarning,
     _array,
+    _fit_line,
     _floats,
     _fmt_p,
     _stars,
@@ -254,9 +255,10 @@ class LmeFit:
                 parts.append(f"{t.label}: a correlation at +-1 (covariance of rank < {t.d})")
         return (f"{SINGULAR_MESSAGE}\n  {'; '.join(parts)}. The data do not support this "
                 f"random-effects structure: drop the effect with variance ~0 (or make the "
-                f"term uncorrelated with '||'), and compare the fits with an LRT "
-                f"(lme_anova); fixed effects and their SEs stay valid, the variance "
-                f"components at the boundary are not estimates to report")
+                f"term uncorrelated with '||'), refit, and compare the two fits' JSON by "
+                f"a likelihood-ratio test with tomstats compare; fixed effects and their "
+                f"SEs stay valid, the variance components at the boundary are not "
+                f"estimates to report")
 
     # ------------------------------------------------------------------ tables
     def varcorr(self) -> pd.DataFrame:
@@ -334,6 +336,11 @@ class LmeFit:
         return predict(self, newdata, random=random, type=type)
 
     # ------------------------------------------------------------------ printing
+    def __repr__(self) -> str:
+        """One line (formula, rows, log-likelihood, convergence); ``print()`` shows the
+        lme4-style summary."""
+        return _fit_line(self, self.singular)
+
     def __str__(self) -> str:
         lines = ["Generalized linear mixed model fit by maximum likelihood (Laplace",
                  "  Approximation) [tomstats]",
@@ -641,3 +648,4 @@ def format_anova(table: pd.DataFrame, formulas: Mapping[str, str]) -> str:
     if stars.str.len().any():
         lines += ["---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
     return "\n".join(lines)
+

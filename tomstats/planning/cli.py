@@ -94,6 +94,9 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--refit", default=None, metavar="FORMULA",
                    help="model refitted and tested instead of the fit's, e.g. without its "
                         "random slope (default: none, the fit's own formula)")
+    g.add_argument("--interval", choices=("wilson", "clopper-pearson"), default=None,
+                   help="95 %% interval of power and type I error: Wilson's score interval, or "
+                        "the Clopper–Pearson (exact) interval simr reports (default: wilson)")
     g.add_argument("--max-failed", type=float, default=0.1, metavar="SHARE",
                    help="stop a design point early when more than this share of its fits "
                         "failed")
@@ -119,7 +122,7 @@ _TOML_ONLY = (("questions_per_cell", "--questions-per-cell"), ("posterior", "--p
               ("items_per_cell", "--items-per-cell"), ("n_llms", "--n-llms"),
               ("path", "--path"), ("correction", "--correction"))
 _FIT_ONLY = (("data", "--data"), ("term", "--term"), ("set", "--set"), ("refit", "--refit"),
-             ("compare", "--compare"))
+             ("compare", "--compare"), ("interval", "--interval"))
 
 
 def _parse_set(items: list[str] | None) -> dict[str, float]:
@@ -182,9 +185,9 @@ def _run_from_fit(args: argparse.Namespace) -> int:
         refit=args.refit, draws=args.draws,
         allow_warnings=args.allow_warnings and is_posterior(fit),
         fit_name=args.from_fit, progress=_progress(args), allow_large=args.allow_large,
-        cores=args.cores)
+        cores=args.cores, interval=args.interval or "wilson")
     with replaced_dir(args.out) as tmp:
-        files = result.write(tmp)
+        files = result.write(tmp, figure=not args.no_figures)
     if not args.quiet:
         print(result)
         print(f"wrote {len(files)} files to {args.out} ({result.seconds:.1f} s, "

@@ -117,6 +117,34 @@ def _prepare(fit: Any, data: pd.DataFrame | None,
     return rewrite_cbind(fit.formula, prepare_data(data, columns).reset_index(drop=True))
 
 
+_NOT_THE_DATA = ("data: not the data the fit of {formula!r} was made from (its data hash "
+                 "differs); pass the same log, with the same selection")
+
+
+def _check_data_hash(fit: Any, formula: str, df: pd.DataFrame) -> None:
+    """Refuse ``df`` when the columns the formula reads do not have the fit's data hash
+    (before the design is built; data that lack a column are left to the design's message)."""
+    if not _hash_agrees(formula, fit.family, fit.data_hash, df):
+        raise InputError(_NOT_THE_DATA.format(formula=fit.formula))
+
+
+def _hash_agrees(formula: str, family: str | None, stored: str, df: pd.DataFrame) -> bool:
+    """Whether the columns of ``df`` a fit of ``formula`` reads have the data hash
+    ``stored`` (true too when ``df`` lacks one of them: the design's message says which)."""
+    from tomstats.glmm.provenance import data_hash, used_columns
+    from tomstats.glmm.spec import FormulaSpec, parse_formula
+
+    response, trials, fixed, random = parse_formula(formula)
+    spec = FormulaSpec(formula=formula, response=response, trials=trials,
+                       family=family or ("binomial" if trials else "bernoulli"), fixed=fixed,
+                       random=random, aggregate=False)
+    try:
+        cols = used_columns(spec, df)
+    except ValueError:
+        return True
+    return not all(c in df.columns for c in cols) or data_hash(df, cols) == stored
+
+
 def _arrays(fit: Any, formula: str, df: pd.DataFrame, *, check_hash: bool,
             aggregate: bool | str = "auto", same_coefs: bool = True) -> _Arrays:
     """Build and check the design of ``formula`` (the fit's, or the model refitted) on
@@ -128,11 +156,14 @@ def _arrays(fit: Any, formula: str, df: pd.DataFrame, *, check_hash: bool,
     from tomstats.glmm.provenance import data_hash, used_columns
 
     check_formula(formula)
+    if check_hash and fit.data_hash:
+        # first: other data fail the design's own checks too (a single level of a grouping
+        # factor, a missing level), and those would hide that they are not the fit's data
+        _check_data_hash(fit, formula, df)
     spec, md = build_design(formula, df, family=fit.family, aggregate=aggregate, center=True)
     _check_terms(spec, md, len(df))
     if check_hash and fit.data_hash and data_hash(df, used_columns(spec, df)) != fit.data_hash:
-        raise InputError(f"data: not the data the fit of {fit.formula!r} was made from (its "
-                         f"data hash differs); pass the same log, with the same selection")
+        raise InputError(_NOT_THE_DATA.format(formula=fit.formula))
     names = tuple(_effect_name(c) for c in md.coords["coef"])
     if same_coefs and names != tuple(fit.coef_names):
         raise InputError(f"the design has the coefficients {list(names)}, the fit "
@@ -652,6 +683,11 @@ class FitPowerResult:
     posterior : dict or None
         Provenance of the posterior (file, model, data hash, draws available and used,
         failed checks).
+    fitted : dict
+        The value each tested coefficient was simulated with (the fit's, or ``set_effects``'s;
+        a posterior's median for assurance).
+    interval : {"wilson", "clopper-pearson"}
+        The 95 % interval of ``ci_low``/``ci_high``.
     """
 
     table: pd.DataFrame
@@ -673,6 +709,22 @@ class FitPowerResult:
     boundary: bool = False
     kind: str = "power"
     posterior: Mapping[str, Any] | None = None
+    fitted: Mapping[str, float] = field(default_factory=dict)
+    interval: str = "wilson"
+
+    def __repr__(self) -> str:
+        """One line: the test, the design points and the power range; ``print()`` shows the
+        table."""
+        from tomstats._printable import summary_line
+
+        col = self.table[self.kind] if self.kind in self.table else self.table.get("power")
+        span = "" if col is None or not len(col) else (
+            f"{self.kind} {100 * float(col.min()):.1f}–{100 * float(col.max()):.1f} %"
+            if len(col) > 1 else f"{self.kind} {100 * float(col.iloc[0]):.1f} %")
+        what = (f"{self.test} test of {self.term}" if self.compare is None else
+                f"lrt against {self.compare}")
+        return summary_line(self, what, f"{len(self.table)} design point(s)", span,
+                            f"{self.n_sims} studies per point, seed {self.seed}")
 
     def __str__(self) -> str:
         if self.compare is None:
@@ -680,8 +732,10 @@ class FitPowerResult:
         else:
             what = (f"lrt test against {self.compare} ({self.term}; chi-square on {self.df} "
                     f"df)")
+        ci = "Clopper–Pearson" if self.interval == "clopper-pearson" else "Wilson"
         head = (f"{self.kind} of the {what} at level {self.alpha:g}, "
-                f"{self.n_sims} studies per point, seed {self.seed}; fit: {self.formula}")
+                f"{self.n_sims} studies per point, seed {self.seed}, 95 % {ci} intervals; "
+                f"fit: {self.formula}")
         if self.posterior is not None:
             p = self.posterior
             head += (f"\nassurance: each study's parameters one of {p['draws_used']} posterior "
@@ -696,6 +750,18 @@ class FitPowerResult:
                      "their range, where the chi-square p-value is conservative (as in lme4)")
         if self.effects:
             head += "\nset: " + ", ".join(f"{k} = {v:g}" for k, v in self.effects.items())
+        observed = {k: v for k, v in self.fitted.items()
+                    if k not in self.effects and k not in (self.along, self.by)}
+        if self.kind == "power" and observed:
+            # simr's convention: say which effect size the power is for, and warn when it is
+            # the one estimated from the data
+            head += ("\neffect size: " + ", ".join(f"{k} = {v:.4g}" for k, v in
+                                                    observed.items())
+                     + " (the fitted value). Power at the effect observed in the pilot is not "
+                       "a planning answer (simr warns of an 'observed power' calculation): "
+                       "give the smallest effect of interest with --set NAME=VALUE")
+        head += ("\nfailed, singular: refits of the studies simulated at the effect + of "
+                 "those with the tested columns at 0 (power run + type I run)")
         rows = []
         dims = [d for d in (self.by, self.along) if d]
         for _, r in self.table.iterrows():
@@ -705,8 +771,8 @@ class FitPowerResult:
             if r["null_n_sims"]:
                 line += (f"type I error {100 * r['null_power']:4.1f} % "
                          f"[{100 * r['null_ci_low']:.1f}, {100 * r['null_ci_high']:.1f}]  ")
-            line += (f"failed {int(r['n_failed'])}+{int(r['null_n_failed'])}  "
-                     f"singular {int(r['n_singular'])}+{int(r['null_n_singular'])}")
+            line += (f"failed {int(r['n_failed'])} + {int(r['null_n_failed'])}  "
+                     f"singular {int(r['n_singular'])} + {int(r['null_n_singular'])}")
             if r["stopped_early"] or r["null_stopped_early"]:
                 line += "  STOPPED EARLY: too many failed fits"
             rows.append(line)
@@ -731,11 +797,38 @@ class FitPowerResult:
                 "alpha": self.alpha, "target": self.target, "seed": self.seed,
                 "n_sims": self.n_sims, "seconds": self.seconds, "refits": self.refits,
                 "compare": self.compare, "df": self.df, "boundary": self.boundary,
+                "fitted": dict(self.fitted), "interval": self.interval,
                 "rows": [{k: clean(v) for k, v in r.items()}
                          for r in self.table.to_dict(orient="records")]}
 
-    def write(self, folder: Any) -> list[Any]:
-        """Write ``power.csv`` and ``power.json`` into ``folder``; return the paths."""
+    def curve(self) -> pd.DataFrame:
+        """The table as power curves (the columns of
+        :data:`tomstats.planning.figure.POWER_COLUMNS`, plus ``by``/``by_value`` with a
+        second dimension): the power (or assurance) of the test and its type I error, each
+        with its interval, along ``along``."""
+        if self.along is None:
+            raise ValueError("a power curve needs a dimension: give along")
+        what = self.term if self.compare is None else f"lrt against {self.compare}"
+        parts = []
+        for prefix, test in (("", f"{self.test}: {what}"), ("null_", "type I error")):
+            if not self.table[f"{prefix}n_sims"].any():
+                continue
+            part = pd.DataFrame({
+                "kind": "plug-in" if self.kind == "power" else "assurance",
+                "along": self.along, "value": self.table[self.along].astype(float),
+                "test": test, "power": self.table[f"{prefix}{self.kind}" if not prefix
+                                                  else "null_power"],
+                "ci_low": self.table[f"{prefix}ci_low"],
+                "ci_high": self.table[f"{prefix}ci_high"]})
+            if self.by is not None:
+                part["by"], part["by_value"] = self.by, self.table[self.by].astype(float)
+            parts.append(part)
+        return pd.concat(parts, ignore_index=True)
+
+    def write(self, folder: Any, figure: bool = False) -> list[Any]:
+        """Write ``power.csv`` and ``power.json`` into ``folder`` and, with ``figure`` and an
+        ``along`` dimension, the curve ``power.png`` (as the TOML path draws it, the type I
+        error a curve of its own); return the paths."""
         import json
         from pathlib import Path
 
@@ -746,7 +839,15 @@ class FitPowerResult:
         js = folder / "power.json"
         js.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n",
                       encoding="utf-8")
-        return [csv, js]
+        paths = [csv, js]
+        if figure and self.along is not None:
+            from tomstats.planning.figure import fig_power
+            from tomstats.planning.result import POWER_FIGURE
+            from tomstats.simulation.figures import save_figure
+
+            paths.append(save_figure(fig_power(self.curve(), self.target),
+                                     folder / POWER_FIGURE))
+        return paths
 
 
 def _num(v: Any) -> str:
@@ -850,6 +951,14 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
             return fit_lme(frame, str(formula), family=d.get("family"))
 
     df = _read_log(log, formula)
+    stored_hash = d.get("data_hash")
+    if stored_hash and not _hash_agrees(formula, d.get("family"), stored_hash, df) and \
+            not _hash_agrees(formula, d.get("family"), stored_hash,
+                             _read_table(log, errors="drop")):
+        # first: another log may not even fit (a single level of a grouping factor)
+        raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
+                         f"from (its data hash differs); pass the same log, with the same "
+                         f"selection")
     fit = refit(df)
     if d.get("data_hash") and d.get("data_hash") != fit.data_hash:
         # a fit made in Python on the log's frame: its hash covers the standard columns the
@@ -967,6 +1076,7 @@ def power_from_fit(
     allow_warnings: bool = False,
     fit_name: str | None = None,
     cores: int | None = None,
+    interval: str = "wilson",
 ) -> FitPowerResult:
     """Power (and type I error) of a test of ``term``, or of the likelihood-ratio test
     against the reduced model ``compare``, for studies simulated from ``fit``; from a
@@ -1049,6 +1159,9 @@ def power_from_fit(
         Blocks refitted side by side, one thread (core) each (default
         :func:`default_cores`: the usable CPUs on a CPU backend, 1 on an accelerator). The
         result does not depend on it.
+    interval : {"wilson", "clopper-pearson"}
+        The 95 % interval of power and type I error: Wilson's score interval (default), or
+        the Clopper–Pearson ("exact") interval simr reports.
 
     Returns
     -------
@@ -1081,6 +1194,9 @@ def power_from_fit(
     if compare is not None and test != "lrt":
         raise InputError(f"test {test!r}: a reduced model (compare) is tested by the "
                          f"likelihood ratio, test 'lrt'")
+    if interval not in POWER_INTERVALS:
+        raise InputError(f"interval must be one of {', '.join(POWER_INTERVALS)}, got "
+                         f"{interval!r}")
     if compare is not None and refit is not None:
         raise InputError("compare and refit: give one (compare tests the fit's model against "
                          "a reduced one; refit tests a term in another model)")
@@ -1221,7 +1337,7 @@ def power_from_fit(
             row: dict[str, Any] = {s[0]: s[2] for s in settings}
             row.update(n_rows=a.n_rows, n_obs=a.X.shape[0])
             for prefix, t in (("", alt), ("null_", null)):
-                lo, hi = _wilson(t.rejected, t.valid)
+                lo, hi = _interval(t.rejected, t.valid, interval)
                 row.update({f"{prefix}power": t.rejected / t.valid if t.valid else np.nan,
                             f"{prefix}ci_low": lo, f"{prefix}ci_high": hi,
                             f"{prefix}n_sims": t.done, f"{prefix}n_valid": t.valid,
@@ -1242,13 +1358,21 @@ def power_from_fit(
         compare=compare, df=len(cols) if comp is None else comp.df,
         boundary=bool(comp is not None and comp.boundary),
         kind="power" if post is None else "assurance",
-        posterior=None if post is None else dict(post.source))
+        posterior=None if post is None else dict(post.source),
+        fitted={str(fit.coef_names[c]): float(base_beta[c]) for c in sim_cols},
+        interval=interval)
 
 
-def _wilson(k: int, n: int) -> tuple[float, float]:
-    from tomstats.analysis.intervals import wilson_interval
+#: Intervals of a power estimate: Wilson's (the default) or Clopper–Pearson's (simr's).
+POWER_INTERVALS = ("wilson", "clopper-pearson")
+
+
+def _interval(k: int, n: int, method: str = "wilson") -> tuple[float, float]:
+    """The 95 % interval of ``k`` rejections in ``n`` valid studies."""
+    from tomstats.analysis.intervals import clopper_pearson_interval, wilson_interval
 
     if n == 0:
         return float("nan"), float("nan")
-    lo, hi = wilson_interval(k, n)
+    f = clopper_pearson_interval if method == "clopper-pearson" else wilson_interval
+    lo, hi = f(k, n)
     return float(lo), float(hi)

@@ -67,6 +67,14 @@ class FitDraws:
         """:math:`S`."""
         return int(self.beta.shape[0])
 
+    def __repr__(self) -> str:
+        """One line: draws, coefficients, the file they come from."""
+        from tomstats._printable import summary_line
+
+        return summary_line(self, f"{self.n_draws} draws of {self.beta.shape[1]} coefficients "
+                            f"and {self.theta.shape[1]} theta", f"from {self.source.get('file')}",
+                            full=False)
+
     def factors(self, terms: Any) -> list[np.ndarray]:
         """:math:`T_k^{(s)}` of each term, shape ``(S, d_k, d_k)``."""
         out, o = [], 0

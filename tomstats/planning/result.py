@@ -45,13 +45,28 @@ class PowerResult:
 
     data: xr.Dataset
 
-    def __repr__(self) -> str:
+    def __str__(self) -> str:
         """The settings on one line, then :func:`format_power`'s table (power with its 95 %
         Monte Carlo interval per value and test, as simr prints it) and the targets."""
         a = self.data.attrs
         head = (f"PowerResult: {a.get('replicates', '?')} simulated studies per value, "
                 f"level {a.get('alpha', '?')}, seed {a.get('seed', '?')}")
         return head + "\n" + format_power(self)
+
+    def __repr__(self) -> str:
+        """One line: what varies, the tests, the studies per value; ``print()`` shows the
+        table."""
+        from tomstats._printable import summary_line
+
+        a = self.data.attrs
+        d = self.data
+        values = d.sizes.get("value", "?")
+        by = f" by {self.by} ({d.sizes.get('by_value', '?')} values)" if self.by else ""
+        tests = [str(t) for t in d["test"].values] if "test" in d.coords else []
+        return summary_line(self, f"{self.along} at {values} values{by}",
+                            f"tests {', '.join(tests)}",
+                            f"{a.get('replicates', '?')} studies per value, seed "
+                            f"{a.get('seed', '?')}")
 
     @property
     def along(self) -> str:

@@ -90,6 +90,16 @@ class PaperFit:
     residuals: dict[str, float]
     cost: float
 
+    def __repr__(self) -> str:
+        """One line: the fitted parameters and the cost; ``table()`` gives every number."""
+        from tomstats._printable import summary_line
+
+        p = self.params
+        return summary_line(self, f"alpha {p.alpha:.4g}, gamma {p.gamma:.4g}, delta "
+                            f"{p.delta:.4g}, sigma {p.sigma:.4g}",
+                            f"{len(self.target)} targets, cost {self.cost:.4g}",
+                            "table() for every number", full=False)
+
     def table(self) -> Any:
         """The fit as a DataFrame (target, predicted, residual), one row per number."""
         import pandas as pd

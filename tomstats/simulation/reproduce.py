@@ -71,6 +71,16 @@ class StudyResult:
     main: xr.Dataset
     grid: xr.Dataset
 
+    def __repr__(self) -> str:
+        """One line: the study's size (cells, capability levels, replicates, the grid)."""
+        from tomstats._printable import summary_line
+
+        sizes = ", ".join(f"{k} {v}" for k, v in self.main.sizes.items())
+        grid = ", ".join(f"{k} {v}" for k, v in self.grid.sizes.items())
+        return summary_line(self, f"main study: {sizes}", f"sensitivity grid: {grid}",
+                            f"tables: table1 ({len(self.table1)} rows), decomposition, cells, "
+                            f"sensitivity", full=False)
+
 
 def _decomposition(ds: xr.Dataset) -> pd.DataFrame:
     """Per capability level: MC means of % total, η², partial η², F, share (+95 % MC)."""

@@ -92,9 +92,14 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="WORDS", help="target story lengths in words")
     parser.add_argument("--orders", type=int, nargs="+", default=list(DEFAULT_ORDERS),
                         help="ToM orders (0 reality, 1, 2)")
-    parser.add_argument("--setting", choices=sorted(SETTINGS), default="rooms")
-    parser.add_argument("--n-characters", type=int, default=8)
-    parser.add_argument("--mislead-distance", type=int, default=10)
+    parser.add_argument("--setting", choices=sorted(SETTINGS), default="rooms",
+                        help="the world the stories are set in (places and objects)")
+    parser.add_argument("--n-characters", type=int, default=8,
+                        help="paper design: characters in each story")
+    parser.add_argument("--mislead-distance", type=int, default=10,
+                        help="paper design: events between S1's last sight of T and T's "
+                             "final move when S1's belief is false (StorySim's mislead "
+                             "distance)")
     parser.add_argument("--critical-position", type=float, default=None,
                         help="0 = critical block at the start, 1 = at the end (default: "
                              "drawn for every story)")
@@ -194,7 +199,7 @@ def run_stories(args: argparse.Namespace) -> int:
             question_types=tuple(args.question_types), progress=args.progress,
             true_belief_share=args.true_belief_share, host_text=host)
     write_items(out, items)
-    print(f"wrote {len(items)} items to {out}", file=sys.stderr)
+    print(f"wrote {len(items)} items to {out}")
     return 0
 
 
