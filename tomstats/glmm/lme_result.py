@@ -304,6 +304,15 @@ class LmeFit:
                     rows.append((t.group, lv, e, bk[a, i], math.sqrt(max(vk[a, i, i], 0.0))))
         return pd.DataFrame(rows, columns=["group", "level", "effect", "estimate", "cond_sd"])
 
+    def anova_wald(self, type: int | str = 2) -> pd.DataFrame:
+        """Type II or III Wald chi-square test of each fixed-effect term, as
+        ``car::Anova(fit, type = "II" | "III")``: columns ``Chisq``, ``Df``, ``p``
+        (:func:`tomstats.glmm.wald.wald_table`, whose docstring states the formulas; print
+        with :func:`tomstats.glmm.wald.format_wald`)."""
+        from tomstats.glmm.wald import wald_anova
+
+        return wald_anova(self, type)
+
     def confint(self, level: float = 0.95, method: str = "wald") -> pd.DataFrame:
         """Intervals of the fixed effects: ``method="wald"`` or ``"profile"`` (module
         docstring; needs the in-memory fit, not one read from JSON). Columns ``lower``,
