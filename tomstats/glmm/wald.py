@@ -230,7 +230,7 @@ def wald_text(fit: Any, type: Any = 2) -> str:
 
 
 def _fmt_p(values: pd.Series) -> list[str]:
-    """p-values as R prints an anova table: below 1e-4 in scientific notation with 4
+    """p-values as R prints an anova table: below 1e-4 in scientific notation with up to 4
     significant digits (``< 2.2e-16`` below that), the others in fixed notation with the
     decimals that give the smallest of them 4 significant digits."""
     fixed = [v for v in values if math.isfinite(v) and v >= 1e-4]
@@ -242,7 +242,7 @@ def _fmt_p(values: pd.Series) -> list[str]:
         elif v < 2.2e-16:
             out.append("< 2.2e-16")
         elif v < 1e-4:
-            out.append(f"{v:.3e}")
+            out.append(f"{v:.4g}")
         else:
             out.append(f"{v:.{dec}f}")
     return out
@@ -266,7 +266,7 @@ def format_wald(table: pd.DataFrame, response: str = "") -> str:
     lines += [ln.rstrip() for ln in shown.to_string().splitlines()]
     lines += ["---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
     if kind == "III" and any(":" in str(i) for i in table.index):
-        lines.append("(Type III tests of terms inside an interaction depend on the coding: "
-                     "with treatment contrasts they test effects at the reference level, and "
-                     "at 0 of numeric variables; C(f, Sum) makes them averages over levels)")
+        lines += ["(Type III tests of terms inside an interaction depend on the coding: with",
+                  " treatment contrasts they test effects at the reference level, and at 0 of",
+                  " numeric variables; C(f, Sum) makes them averages over levels)"]
     return "\n".join(lines)
