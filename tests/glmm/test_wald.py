@@ -29,7 +29,8 @@ import pandas as pd
 import pytest
 from conftest import r_reference
 
-from tomstats.glmm.wald import FixedTerm, fixed_part, fixed_terms, format_wald, wald_table
+from tomstats.glmm.lme_result import format_wald
+from tomstats.glmm.wald import FixedTerm, fixed_part, fixed_terms, wald_table
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reference"
 SCRIPT = REFERENCE / "car_anova.R"

@@ -388,7 +388,7 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
     print(str(res))
     kind = getattr(args, "anova", None) or "II"
     if kind != "none":
-        from tomstats.glmm.wald import wald_text
+        from tomstats.glmm.lme_result import wald_text
 
         try:
             text = wald_text(res, kind)

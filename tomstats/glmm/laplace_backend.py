@@ -263,7 +263,7 @@ class LaplaceFit:
         """Type II or III Wald chi-square test of each fixed-effect term, as
         ``car::Anova(fit, type = "II" | "III")``: columns ``Chisq``, ``Df``, ``p``
         (:func:`tomstats.glmm.wald.wald_table`, whose docstring states the formulas; print
-        with :func:`tomstats.glmm.wald.format_wald`)."""
+        with :func:`tomstats.glmm.lme_result.format_wald`)."""
         from tomstats.glmm.wald import wald_anova
 
         return wald_anova(self, type)

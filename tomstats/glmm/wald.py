@@ -34,7 +34,8 @@ pick them) and :math:`W(S) = \hat\beta_S^\top V_{SS}^{-1}\hat\beta_S`.
 
 Terms and their columns come from the model's fixed part, read by the formula engine
 (:func:`fixed_terms`), in the engine's order (intercept, main effects, then interactions,
-as R orders them).
+as R orders them). :func:`tomstats.glmm.lme_result.format_wald` prints a table as car
+does.
 
 Bayesian fits: no table here. A posterior analogue (the posterior mass of a region around
 :math:`L\beta = 0`, or a Bayes factor) is a different quantity with its own choices (prior,
@@ -52,8 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FixedTerm", "fixed_terms", "fixed_part", "wald_table", "wald_anova",
-           "format_wald", "wald_text", "WALD_TYPES"]
+__all__ = ["FixedTerm", "fixed_terms", "fixed_part", "wald_table", "wald_anova", "WALD_TYPES"]
 
 #: Types :func:`wald_table` accepts, with the name each stands for.
 WALD_TYPES = {2: "II", 3: "III", "2": "II", "3": "III", "II": "II", "III": "III"}
@@ -220,53 +220,3 @@ def wald_anova(fit: Any, type: Any = 2) -> pd.DataFrame:
     _normalise_type(type)
     _, fixed = fixed_part(fit.formula)
     return wald_table(fit.beta, fit.cov, fixed_terms(fixed, fit.coef_names), type)
-
-
-def wald_text(fit: Any, type: Any = 2) -> str:
-    """:func:`format_wald` of :func:`wald_anova` of ``fit``, with its response; empty when the
-    table has no row (a model with an intercept only and Type II)."""
-    table = wald_anova(fit, type)
-    return format_wald(table, fixed_part(fit.formula)[0]) if len(table) else ""
-
-
-def _fmt_p(values: pd.Series) -> list[str]:
-    """p-values as R prints an anova table: below 1e-4 in scientific notation with up to 4
-    significant digits (``< 2.2e-16`` below that), the others in fixed notation with the
-    decimals that give the smallest of them 4 significant digits."""
-    fixed = [v for v in values if math.isfinite(v) and v >= 1e-4]
-    dec = max((3 - math.floor(math.log10(v)) for v in fixed if v > 0), default=4)
-    out = []
-    for v in values:
-        if not math.isfinite(v):
-            out.append("")
-        elif v < 2.2e-16:
-            out.append("< 2.2e-16")
-        elif v < 1e-4:
-            out.append(f"{v:.4g}")
-        else:
-            out.append(f"{v:.{dec}f}")
-    return out
-
-
-def format_wald(table: pd.DataFrame, response: str = "") -> str:
-    """:func:`wald_table`'s table as ``car``'s ``print(Anova(fit))``: the heading, the
-    response, columns ``Chisq`` (4 decimals), ``Df`` and ``Pr(>Chisq)`` with R's
-    significance stars."""
-    from tomstats.glmm.laplace_backend import _stars
-
-    kind = table.attrs.get("type", "II")
-    shown = pd.DataFrame(index=[str(i) for i in table.index])
-    shown["Chisq"] = [f"{v:.4f}" if math.isfinite(v) else "" for v in table["Chisq"]]
-    shown["Df"] = [f"{int(v)}" for v in table["Df"]]
-    shown["Pr(>Chisq)"] = _fmt_p(table["p"])
-    shown[""] = [_stars(v).ljust(3) for v in table["p"]]
-    lines = [f"Analysis of Deviance Table (Type {kind} Wald chisquare tests)", ""]
-    if response:
-        lines.append(f"Response: {response}")
-    lines += [ln.rstrip() for ln in shown.to_string().splitlines()]
-    lines += ["---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
-    if kind == "III" and any(":" in str(i) for i in table.index):
-        lines += ["(Type III tests of terms inside an interaction depend on the coding: with",
-                  " treatment contrasts they test effects at the reference level, and at 0 of",
-                  " numeric variables; C(f, Sum) makes them averages over levels)"]
-    return "\n".join(lines)
