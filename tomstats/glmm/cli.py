@@ -108,6 +108,11 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", choices=("bernoulli", "binomial"), default=None,
                    help="outcome family (default: from the columns: bernoulli with a "
                         "'correct' column, binomial with 'successes' and 'trials')")
+    p.add_argument("--anova", choices=("II", "III", "none"), default=None,
+                   help="--backend laplace: the joint Wald chi-square test of each "
+                        "fixed-effect term printed after the summary, as car::Anova's "
+                        "type II (default) or III (III depends on the contrasts: use "
+                        "C(f, Sum)), or none")
     add_selection_arguments(p, ("correct", "successes", "trials", "model", "item",
                                 "tom_order", "context_words"), as_in_fit=False)
     p.add_argument("--trials", metavar="COL", help="column of binomial trials")
@@ -159,6 +164,7 @@ def _run_fit(args: argparse.Namespace) -> int:
         _check_laplace_args(args)
     else:
         _check_sampler_sizes(args)
+        _check_no_anova(args)
     columns = parse_mapping(args.map)
     if args.successes:
         columns["successes"] = args.successes
@@ -353,6 +359,16 @@ def _check_laplace_args(args: argparse.Namespace) -> None:
                          f"sampler argument(s) {', '.join(changed)} do not apply")
 
 
+def _check_no_anova(args: argparse.Namespace) -> None:
+    """``--anova`` belongs to ``--backend laplace`` (a Wald test needs the estimates'
+    covariance of a maximum-likelihood fit)."""
+    if getattr(args, "anova", None) is not None:
+        raise ValueError(f"--anova {args.anova}: the Wald tests per term are printed for "
+                         f"--backend laplace (maximum likelihood); a sampler's fit has "
+                         f"posterior intervals instead (leave --anova out, or add "
+                         f"--backend laplace)")
+
+
 def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
                  options: dict[str, Any], out: Any) -> int:
     """Fit by maximum likelihood, write JSON, print an lme4-like summary.
@@ -367,6 +383,17 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
         res = fit(df, args.model, "laplace", family=args.family, columns=columns, **options)
     path = res.to_json(out)
     print(str(res))
+    kind = getattr(args, "anova", None) or "II"
+    if kind != "none":
+        from tomstats.glmm.lme_result import wald_text
+
+        try:
+            text = wald_text(res, kind)
+        except ValueError as exc:  # a fixed part whose terms the table cannot name
+            print(f"tomstats fit: note: no Wald tests per term: {exc}", file=sys.stderr)
+            text = ""
+        if text:
+            print("\n" + text)
     print(f"wrote {path}")
     if not res.converged:
         separated = getattr(res, "separation", ())

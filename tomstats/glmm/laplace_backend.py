@@ -260,6 +260,15 @@ class LaplaceFit:
              "ci_lower": self.beta - q * self.se, "ci_upper": self.beta + q * self.se},
             index=pd.Index(list(self.coef_names), name="coef"))
 
+    def anova_wald(self, type: int | str = 2) -> pd.DataFrame:
+        """Type II or III Wald chi-square test of each fixed-effect term, as
+        ``car::Anova(fit, type = "II" | "III")``: columns ``Chisq``, ``Df``, ``p``
+        (:func:`tomstats.glmm.wald.wald_table`, whose docstring states the formulas; print
+        with :func:`tomstats.glmm.lme_result.format_wald`)."""
+        from tomstats.glmm.wald import wald_anova
+
+        return wald_anova(self, type)
+
     def variance_components(self) -> pd.DataFrame:
         """Random intercepts: ``group``, ``n_levels``, ``sd`` :math:`\\hat\\sigma_k` and
         ``variance`` :math:`\\hat\\sigma_k^2` (lme4's ``VarCorr()``)."""

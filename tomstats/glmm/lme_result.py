@@ -20,6 +20,8 @@ r"""The result of :func:`tomstats.glmm.lme.fit_lme`: what lme4's ``summary(glmer
   :math:`\beta` (each a refit with :math:`\beta_j x_j` as an offset).
 - Likelihood-ratio test of nested fits (lme4's ``anova(m0, m1)``, :func:`lme_anova`):
   :math:`\chi^2 = 2(\ell_1 - \ell_0)` on :math:`d_1 - d_0` degrees of freedom.
+- Joint Wald tests per term (``car::Anova`` Type II/III): :mod:`tomstats.glmm.wald`, printed
+  by :func:`format_wald`.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ from tomstats.glmm.laplace_backend import (
 )
 
 __all__ = ["LmeTerm", "LmeFit", "LmeConvergenceWarning", "lme_anova", "format_anova",
-           "fit_structure", "nesting_problem", "SINGULAR_TOL", "SINGULAR_MESSAGE"]
+           "format_wald", "wald_text", "fit_structure", "nesting_problem", "SINGULAR_TOL",
+           "SINGULAR_MESSAGE"]
 
 _FORMAT = "tomstats-lme-fit"
 _FORMAT_VERSION = JSON_FORMAT_VERSION
@@ -305,6 +308,15 @@ class LmeFit:
                 for i, e in enumerate(t.effects):
                     rows.append((t.group, lv, e, bk[a, i], math.sqrt(max(vk[a, i, i], 0.0))))
         return pd.DataFrame(rows, columns=["group", "level", "effect", "estimate", "cond_sd"])
+
+    def anova_wald(self, type: int | str = 2) -> pd.DataFrame:
+        """Type II or III Wald chi-square test of each fixed-effect term, as
+        ``car::Anova(fit, type = "II" | "III")``: columns ``Chisq``, ``Df``, ``p``
+        (:func:`tomstats.glmm.wald.wald_table`, whose docstring states the formulas; print
+        with :func:`tomstats.glmm.lme_result.format_wald`)."""
+        from tomstats.glmm.wald import wald_anova
+
+        return wald_anova(self, type)
 
     def confint(self, level: float = 0.95, method: str = "wald") -> pd.DataFrame:
         """Intervals of the fixed effects: ``method="wald"`` or ``"profile"`` (module
@@ -649,3 +661,52 @@ def format_anova(table: pd.DataFrame, formulas: Mapping[str, str]) -> str:
         lines += ["---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
     return "\n".join(lines)
 
+
+def wald_text(fit: Any, type: Any = 2) -> str:
+    """:func:`format_wald` of :func:`tomstats.glmm.wald.wald_anova` of ``fit``, with its
+    response; empty when the table has no row (a model with an intercept only and Type II)."""
+    from tomstats.glmm.wald import fixed_part, wald_anova
+
+    table = wald_anova(fit, type)
+    return format_wald(table, fixed_part(fit.formula)[0]) if len(table) else ""
+
+
+def _fmt_anova_p(values: pd.Series) -> list[str]:
+    """p-values as R prints an anova table: below 1e-4 in scientific notation with up to 4
+    significant digits (``< 2.2e-16`` below that), the others in fixed notation with the
+    decimals that give the smallest of them 4 significant digits."""
+    fixed = [v for v in values if math.isfinite(v) and v >= 1e-4]
+    dec = max((3 - math.floor(math.log10(v)) for v in fixed if v > 0), default=4)
+    out = []
+    for v in values:
+        if not math.isfinite(v):
+            out.append("")
+        elif v < 2.2e-16:
+            out.append("< 2.2e-16")
+        elif v < 1e-4:
+            out.append(f"{v:.4g}")
+        else:
+            out.append(f"{v:.{dec}f}")
+    return out
+
+
+def format_wald(table: pd.DataFrame, response: str = "") -> str:
+    """:func:`tomstats.glmm.wald.wald_table`'s table as ``car``'s ``print(Anova(fit))``: the
+    heading, the response, columns ``Chisq`` (4 decimals), ``Df`` and ``Pr(>Chisq)`` with R's
+    significance stars."""
+    kind = table.attrs.get("type", "II")
+    shown = pd.DataFrame(index=[str(i) for i in table.index])
+    shown["Chisq"] = [f"{v:.4f}" if math.isfinite(v) else "" for v in table["Chisq"]]
+    shown["Df"] = [f"{int(v)}" for v in table["Df"]]
+    shown["Pr(>Chisq)"] = _fmt_anova_p(table["p"])
+    shown[""] = [_stars(v).ljust(3) for v in table["p"]]
+    lines = [f"Analysis of Deviance Table (Type {kind} Wald chisquare tests)", ""]
+    if response:
+        lines.append(f"Response: {response}")
+    lines += [ln.rstrip() for ln in shown.to_string().splitlines()]
+    lines += ["---", "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
+    if kind == "III" and any(":" in str(i) for i in table.index):
+        lines += ["(Type III tests of terms inside an interaction depend on the coding: with",
+                  " treatment contrasts they test effects at the reference level, and at 0 of",
+                  " numeric variables; C(f, Sum) makes them averages over levels)"]
+    return "\n".join(lines)

@@ -5,7 +5,8 @@ short, in the order of lme4's ``summary(glmer(...))``: the convergence verdict (
 met its tolerance; no random-effect SD at the boundary), the fixed effects with Wald tests
 (estimate :math:`\hat\beta_j`, standard error, :math:`z = \hat\beta_j/\mathrm{se}_j`,
 :math:`p = 2\Phi(-|z|)`, the 95 % Wald interval :math:`\hat\beta_j \mp 1.96\,\mathrm{se}_j`)
-with the posterior-free reading of each effect, the random-intercept SDs with their group
+with the posterior-free reading of each effect and the joint Wald test of each term (Type II
+and III, as ``car::Anova``; :mod:`tomstats.glmm.wald`), the random-intercept SDs with their group
 sizes, the fit statistics (log-likelihood, AIC, BIC, deviance) and the provenance.
 """
 
@@ -32,7 +33,7 @@ from tomstats.report._document import (
 )
 
 __all__ = ["FORMATS", "is_laplace_fit", "laplace_document", "load_laplace_fit",
-           "write_laplace_report"]
+           "term_tests_table", "write_laplace_report"]
 
 #: Coverage of the Wald intervals of the report.
 LEVEL = 0.95
@@ -122,6 +123,34 @@ def _effect_sentences(fit: Any, level: float = LEVEL) -> str:
     return "Is there an effect? " + "; ".join(parts) + "."
 
 
+def term_tests_table(fit: Any) -> pd.DataFrame | None:
+    """Joint Wald tests of each fixed-effect term (``car::Anova``, Type II and Type III side
+    by side, the intercept left out; :func:`tomstats.glmm.wald.wald_table`); ``None`` for a
+    model with an intercept only."""
+    from tomstats.glmm.wald import wald_anova
+
+    two = wald_anova(fit, 2)
+    if two.empty:
+        return None
+    three = wald_anova(fit, 3).reindex(two.index)
+    return pd.DataFrame({"term": list(two.index), "df": two["Df"].to_numpy(),
+                         "chi² (Type II)": two["Chisq"].to_numpy(),
+                         "p (Type II)": two["p"].to_numpy(),
+                         "chi² (Type III)": three["Chisq"].to_numpy(),
+                         "p (Type III)": three["p"].to_numpy()})
+
+
+def _term_tests(fit: Any) -> tuple[Table, ...]:
+    table = term_tests_table(fit)
+    if table is None:
+        return ()
+    return (Table(table, caption="Joint Wald chi-square test of each term (car::Anova): Type "
+                  "II tests a term after the terms that do not contain it; Type III tests it "
+                  "alone, which depends on the contrasts (with treatment coding a term inside "
+                  "an interaction is tested at the reference level; C(f, Sum) makes it an "
+                  "average over levels)"),)
+
+
 def laplace_document(fit: Any, name: str = "fit") -> Document:
     """The report :class:`~tomstats.report._document.Document` of a Laplace fit."""
     stats = pd.DataFrame({"statistic": ["logLik", "AIC", "BIC", "deviance", "df.resid",
@@ -137,6 +166,7 @@ def laplace_document(fit: Any, name: str = "fit") -> Document:
             Table(fixed_effects_table(fit), caption="Fixed effects with Wald z tests and "
                   f"{100 * LEVEL:g} % Wald intervals (log-odds; odds ratio = exp(estimate))"),
             Text(_effect_sentences(fit), "p"),
+            *_term_tests(fit),
         )),
     ]
     vc = _random_table(fit)
