@@ -176,17 +176,24 @@ def rm_anova_stats(acc: jax.Array, contrasts: Sequence[np.ndarray]) -> dict[str,
 
 
 def glmm_stats(tests: Sequence[PlannedTest], x: np.ndarray, k_items: jax.Array,
-                trials: np.ndarray) -> dict[str, jax.Array]:
-    """Crossed-intercept GLMM (1 | llm) + (1 | item) of one study's item counts (L,C,T,I)."""
+                trials: np.ndarray, *, within_story: bool = False) -> dict[str, jax.Array]:
+    """Crossed-intercept GLMM (1 | llm) + (1 | item) of one study's item counts (L,C,T,I).
+
+    With ``within_story`` an item is a story of a length ladder, one level of ``item`` for
+    all its lengths (:math:`T I` levels); otherwise each (length, order, story) is a level of
+    its own (:math:`C T I`)."""
     from tomstats.glmm.laplace import laplace_fit
 
     n_l, n_c, n_t, n_i = k_items.shape
     xr_ = np.repeat(x, n_i, axis=0)  # rows of one LLM: (cell, item)
     X = jnp.asarray(np.tile(xr_, (n_l, 1)), dtype=k_items.dtype)
-    item = np.tile(np.arange(n_c * n_t * n_i), n_l)
+    cell_item = np.arange(n_c * n_t * n_i)
+    if within_story:  # row (c, t, i) belongs to story (t, i)
+        cell_item = cell_item % (n_t * n_i)
+    item = np.tile(cell_item, n_l)
     llm = np.repeat(np.arange(n_l), n_c * n_t * n_i)
     groups = jnp.asarray(np.column_stack([item, llm]))
-    levels = (n_c * n_t * n_i, n_l)
+    levels = (int(cell_item.max()) + 1, n_l)
     tr = jnp.asarray(np.tile(trials, n_l * n_c * n_t), dtype=k_items.dtype)
     y = k_items.reshape(-1)
     full = laplace_fit(X, y, tr, groups, levels)

@@ -95,7 +95,8 @@ def study_size(spec: PowerSpec, design: Design, value: float, n_fit_llms: int | 
     if items is not None and items > n:
         raise ValueError(f"items_per_cell ({items}) must not exceed questions_per_cell ({n}): "
                          "every item (story) needs at least one question")
-    return StudySize(n=n, items=None if items == n else items, n_llms=n_llms)
+    return StudySize(n=n, items=None if items == n else items, n_llms=n_llms,
+                     within_story=spec.story_design == "within")
 
 
 def check_design(tests: Sequence[PlannedTest], design: Design,

@@ -203,6 +203,7 @@ def power(
     seed: int | None = None,
     target: float | None = None,
     items_per_cell: int | None = None,
+    story_design: str | None = None,
     n_llms: int | None = None,
     questions_per_cell: int | None = None,
     capability_sd: float | None = None,
@@ -244,7 +245,7 @@ def power(
         The same seed gives the same curve.
     target : float, optional
         Target power for :meth:`PowerResult.targets` (default 0.8).
-    items_per_cell, n_llms, capability_sd, path, correction
+    items_per_cell, story_design, n_llms, capability_sd, path, correction
         See :class:`tomstats.simulation.study.PowerSpec`.
     questions_per_cell : int, optional
         Questions per cell and LLM of every simulated study (default: the design's), when
@@ -289,7 +290,8 @@ def power(
     """
     cfg = _as_study(study if study is not None else StudyConfig(), params)
     changes: dict[str, Any] = dict(tests=tests, alpha=alpha, replicates=replicates, seed=seed,
-                                   target=target, items_per_cell=items_per_cell, n_llms=n_llms,
+                                   target=target, items_per_cell=items_per_cell,
+                                   story_design=story_design, n_llms=n_llms,
                                    capability_sd=capability_sd, path=path,
                                    correction=correction)
     for key, values_key, given in (("along", "values", along), ("by", "by_values", by)):
@@ -363,6 +365,7 @@ def _execute(plan: CurvePlan, source: Any, allow_failures: bool, keep_data: bool
         along=spec.along, alpha=spec.alpha, replicates=int(spec.replicates),
         seed=int(spec.seed), target=spec.target, path=spec.path, correction=spec.correction,
         tests=json.dumps(list(spec.tests)), items_per_cell=json.dumps(spec.items_per_cell),
+        story_design=spec.story_design,
         n_llms=json.dumps(spec.n_llms), capability_sd=plan.cap_sd,
         **_params_attrs(base, plan.pdraws), design=json.dumps(design.to_dict()),
         posterior=json.dumps(source, default=str), tomstats_version=__version__,

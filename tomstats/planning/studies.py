@@ -47,6 +47,7 @@ class StudySize:
     n: int  # questions per cell and LLM
     items: int | None  # items per cell (None: one per question)
     n_llms: int
+    within_story: bool = False  # length ladders: a story keeps its effect at every length
 
 
 #: Analyses that pool the LLMs: their data simulate every story, shared by all LLMs (as in a
@@ -57,7 +58,8 @@ POOLED = ("rm-anova", "glmm")
 def per_item(setting: StudySize, tests: Sequence[PlannedTest]) -> bool:
     """Whether a study is simulated story by story
     (:func:`tomstats.simulation.simulator.item_counts`)."""
-    return setting.items is not None or any(t.analysis in POOLED for t in tests)
+    return (setting.items is not None or setting.within_story
+            or any(t.analysis in POOLED for t in tests))
 
 
 def study_program(design: Design, setting: StudySize, tests: tuple[PlannedTest, ...],
@@ -94,7 +96,8 @@ def _compiled(ctx_b: bytes, tom_b: bytes, setting: StudySize, tests: tuple[Plann
         out: dict[str, jax.Array] = {}
         if by_item:
             k_items = item_counts(key, params, jnp.asarray(ctx, dtype), jnp.asarray(tom, dtype),
-                                  th["capability"], trials)
+                                  th["capability"], trials,
+                                  within_story=setting.within_story)
             counts = k_items.sum(-1)
         else:
             per_llm = Params(*(jnp.asarray(v)[:, None, None] for v in (
@@ -108,7 +111,8 @@ def _compiled(ctx_b: bytes, tom_b: bytes, setting: StudySize, tests: tuple[Plann
                 counts = bernoulli_counts(key, p, np.full((n_c, n_t), setting.n)).astype(dtype)
         out["successes"] = counts
         if glmm:
-            out.update(glmm_stats(glmm, x, k_items, trials))
+            out.update(glmm_stats(glmm, x, k_items, trials,
+                                  within_story=setting.within_story))
         return out
 
     @jax.jit

@@ -68,6 +68,9 @@ def _design_rows(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
                      else str(design["questions_per_cell"])))
     ipc = settings.get("items_per_cell")
     rows.append(("stories per cell", "one per question" if ipc is None else str(ipc)))
+    if settings.get("story_design") == "within":
+        rows.append(("stories across lengths", "length ladders: each story told at every "
+                                               "context length (one story effect for all)"))
     n_llms = settings.get("n_llms")
     caps = design.get("capability", [])
     if n_llms is None and settings.get("along") != "n_llms" and settings.get("by") != "n_llms":

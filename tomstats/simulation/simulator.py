@@ -549,6 +549,8 @@ def item_counts(
     tom: Any,
     capability: Any,
     trials: Any,
+    *,
+    within_story: bool = False,
 ) -> jax.Array:
     r"""Successes per LLM and item when items (stories) carry equation (1)'s noise.
 
@@ -580,6 +582,11 @@ def item_counts(
     capability : array, shape (L,)
     trials : array of int, shape (I,)
         Questions per item (:func:`item_trials`).
+    within_story : bool
+        Length ladders: story :math:`i` of order :math:`t` is told at every context length
+        and keeps its effect there, :math:`\varepsilon_{cti} = \varepsilon_{ti}` (``T × I``
+        stories in all). Otherwise (the default) every length has stories of its own
+        (``C × T × I`` stories), as a generator that draws a new story per length gives.
 
     Returns
     -------
@@ -591,8 +598,9 @@ def item_counts(
     n_items = jnp.shape(trials)[-1]
     c = jnp.asarray(context)[:, None, None]
     t = jnp.asarray(tom)[None, :, None]
+    n_story_lengths = 1 if within_story else c.shape[0]
     eps = jnp.asarray(params.sigma) * jax.random.normal(
-        k_eps, (c.shape[0], t.shape[1], n_items), dtype=cap.dtype)
+        k_eps, (n_story_lengths, t.shape[1], n_items), dtype=cap.dtype)
     per_llm = Params(*(jnp.asarray(getattr(params, f))[..., None, None, None]
                        if jnp.ndim(getattr(params, f)) else getattr(params, f)
                        for f in ("alpha", "gamma", "delta", "sigma")))
@@ -623,6 +631,7 @@ def simulate_questions(
     latent: bool = False,
     shared_items: bool = False,
     items_per_cell: int | None = None,
+    within_story: bool = False,
 ) -> pd.DataFrame:
     """One row per simulated question: the long data a GLMM or
     :func:`tomstats.analysis.row_anova.anova` needs.
@@ -647,6 +656,10 @@ def simulate_questions(
         With ``latent=True`` and ``shared_items=True``: stories per cell. Question ``q`` of a
         cell belongs to story ``q mod items_per_cell`` and shares its :math:`\\varepsilon`
         (several questions per story, as in :func:`item_counts`); ``item`` names the story.
+    within_story : bool
+        With ``latent=True`` and ``shared_items=True``: length ladders, every story told at
+        each context length with the same :math:`\\varepsilon` there (as ``within_story`` of
+        :func:`item_counts`); ``item`` then names the story, the same at every length.
 
     Returns
     -------
@@ -658,6 +671,9 @@ def simulate_questions(
     _check_common(replicates, "exact", 2)
     if shared_items and not latent:
         raise ValueError("shared_items=True needs latent=True (shared noise must be drawn)")
+    if within_story and not shared_items:
+        raise ValueError("within_story=True needs latent=True and shared_items=True (a story "
+                         "told at every length shares its drawn effect)")
     if items_per_cell is not None:
         if not shared_items:
             raise ValueError("items_per_cell needs latent=True and shared_items=True")
@@ -684,6 +700,8 @@ def simulate_questions(
             eps_shape = (1, C, T, n_max) if shared_items else (K, C, T, n_max)
             if items_per_cell is not None:
                 eps_shape = (1, C, T, int(items_per_cell))
+            if within_story:
+                eps_shape = (1, 1, *eps_shape[2:])
             eps = jnp.float32(params.sigma) * jax.random.normal(k_eps, eps_shape)
             if items_per_cell is not None:
                 eps = eps[..., jnp.arange(n_max) % int(items_per_cell)]
@@ -709,7 +727,11 @@ def simulate_questions(
             np.char.add(np.char.add("c", idx[2].astype(str)),
                         np.char.add("t", idx[3].astype(str))),
             np.char.add("s", (idx[4] % int(items_per_cell)).astype(str)))
-    elif not shared_items:
+    if within_story:  # one story per ladder: the same name at every length
+        story = idx[4] % int(items_per_cell) if items_per_cell is not None else idx[4]
+        item = np.char.add(np.char.add("t", idx[3].astype(str)),
+                           np.char.add("s", story.astype(str)))
+    elif not shared_items and items_per_cell is None:
         item = np.char.add(np.char.add(item, "m"), idx[1].astype(str))
     df = pd.DataFrame({
         "replicate": idx[0],

@@ -28,6 +28,8 @@ __all__ = ["ALONG", "PowerSpec", "SpecOption", "StudyConfig", "load_study", "spe
            "study_from_dict"]
 
 PATHS = ("exact", "bernoulli")
+#: How stories meet context lengths: a new story per length, or one story told at every length.
+STORY_DESIGNS = ("between", "within")
 #: Sphericity corrections of the repeated-measures ANOVA tests of a power analysis.
 CORRECTIONS = ("GG", "HF", "none")
 _PARAM_NAMES = ("alpha", "gamma", "delta", "sigma")
@@ -97,6 +99,13 @@ class PowerSpec:
     seed : int
     items_per_cell : int or None
         Stories per cell; ``None``: one story per question (the paper's per-question noise).
+    story_design : {"between", "within"}
+        ``between``: every context length has stories of its own (item effects
+        :math:`\\varepsilon_{cti}`, :math:`C T I` stories). ``within``: length ladders, story
+        :math:`i` of order :math:`t` told at every length with one effect
+        :math:`\\varepsilon_{ti}` (:math:`T I` stories); the same questions and LLM calls,
+        but a context contrast no longer mixes in story differences. Studies are then
+        simulated story by story, and the GLMM tests' ``(1 | item)`` has a level per story.
     n_llms : int or None
         LLMs; ``None``: one per capability level of the design (fixed capabilities). Given,
         the capabilities are drawn per study from :math:`N(\\bar m, s_m^2)` (population of
@@ -140,6 +149,10 @@ class PowerSpec:
     seed: int = _option(0, type=int, help="random seed (default: the TOML's [power] seed, 0)")
     items_per_cell: int | None = _option(
         None, type=int, help="stories per cell (default: one per question)")
+    story_design: str = _option(
+        "between", choices=STORY_DESIGNS, flag="--story-design",
+        help="'between' (default): a new story at every context length; 'within': length "
+             "ladders, each story told at every length, its item effect shared by all of them")
     n_llms: int | None = _option(
         None, type=int,
         help="LLMs with capabilities drawn from N(mean, capability_sd) per study (default: "
@@ -187,6 +200,10 @@ class PowerSpec:
         if sd is not None and (isinstance(sd, bool) or not isinstance(sd, int | float)
                                or not math.isfinite(sd) or sd < 0):
             raise ValueError(f"capability_sd must be a number >= 0, got {sd!r}")
+        if self.story_design not in STORY_DESIGNS:
+            raise ValueError(f"story_design must be 'between' or 'within', got "
+                             f"{self.story_design!r}"
+                             + closest_hint(str(self.story_design), STORY_DESIGNS))
         if self.path not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {self.path!r}")
         if self.correction not in CORRECTIONS:
