@@ -280,25 +280,35 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = tqdm(total=len(jobs) * tellings, desc="stories", disable=not show, unit="story")
     told_sets: list[list[list[Item]]] = []
+    numbers: list[list[int]] = []  # the tellings that fit, per pair
     for plans in groups.values():
         told_sets.append([])
+        numbers.append([])
         for v in range(tellings):
             its: list[Item] = []
-            for plan in plans:
-                its.extend(_tell_items(st, plan, v, seed=seed, setting=setting,
-                                       n_characters=n_characters, host=host,
-                                       contexts=contexts, tom_orders=tom_orders,
-                                       extra_q=extra_q, critical_position=critical_position,
-                                       mislead_distance=mislead_distance,
-                                       tolerance=tolerance,
-                                       paired=true_belief_share == 0.5))
-                bar.update(1)
+            try:
+                for plan in plans:
+                    its.extend(_tell_items(st, plan, v, seed=seed, setting=setting,
+                                           n_characters=n_characters, host=host,
+                                           contexts=contexts, tom_orders=tom_orders,
+                                           extra_q=extra_q,
+                                           critical_position=critical_position,
+                                           mislead_distance=mislead_distance,
+                                           tolerance=tolerance,
+                                           paired=true_belief_share == 0.5))
+            except ValueError:
+                if v == 0:
+                    raise
+                continue  # a later telling that does not fit the length is no candidate
+            finally:
+                bar.update(len(plans))
             told_sets[-1].append(its)
+            numbers[-1].append(v)
     bar.close()
     kept = select_tellings(told_sets, derive_seed(seed, setting, "select"))
     items: list[Item] = []
-    for told, (v, score) in zip(told_sets, kept, strict=True):
-        sel = {"tellings": tellings, "kept": v, "score": round(score, 4)}
+    for told, nums, (v, score) in zip(told_sets, numbers, kept, strict=True):
+        sel = {"tellings": len(told), "kept": nums[v], "score": round(score, 4)}
         items.extend(dataclasses.replace(it, metadata={**it.metadata, "selection": sel})
                      for it in told[v])
     return items

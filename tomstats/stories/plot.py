@@ -611,8 +611,9 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
         for _ in range(n):
             free = [x for x in st.locations if x not in (start, tl.pos[s1], tl.pos[s2])
                     and x not in beliefs and x not in observed]
-            # not straight back where it came from, unless nothing else is free
-            opts = [x for x in free if x != came] or free
+            # never straight back where it came from (fewer moves rather than T pacing
+            # back and forth, which a selection of tellings would otherwise favour)
+            opts = [x for x in free if x != came]
             if not opts:
                 break
             came, start = start, rng.choice(opts)

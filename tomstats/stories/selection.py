@@ -15,16 +15,16 @@ the audit's rules:
 1. the pairs of a design cell set are dealt into :data:`N_FOLDS` folds at random (seeded);
 2. for each question kind :math:`q` that has false-belief items (order 1, order 2) and
    each fold :math:`f`, the *blind* ranker (:func:`~tomstats.stories.audit_adversary.\
-fit_ranker`, no belief status, as the audit fits it) is fitted on the first telling of
+fit_ranker`, no belief status, as the audit fits it) is fitted on every telling of
    every pair outside :math:`f`, true- and false-belief items together;
 3. each telling :math:`v` of a pair :math:`j` in :math:`f` gets the score
 
    .. math::
 
-       s_{jv} = \sum_{q} \sum_{i \in \mathrm{false}(j, v, q)} P_{q,-f}(y_i \mid i),
+       s_{jv} = a \sum_{q} \sum_{i \in \mathrm{false}(j, v, q)} P_{q,-f}(y_i \mid i),
 
    the probability the held-out ranker gives the gold answer of each false-belief item
-   of the telling, summed;
+   of the telling, summed, with weight :math:`a` = :data:`ADVERSARY_WEIGHT`;
 4. to it is added the rule term (:func:`_rule_scores`): for each item of the telling
    (both versions, every question) and each rule the audit checks on it that the item's
    gold answer, the rule's excess over chance on its pool (question kind, belief status)
@@ -55,10 +55,12 @@ from tomstats.stories.audit_parse import item_parse
 from tomstats.stories.audit_rules import RULES, Rule
 from tomstats.stories.items import Item
 
-__all__ = ["N_FOLDS", "select_tellings"]
+__all__ = ["ADVERSARY_WEIGHT", "N_FOLDS", "select_tellings"]
 
 #: Folds of the cross-fitting of the selection (by pair).
 N_FOLDS = 5
+#: Weight of the adversary term beside the rule term.
+ADVERSARY_WEIGHT = 2.0
 
 
 def _kind(it: Item) -> str:
@@ -101,8 +103,8 @@ def select_tellings(tellings: Sequence[Sequence[Sequence[Item]]], seed: int
     scores = np.zeros((n_pairs, k))
     kinds = {_kind(it) for t in tellings for v in t for it in v if it.belief_status == "false"}
     for q in sorted(kinds):
-        train = [(j, it) for j, t in enumerate(tellings) for it in t[0] if _kind(it) == q
-                 and it.answer in it.candidates]
+        train = [(j, it) for j, t in enumerate(tellings) for its in t for it in its
+                 if _kind(it) == q and it.answer in it.candidates]
         if len(train) < 20:
             continue
         x, mask = pack_features([candidate_features(item_parse(it)) for _j, it in train])
@@ -126,7 +128,8 @@ def select_tellings(tellings: Sequence[Sequence[Sequence[Item]]], seed: int
                 c = (candidate_features(item_parse(it))[:, keep] - mu[keep]) / sd[keep]
                 s = c @ w
                 p = np.exp(s - s.max())
-                scores[j, v] += p[list(it.candidates).index(it.answer)] / p.sum()
+                scores[j, v] += ADVERSARY_WEIGHT * p[list(it.candidates).index(it.answer)] \
+                    / p.sum()
     scores += _rule_scores(tellings)
     return [(int(np.argmin(row[:len(t)])), float(row[:len(t)].min()))
             for row, t in zip(scores, tellings, strict=True)]
