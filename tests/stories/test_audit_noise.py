@@ -74,8 +74,6 @@ def small_items():
     return build_design_items(4, seed=0)
 
 
-@pytest.mark.xfail(strict=True, reason="the second-round generator fails the second-round "
-                   "audit on order-2 false beliefs (docs/item-validity.md)")
 def test_readme_set_has_no_fail(small_items, tmp_path, capsys) -> None:
     audit = audit_items(small_items)
     assert audit.failed == []

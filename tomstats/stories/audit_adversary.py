@@ -49,7 +49,7 @@ import numpy as np
 from tomstats.stories.audit_parse import ItemParse, StoryParse
 
 __all__ = ["FEATURES", "LAMBDA", "N_FOLDS", "AdversaryResult", "candidate_features",
-           "cross_fit", "fit_ranker", "fold_units", "story_key"]
+           "cross_fit", "fit_ranker", "fold_units", "pack_features", "story_key"]
 
 #: Folds of the cross-fitting (by story).
 N_FOLDS = 5
@@ -293,7 +293,9 @@ class AdversaryResult:
     folds: int
 
 
-def _pack(feats: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def pack_features(feats: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Stack per-item ``(candidates, features)`` matrices into ``(items, candidates,
+    features)``, padding with zero rows, and the mask of real candidates."""
     c = max(f.shape[0] for f in feats)
     x = np.zeros((len(feats), c, feats[0].shape[1]))
     mask = np.zeros((len(feats), c), dtype=bool)
@@ -356,7 +358,7 @@ def cross_fit(parses: Sequence[ItemParse], kinds: Sequence[str], statuses: Seque
                 for i in members:  # one status in the kind: the blind model is this one
                     hit[i] = out["blind"][i]
                 continue
-            x, mask = _pack([feats[i] for i in members])
+            x, mask = pack_features([feats[i] for i in members])
             y = np.array([gold[i] for i in members])
             fold = np.array([fold_of[units[i]] for i in members])
             guess = _cross_fit_group(x, mask, y, fold, lam)

@@ -47,6 +47,7 @@ from tomstats.stories.questions import first_common_location, tom_question, wm_q
 from tomstats.stories.render import (
     word_count,
 )
+from tomstats.stories.selection import select_tellings
 from tomstats.stories.settings import CHARACTERS, OBJECT_NAMES, Setting
 from tomstats.stories.storyboard import (
     Storyboard,
@@ -141,7 +142,8 @@ def build_design_items(n_per_cell: int, seed: int,
                        critical_position: float | None = None,
                        question_types: Sequence[str] = ("tom",),
                        true_belief_share: float = 0.5, host_text: str | None = None,
-                       tolerance: float = 0.02, progress: bool | None = None) -> list[Item]:
+                       tolerance: float = 0.02, tellings: int = 3,
+                       progress: bool | None = None) -> list[Item]:
     """Build the context-length × ToM-order item set (the paper's 5×3 design, for real).
 
     Each story is a :mod:`tomstats.stories.plot` story: a belief scenario told inside a
@@ -189,6 +191,12 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         keeps the position within the story).
     tolerance : float
         Relative length tolerance (0.02 = ±2 %).
+    tellings : int
+        Adversarial storyboard selection (:mod:`tomstats.stories.selection`): every pair
+        of stories is told this many times, each telling with its own random stream and
+        the same scenario, places, cast and join places, and the telling whose
+        false-belief answers the audit's learned adversary (cross-fitted by pair) finds
+        least is kept; ``metadata["selection"]`` records it. 1: no selection.
     progress : bool or None
         Show a progress bar (``None``: only when stderr is a terminal).
 
@@ -208,6 +216,8 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
     """
     _check_design_args(n_per_cell, seed, contexts, orders, n_characters, mislead_distance,
                        critical_position, question_types, true_belief_share)
+    if not isinstance(tellings, int) or isinstance(tellings, bool) or tellings < 1:
+        raise ValueError(f"tellings must be a positive integer, got {tellings!r}")
     st = natural_setting(setting)
     need = _min_plot_words(st, n_characters, mislead_distance, "wm_object" in question_types)
     if min(contexts) < need:
@@ -228,24 +238,19 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         if have < need * 1.05:
             raise ValueError(f"host_text has {have} words; weaving up to {max(contexts)} "
                              f"words needs about {math.ceil(need * 1.05)}")
-    from tqdm.auto import tqdm
-
-    show = sys.stderr.isatty() if progress is None else bool(progress)
     jobs = [(c, r) for c in contexts for r in range(n_per_cell)]
     extra_q = [q for q in question_types if q != "tom"]
     tom_orders = list(orders) if "tom" in question_types else []
-    items: list[Item] = []
     kinds: dict[tuple[int, str], int] = {}
-    ff_seen: dict[int, int] = {}
-    for context, r in tqdm(jobs, desc="stories", disable=not show, unit="story"):
-        prefix = f"{setting}-s{seed}-w{context}-r{r:04d}"
+    ff_seen: dict[tuple[int, str], int] = {}
+    groups: dict[tuple[int, int], list[dict[str, object]]] = {}
+    for context, r in jobs:
         scenario = _scenario(r, true_belief_share)
         # the two versions of a pair (stories 2i, 2i + 1: one true, one false belief at
         # both orders) share their cast, join places, beginning and places
         # (an odd n_per_cell leaves the last story's pair_id with one version: the set
         # stays prefix-stable)
         pair = r // 2
-        paired = true_belief_share == 0.5
         story_seed = derive_seed(seed, setting, context, "pair", pair)
         kind = "|".join(sorted(_scenario(2 * pair + v, true_belief_share) for v in (0, 1)))
         if r % 2 == 0:
@@ -253,34 +258,105 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         places = _balanced_places(st, derive_seed(seed, setting, context, kind),
                                   kinds[(context, kind)])
         extra = 0
-        if SCENARIOS[scenario].order1 == "false":
-            # each length starts the cycle at its own seeded offset
-            j = ff_seen[context] = ff_seen.get(
-                context, derive_seed(seed, setting, context, "extra") % len(EXTRA_UNSEEN)) + 1
+        sc = SCENARIOS[scenario]
+        if "false" in (sc.order1, sc.order2):
+            # each length starts the cycle at its own seeded offset, order-1 false beliefs
+            # (ff_*, ft) and order-2 only (tf*) each their own
+            key = (context, sc.order1)
+            j = ff_seen[key] = ff_seen.get(
+                key, derive_seed(seed, setting, context, "extra", *key[1:]) % len(EXTRA_UNSEEN)
+                if sc.order1 == "true" else
+                derive_seed(seed, setting, context, "extra") % len(EXTRA_UNSEEN)) + 1
             extra = EXTRA_UNSEEN[j % len(EXTRA_UNSEEN)]
-        told = context if host is None else min(contexts)
         crng = random.Random(derive_seed(story_seed, "cast"))
         cast = crng.sample(CHARACTERS[:n_characters], 3)
         joins = _join_places(st, crng, places, scenario, pair % 3 == 0)
-        ps = _tell(st, CHARACTERS[:n_characters], scenario, told, story_seed, places=places,
-                   critical_position=critical_position, mislead_distance=mislead_distance,
-                   tolerance=tolerance, objects="wm_object" in extra_q,
-                   handling=host is None, extra_unseen=extra, cast=cast, join_places=joins)
-        meta = {"design_seed": seed, "critical_position_target": critical_position}
-        if host is not None:
-            wrng = random.Random(derive_seed(story_seed, "weave", r))
-            meta["critical_position_story"] = ps.critical_position
-            ps = dataclasses.replace(
-                ps, text=weave(ps.text, host, context, wrng, tolerance=tolerance),
-                object_text=None if ps.object_text is None else
-                weave(ps.object_text, host, context, wrng, tolerance=tolerance),
-                critical_position=None)
-        items.extend(plot_items(ps, st, tom_orders, extra_q, item_prefix=prefix,
-                                characters=CHARACTERS[:n_characters], seed=story_seed,
-                                target_words=context, metadata=meta,
-                                pair_prefix=f"{setting}-s{seed}-w{context}-p{pair:04d}"
-                                if paired else ""))
+        groups.setdefault((context, pair), []).append(dict(
+            context=context, r=r, scenario=scenario, story_seed=story_seed, places=places,
+            extra=extra, cast=cast, joins=joins, pair=pair,
+            varied="false" in (sc.order1, sc.order2)))
+    from tqdm.auto import tqdm
+
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    bar = tqdm(total=len(jobs) * tellings, desc="stories", disable=not show, unit="story")
+    told_sets: list[list[list[Item]]] = []
+    numbers: list[list[int]] = []  # the tellings that fit, per pair
+    for plans in groups.values():
+        told_sets.append([])
+        numbers.append([])
+        for v in range(tellings):
+            its: list[Item] = []
+            try:
+                for plan in plans:
+                    its.extend(_tell_items(st, plan, v, seed=seed, setting=setting,
+                                           n_characters=n_characters, host=host,
+                                           contexts=contexts, tom_orders=tom_orders,
+                                           extra_q=extra_q,
+                                           critical_position=critical_position,
+                                           mislead_distance=mislead_distance,
+                                           tolerance=tolerance,
+                                           paired=true_belief_share == 0.5))
+            except ValueError:
+                if v == 0:
+                    raise
+                continue  # a later telling that does not fit the length is no candidate
+            finally:
+                bar.update(len(plans))
+            told_sets[-1].append(its)
+            numbers[-1].append(v)
+    bar.close()
+    kept = select_tellings(told_sets, derive_seed(seed, setting, "select"))
+    items: list[Item] = []
+    for told, nums, (v, score) in zip(told_sets, numbers, kept, strict=True):
+        sel = {"tellings": len(told), "kept": nums[v], "score": round(score, 4)}
+        items.extend(dataclasses.replace(it, metadata={**it.metadata, "selection": sel})
+                     for it in told[v])
     return items
+
+
+def _tell_items(st: NaturalSetting, plan: dict[str, object], telling: int, *, seed: int,
+                setting: str, n_characters: int, host: list[str] | None,
+                contexts: Sequence[int], tom_orders: Sequence[int], extra_q: Sequence[str],
+                critical_position: float | None, mislead_distance: int, tolerance: float,
+                paired: bool) -> list[Item]:
+    """The items of one story of the design, told with the random stream of ``telling``
+    (0: the story's own seed and ``plan``'s unseen moves and join places). Every telling
+    keeps ``plan``'s scenario, places, cast and the belief answers' join status; a later
+    telling shifts the number of ``T``'s unseen moves along
+    :data:`~tomstats.stories.plot.EXTRA_UNSEEN` by ``2 * telling`` and draws the other
+    join places anew."""
+    context, r, pair = int(plan["context"]), int(plan["r"]), int(plan["pair"])
+    story_seed = int(plan["story_seed"])
+    tell_seed = story_seed if telling == 0 else derive_seed(story_seed, "telling", telling)
+    prefix = f"{setting}-s{seed}-w{context}-r{r:04d}"
+    told = context if host is None else min(contexts)
+    extra, joins = int(plan["extra"]), plan["joins"]
+    if telling:  # another number of unseen moves, other join places but the answers'
+        if plan["varied"]:
+            extra = EXTRA_UNSEEN[(EXTRA_UNSEEN.index(extra) + 2 * telling) % len(EXTRA_UNSEEN)]
+        joins = _join_places(st, random.Random(derive_seed(story_seed, "joins", telling)),
+                             plan["places"], str(plan["scenario"]), pair % 3 == 0)
+    ps = _tell(st, CHARACTERS[:n_characters], str(plan["scenario"]), told, tell_seed,
+               places=plan["places"], critical_position=critical_position,
+               mislead_distance=mislead_distance, tolerance=tolerance,
+               objects="wm_object" in extra_q, handling=host is None,
+               extra_unseen=extra, cast=plan["cast"], join_places=joins,
+               block_words=plan.get("block_words"))
+    plan.setdefault("block_words", ps.block_words)  # the other tellings start from it
+    meta = {"design_seed": seed, "critical_position_target": critical_position}
+    if host is not None:
+        wrng = random.Random(derive_seed(tell_seed, "weave", r))
+        meta["critical_position_story"] = ps.critical_position
+        ps = dataclasses.replace(
+            ps, text=weave(ps.text, host, context, wrng, tolerance=tolerance),
+            object_text=None if ps.object_text is None else
+            weave(ps.object_text, host, context, wrng, tolerance=tolerance),
+            critical_position=None)
+    return plot_items(ps, st, tom_orders, extra_q, item_prefix=prefix,
+                      characters=CHARACTERS[:n_characters], seed=tell_seed,
+                      target_words=context, metadata=meta,
+                      pair_prefix=f"{setting}-s{seed}-w{context}-p{pair:04d}"
+                      if paired else "")
 
 
 def _join_places(st: NaturalSetting, rng: random.Random, places: Sequence[str],
@@ -349,8 +425,10 @@ def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: 
           seed: int, *, critical_position: float | None, mislead_distance: int,
           tolerance: float, objects: bool, places: Sequence[str],
           handling: bool = True, extra_unseen: int = 0, cast: Sequence[str] | None = None,
-          join_places: Sequence[str] | None = None) -> PlotStory:
-    """Tell a story, retrying with other decor densities when it does not fit."""
+          join_places: Sequence[str] | None = None,
+          block_words: float | None = None) -> PlotStory:
+    """Tell a story, retrying with other decor densities when it does not fit
+    (``block_words``: an estimate of the critical block's words, from another telling)."""
     last: ValueError | None = None
     # a short story that cannot hold T's extra unseen moves gets fewer
     tries = [(a, d, extra_unseen) for a, d in enumerate(_DENSITIES)]
@@ -366,7 +444,8 @@ def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: 
                   objects=object_names(st, len(characters)) if objects else None,
                   extra_unseen=extra, cast=cast, join_places=join_places)
         try:
-            ps = tell_story(st, characters, scenario, target, rng=rng, **kw)
+            ps = tell_story(st, characters, scenario, target, rng=rng,
+                            block_words=block_words if attempt == 0 else None, **kw)
             if abs(ps.critical_position - pos) > 0.03:  # once more, with the block's size
                 rng = random.Random(derive_seed(seed, "plot", *key, "again"))
                 try:

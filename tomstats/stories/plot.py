@@ -75,7 +75,8 @@ class Scenario:
     ``steps`` are ``(role, place index)`` pairs: the role enters ``places[index]`` (``X``
     is index 0). ``seen`` is the index of the step at which ``S1`` last perceives ``T``
     (``-1``: the meeting); ``answers`` maps ``reality``, ``S1``, ``S2``, ``S1S2`` and
-    ``wm`` to place indices.
+    ``wm`` to place indices. ``T``'s extra unseen moves (``extra_unseen``) come before
+    step ``wander`` (``-1``: after the last step).
     """
 
     name: str
@@ -84,6 +85,7 @@ class Scenario:
     steps: tuple[tuple[str, int], ...]
     seen: int
     answers: dict[str, int]
+    wander: int = -1
 
 
 # place indices: 0 = X (the meeting place); the others as named in each docstring row
@@ -95,12 +97,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     # to U (4); T: Y -> R unseen (after its extra unseen moves, if any)
     Scenario("ft", "false", "true", (("F", 1), ("T", 1), ("S1", 1), ("T", 2), ("S1", 4),
                                      ("T", 1)), 3,
-             {"reality": 1, "S1": 2, "S2": 1, "S1S2": 1, "wm": 1}),
+             {"reality": 1, "S1": 2, "S2": 1, "S1S2": 1, "wm": 1}, wander=5),
     # S2 leaves for W (3) (S1 sees); S1 goes to R (1); S2: W -> Y (2); T: X -> Y (S2
-    # sees); S2 leaves for V (4); T: Y -> R (S1 sees it arrive)
+    # sees); S2 leaves for V (4); T: Y -> R (S1 sees it arrive; T's extra moves, unseen,
+    # come before)
     Scenario("tf", "true", "false", (("S2", 3), ("S1", 1), ("S2", 2), ("T", 2), ("S2", 4),
                                      ("T", 1)), 5,
-             {"reality": 1, "S1": 1, "S2": 2, "S1S2": 0, "wm": 2}),
+             {"reality": 1, "S1": 1, "S2": 2, "S1S2": 0, "wm": 2}, wander=5),
     # S2 leaves for W (4); S1 goes to C (2); S2: W -> B (1); T: X -> B (S2 sees);
     # S2 leaves for V (5); T: B -> C (S1 sees); S1 leaves for U (1); T: C -> D (3) unseen
     Scenario("ff_none", "false", "false", (("S2", 4), ("S1", 2), ("S2", 1), ("T", 1),
@@ -142,10 +145,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              {"reality": 5, "S1": 2, "S2": 5, "S1S2": 1, "wm": 1}),
     # T: X -> Y (1) (both see); S2 leaves for W (3) (S1 sees); S2: W -> Z (2); S1 goes to
     # R (4); T: Y -> Z (S2 sees it arrive); T: Z -> R (S2 sees it leave, S1 sees it
-    # arrive): S1 thinks S2 thinks T is in Y
+    # arrive): S1 thinks S2 thinks T is in Y (T's extra moves, unseen, come before Z)
     Scenario("tf_y", "true", "false", (("T", 1), ("S2", 3), ("S2", 2), ("S1", 4), ("T", 2),
                                        ("T", 4)), 5,
-             {"reality": 4, "S1": 4, "S2": 4, "S1S2": 1, "wm": 1}),
+             {"reality": 4, "S1": 4, "S2": 4, "S1S2": 1, "wm": 1}, wander=4),
 )}
 
 #: Probability that a location is a *join place* of a story (key characters' moves into
@@ -290,9 +293,10 @@ class _Teller:
         for p in places:
             self.mentions[p] += 1
 
-    def repeats(self, s: str) -> bool:
-        """Whether ``s`` was told already or nearly repeats one of the last ten sentences."""
-        if s in self.said:
+    def repeats(self, s: str, *, anywhere: bool = True) -> bool:
+        """Whether ``s`` was told already (``anywhere``: in the whole story) or nearly
+        repeats one of the last ten sentences."""
+        if anywhere and s in self.said:
             return True
         w = word_set(s)
         n = len(w)
@@ -344,7 +348,9 @@ class _Teller:
         s = self.ph.joins(who, joins) if joins else \
             self.ph.move(who, dest, plain=plain or self.plain)
         for k in range(12):  # a repeat is told otherwise: another form, other hosts
-            if not self.repeats(s):
+            # (a sentence told long ago will do after six tries, a near-repeat of the last
+            # ten never when another wording exists)
+            if not self.repeats(s, anywhere=k < 6):
                 break
             if joins and k >= 4:
                 if who in self.key:  # a key character joins whoever else is there
@@ -520,9 +526,10 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     handling : bool
         Whether characters handle objects (cups, maps, …) in sentences that move no one.
     extra_unseen : int
-        False beliefs at order 1: moves ``T`` makes after the scripted steps (``ft``:
-        before it returns), unseen by ``S1`` and ``S2`` and never into a believed place
-        (they count towards the mislead distance).
+        False beliefs (at order 1 or 2): moves ``T`` makes after the scripted steps or
+        before step ``Scenario.wander`` (``ft``: before it returns; ``tf``, ``tf_y``:
+        before ``S1`` sees it arrive), unseen by ``S1`` and ``S2`` and never into a
+        believed place (at order 1 false they count towards the mislead distance).
     cast : (str, str, str), optional
         ``S1``, ``S2`` and ``T`` (default: drawn); the two versions of a pair share them.
     join_places : sequence of str, optional
@@ -591,17 +598,22 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     seen_time = len(tl.events) - 1
     expected = {k: places[v] for k, v in sc.answers.items()}
     beliefs = {expected["S1"], expected["S2"], expected["S1S2"]}
-    extra = extra_unseen if sc.order1 == "false" else 0
+    extra = extra_unseen if "false" in (sc.order1, sc.order2) else 0
 
     def plan(start: str, came: str, n: int) -> list[str]:
         """False beliefs: up to ``n`` further places for T from ``start``, unseen by S1 and
-        S2 (where they will be) and never a believed place."""
+        S2 (where they will be) and never a believed place; before a step that S1 sees
+        (``tf``, ``tf_y``) never a place either observer enters in the scenario either
+        (T would arrive from where S1 believes S2 to be)."""
         path: list[str] = []
+        observed = {places[i] for r, i in sc.steps if r in ("S1", "S2")} \
+            if sc.order1 == "true" else set()
         for _ in range(n):
             free = [x for x in st.locations if x not in (start, tl.pos[s1], tl.pos[s2])
-                    and x not in beliefs]
-            # not straight back where it came from, unless nothing else is free
-            opts = [x for x in free if x != came] or free
+                    and x not in beliefs and x not in observed]
+            # never straight back where it came from (fewer moves rather than T pacing
+            # back and forth, which a selection of tellings would otherwise favour)
+            opts = [x for x in free if x != came]
             if not opts:
                 break
             came, start = start, rng.choice(opts)
@@ -617,11 +629,11 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     path: list[str] = []
     for k, (role, idx) in enumerate(sc.steps):
         last = k == len(sc.steps) - 1
+        if k == sc.wander:  # T wanders before this step
+            path = plan(tl.pos[t], tl.came[t], extra)
+        elif last and sc.wander < 0 and sc.order1 == "false":  # after its last move
+            path = plan(places[idx], tl.pos[t], extra)
         if last and sc.order1 == "false":
-            if sc.name == "ft":  # T wanders before it returns to R
-                path = plan(tl.pos[t], tl.came[t], extra)
-            else:  # T wanders on after its last scripted move
-                path = plan(places[idx], tl.pos[t], extra)
             for _ in range(mislead_distance - len(path) - (len(tl.events) - seen_time - 1)):
                 tl.filler_move()
                 tl.decor_run(0.6)
@@ -634,7 +646,7 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                 tl.move(rng.choice(fs), places[idx], p_join=0.0)
                 tl.decor_run(0.6)
             continue
-        if last and sc.name == "ft":
+        if k == sc.wander:
             wander(path)
         tl.host(places[idx])
         tm = tl.move(who[role], places[idx], plain=True)
@@ -642,7 +654,7 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
             seen_time = tm
         if not last:
             tl.decor_run(0.6)
-    if sc.name != "ft":
+    if sc.wander < 0:
         wander(path)
     expected["reality"] = tl.pos[t]
     final = len(tl.events) - 1

@@ -1,0 +1,104 @@
+"""Adversarial storyboard selection: what it keeps, what it records, what it leaves alone."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tomstats.stories import build_design_items
+from tomstats.stories.audit_adversary import candidate_features, fit_ranker, pack_features
+from tomstats.stories.audit_parse import item_parse
+from tomstats.stories.selection import N_FOLDS, select_tellings
+
+KW = dict(contexts=(200, 500, 1000), setting="field", question_types=("tom", "wm_human"))
+
+
+@pytest.fixture(scope="module")
+def one_and_three():
+    return (build_design_items(12, seed=4, tellings=1, **KW),
+            build_design_items(12, seed=4, tellings=3, **KW))
+
+
+def _by_story(items):
+    return {it.metadata["story_id"]: it for it in items if it.question_type == "reality"}
+
+
+def test_selection_keeps_what_the_design_balances(one_and_three) -> None:
+    one, three = one_and_three
+    assert all(it.metadata["selection"] == {"tellings": 1, "kept": 0, "score": 0.0}
+               for it in one)
+    a, b = _by_story(one), _by_story(three)
+    assert a.keys() == b.keys()
+    for sid, x in a.items():
+        y = b[sid]
+        for key in ("scenario", "roles"):
+            assert x.metadata[key] == y.metadata[key], (sid, key)
+    ids = {it.item_id: it for it in one}
+    for it in three:  # the same belief answers, reached the same way (named or by joins)
+        if it.tom_order >= 1:
+            assert it.answer == ids[it.item_id].answer
+            assert it.metadata["answer_reach"] == ids[it.item_id].metadata["answer_reach"]
+    kept = collections.Counter(it.metadata["selection"]["kept"] for it in three)
+    assert set(kept) <= {0, 1, 2} and len(kept) > 1  # some pairs keep another telling
+    # the two versions of a pair keep the same telling, and it is the one told
+    pairs = collections.defaultdict(set)
+    for it in three:
+        if it.pair_id:
+            pairs[it.pair_id].add((it.metadata["selection"]["kept"], it.seed))
+    assert all(len(v) == 1 for v in pairs.values())
+    for sid, x in b.items():  # telling 0 is the story of the unselected build
+        if x.metadata["selection"]["kept"] == 0:
+            assert x.story == a[sid].story
+        else:
+            assert x.story != a[sid].story
+
+
+def _top(items):
+    """Per false-belief item, the candidate a ranker fitted on all items of its order
+    rates highest (the gold one excluded)."""
+    out = {}
+    for order in (1, 2):
+        its = [it for it in items if it.tom_order == order]
+        x, mask = pack_features([candidate_features(item_parse(it)) for it in its])
+        rows = x[mask]
+        mu, sd = rows.mean(axis=0), rows.std(axis=0)
+        keep = sd > 1e-9
+        z = np.where(mask[..., None], (x[..., keep] - mu[keep]) / sd[keep], 0.0)
+        y = np.array([list(it.candidates).index(it.answer) for it in its])
+        w = fit_ranker(z, mask, y)
+        for it, zi, mi in zip(its, z, mask, strict=True):
+            if it.belief_status == "false":
+                s = np.where(mi, zi @ w, -np.inf)
+                s[list(it.candidates).index(it.answer)] = -np.inf
+                out[it.item_id] = it.candidates[int(np.argmax(s))]
+    return out
+
+
+def test_select_tellings_avoids_the_telling_the_ranker_finds(one_and_three) -> None:
+    """Of three tellings of every pair — the story, the same story again, and the story
+    with its false-belief answers moved to the place a ranker rates highest — the first is
+    kept (a tie keeps the first; the third is what the ranker finds)."""
+    one, _three = one_and_three
+    pairs = collections.defaultdict(list)
+    for it in one:
+        head, r = it.metadata["story_id"].rsplit("-r", 1)
+        pairs[(head, int(r) // 2)].append(it)
+    groups = list(pairs.values())
+    assert len(groups) >= 2 * N_FOLDS
+    top = _top(one)
+    found = [[dataclasses.replace(it, answer=top[it.item_id]) if it.item_id in top else it
+              for it in its] for its in groups]
+    got = select_tellings([[its, list(its), alt] for its, alt in zip(groups, found,
+                                                                      strict=True)], seed=0)
+    assert all(v in (0, 2) for v, _s in got)  # never the copy: ties keep the first
+    # (a choice blind to the answers would keep the third in a third of the pairs)
+    assert sum(v == 0 for v, _s in got) >= 0.7 * len(groups)
+
+
+def test_tellings_must_be_a_positive_integer() -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="tellings"):
+            build_design_items(2, seed=0, contexts=(200,), tellings=bad)
