@@ -22,6 +22,17 @@ SHARED_DATA = Path(os.environ.get("TOMSTATS_SHARED_DATA", REPO.parent / "shared"
 os.environ.setdefault("TOMSTATS_JAX_CACHE", "off")
 
 
+#: Most worker processes ``-n auto`` starts: each imports JAX and compiles its own programs
+#: (1–3 GB), and the suite gains little past four.
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers of ``-n auto`` (the README's test command): one per core, at most
+    :data:`MAX_WORKERS`."""
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
     """Drop JAX's compiled programs after each test module.
