@@ -57,6 +57,24 @@ def test_paper_design(tmp_path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["items.jsonl"]  # no temporary left
 
 
+def test_tellings_option(tmp_path, capsys) -> None:
+    """``--tellings`` reaches the selection (recorded in each item) and is checked first."""
+    out = tmp_path / "one.jsonl"
+    assert main(["stories", "--out", str(out), "--n", "2", "--seed", "1", "--contexts", "200",
+                 "--tellings", "1", "--no-progress"]) == 0
+    assert {it.metadata["selection"]["tellings"] for it in read_items(out)} == {1}
+    assert main(["stories", "--out", str(tmp_path / "two.jsonl"), "--n", "2", "--seed", "1",
+                 "--contexts", "200", "--tellings", "2", "--no-progress"]) == 0
+    assert {it.metadata["selection"]["tellings"]
+            for it in read_items(tmp_path / "two.jsonl")} <= {1, 2}
+    assert 2 in {it.metadata["selection"]["tellings"]
+                 for it in read_items(tmp_path / "two.jsonl")}
+    bad = tmp_path / "bad.jsonl"
+    assert main(["stories", "--out", str(bad), "--tellings", "0"]) == 2
+    assert "--tellings must be a positive integer, got 0" in capsys.readouterr().err
+    assert not bad.exists()
+
+
 def test_issue_spelling_and_anatom(tmp_path) -> None:
     out = tmp_path / "a.jsonl"
     assert main(["stories", "--design", "anatom", "--n", "3", "--seed", "1", "--out", str(out),
