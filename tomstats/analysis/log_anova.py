@@ -5,7 +5,9 @@ leaves out runner error records, checks every factor, cell and subject before an
 runs :func:`tomstats.analysis.row_anova.anova` pooled over the LLMs and, with ``by``, per
 group: the two-way ANOVA context length × ToM order of the binary outcome with η², partial η²,
 ω², partial ω² and generalized η² by default; ``within``/``subject`` give the
-repeated-measures form (LLMs as subjects), ``ci`` intervals (noncentral F for η² and partial
+repeated-measures form (LLMs as subjects), ``unit="story"`` the one of a log with length
+ladders (each story its own subject, context length and ToM order within it;
+:mod:`tomstats.analysis.ladders`), ``ci`` intervals (noncentral F for η² and partial
 η² by default, ``interval="bca"`` the cluster bootstrap for all five).
 :func:`format_anova` prints the table.
 """
@@ -21,17 +23,17 @@ import numpy as np
 import pandas as pd
 
 from tomstats._validate import show_value
+from tomstats.analysis.ladders import STORY, check_ladders, story_unit_factors
 from tomstats.analysis.row_anova import EFFECT_SIZES, anova, check_interval, check_levels
 from tomstats.analysis.summary import outcome
-from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
+from tomstats.analysis.table import POOLED, apply_mapping, read_evaluation, require_column
 
 __all__ = ["CORRECTIONS", "DEFAULT_BETWEEN", "DEFAULT_INTERVAL", "EFFECT_SIZES", "POOLED",
-           "anova_notes", "format_anova", "format_repeated", "log_anova", "table_for_csv"]
+           "UNITS", "anova_notes", "format_anova", "format_repeated", "log_anova",
+           "table_for_csv"]
 
 #: Factors of the default analysis: the paper's two-way design.
 DEFAULT_BETWEEN: tuple[str, str] = ("context_words", "tom_order")
-#: Value of the ``--by`` column on the rows of the pooled table.
-POOLED = "(pooled)"
 #: The interval the log tables show by default (``tomstats anova --ci``, the log report):
 #: the noncentral-F interval of partial η² and η², with the design effect of the clusters.
 #: Chosen by ``benchmarks/bench_eta2_intervals.py`` (docs/anova.md): it covers a true 0 and
@@ -41,6 +43,9 @@ DEFAULT_INTERVAL = "ncf"
 #: Sphericity corrections of a repeated-measures table (afex's ``correction``): the
 #: Greenhouse–Geisser ε (the default, as afex's), the Huynh–Feldt ε (at most 1) or none.
 CORRECTIONS = ("GG", "HF", "none")
+#: The units of analysis (``tomstats anova --unit``) and the subject column each stands for:
+#: the questions (rows, no subject), the LLMs, or the stories of a log with length ladders.
+UNITS: dict[str, str | None] = {"question": None, "model": "model", "story": STORY}
 #: Names of the corrections in the printed table.
 _CORRECTION_NAMES = {"GG": "Greenhouse–Geisser", "HF": "Huynh–Feldt", "none": "no"}
 
@@ -107,6 +112,7 @@ def log_anova(
     paired: bool = False,
     observed: str | Sequence[str] | None = None,
     correction: str = "GG",
+    unit: str | None = None,
 ) -> pd.DataFrame:
     r"""The paper's ANOVA table for an evaluation log: pooled and, with ``by``, per group.
 
@@ -153,6 +159,18 @@ def log_anova(
     correction : {"GG", "HF", "none"}, default "GG"
         With ``within``: the sphericity correction of the columns afex's table leads with
         (``DF_corrected``, ``DF_error_corrected``, ``MSE``, ``p_corrected``; see below).
+    unit : {"question", "model", "story"}, optional
+        The unit of analysis, a shorthand for ``subject`` (:data:`UNITS`): ``"question"``
+        the rows (the between design; no ``within``); ``"model"`` the LLMs (``within``
+        default ``context_words``, ``tom_order``); ``"story"`` the stories (``story_id``) of
+        a log with length ladders, each story told at every context length: the rows are
+        averaged per story × cell (over the questions and the LLMs of the table) and
+        ``context_words`` is within the story, ``tom_order`` within it when every story is
+        asked at every order and between stories when each is asked at one
+        (:func:`tomstats.analysis.ladders.story_unit_factors`; given ``between``/``within``
+        are kept). A log without ladders (each story at one length), a story missing a cell
+        and ToM order neither within nor between stories are refused, naming the story and
+        the cell (:func:`tomstats.analysis.ladders.check_ladders`).
 
     Returns
     -------
@@ -173,6 +191,11 @@ def log_anova(
                          f"{correction!r}")
     df = apply_mapping(read_evaluation(data), columns)
     between_l, within_l = _as_list(between), _as_list(within)
+    subject = _unit_subject(df, unit, subject, within_l, paired)
+    if unit == "story":
+        between_l, within_l = story_unit_factors(df, STORY, between_l, within_l)
+    elif unit == "model" and not between_l and not within_l:
+        within_l = list(DEFAULT_BETWEEN)
     if not between_l and not within_l:
         between_l = list(DEFAULT_BETWEEN)
     subject_default = bool(within_l) and subject is None
@@ -237,8 +260,8 @@ def log_anova(
         if isinstance(n_boot, bool) or int(n_boot) != n_boot or n_boot < 1:
             raise ValueError(f"--n-boot must be a positive integer, got {n_boot!r}")
         if cluster is None:
-            cluster = next((c for c in ("story_id", "item_id", "item") if c in df.columns),
-                           None)
+            cluster = next((c for c in ("story_id", "item_id", "item")
+                            if c in df.columns and c != subject), None)
         else:
             require_column(df, cluster, "--cluster")
         kwargs.update(ci=float(ci), n_boot=int(n_boot), seed=int(seed), cluster=cluster,
@@ -249,6 +272,8 @@ def log_anova(
             groups.append((value, sub.reset_index(drop=True), f" (in {by}={show_value(value)})"))
     groups.append((POOLED, df, ""))
     for _value, sub, where in groups:  # every check before any work
+        if unit == "story" and within_l:
+            check_ladders(sub, within_l, STORY, where)
         _check_design(sub, between_l, within_l, subject, where)
     tables = []
     for value, sub, where in groups:
@@ -271,8 +296,33 @@ def log_anova(
                       "ci": kwargs.get("ci"),
                       "n_boot": kwargs.get("n_boot") if interval == "bca" else None,
                       "interval": interval if ci is not None else None,
-                      "design_effect": deff, "paired": bool(paired), **pairing})
+                      "design_effect": deff, "paired": bool(paired), "unit": unit,
+                      "n_subjects": int(df[subject].nunique()) if subject else None,
+                      **pairing})
     return out
+
+
+def _unit_subject(df: pd.DataFrame, unit: str | None, subject: str | None,
+                  within: list[str], paired: bool) -> str | None:
+    """The subject column ``unit`` stands for, checked against ``subject`` and ``within``."""
+    if unit is None:
+        return subject
+    if unit not in UNITS:
+        raise ValueError(f"--unit must be one of {', '.join(UNITS)}, got {unit!r}")
+    col = UNITS[unit]
+    if subject is not None and subject != col:
+        raise ValueError(f"--unit {unit} and --subject {subject!r} both name the subject; "
+                         "give one of them")
+    if unit == "question" and within:
+        raise ValueError("--unit question takes no --within: a repeated-measures design needs "
+                         "a subject (--unit model, --unit story or --subject COL)")
+    if unit == "story":
+        require_column(df, STORY, "--unit story", (STORY,))
+        if paired:
+            raise ValueError("--unit story with --paired: a paired unit's story is its "
+                             "pair_id, one telling at one length, so it has no length ladder; "
+                             "analyse paired scores without --unit story")
+    return col
 
 
 def _corrected(table: pd.DataFrame, within: list[str], correction: str) -> pd.DataFrame:
