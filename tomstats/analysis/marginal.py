@@ -749,7 +749,8 @@ def describe_contrasts(table: pd.DataFrame) -> str:
     else:
         scale = f"differences of {a.get('response', 'means')}"
     if isinstance(a.get("family_size"), dict):
-        what = f"simple effects of {' and '.join(a['family_size'])}, each within the others"
+        what = f"each of {', '.join(a['family_size'])} within every level of the others"
+        kind = f"simple effects: {kind}"
     else:
         by = f" within each {' × '.join(a['by'])}" if a.get("by") else ""
         over = f", averaged over {', '.join(a['averaged'])}" if a.get("averaged") else ""
@@ -758,6 +759,10 @@ def describe_contrasts(table: pd.DataFrame) -> str:
     ci = ("" if a["ci_adjust"] in ("none", a["adjust"])
           else f", intervals {_ADJUST_WORDS[a['ci_adjust']]}")
     fam = a.get("family_size")
-    size = "" if isinstance(fam, dict) else f" for {fam} contrast(s) per family"
-    return (f"{kind.capitalize()} of {what} ({scale}; {a['statistic']} tests, p adjusted by "
-            f"{adjust}{size}{ci}; {a['level']:.0%} intervals)")
+    size = ("" if isinstance(fam, dict) or a["adjust"] == "none"
+            else f" among {a['n_means']} means" if a["adjust"] == "tukey"
+            else f" over {fam} contrasts per family")
+    tests = (f"{a['statistic']} tests, p unadjusted" if a["adjust"] == "none"
+             else f"{a['statistic']} tests, p adjusted by {adjust}{size}")
+    return (f"{kind[0].upper()}{kind[1:]} of {what} ({scale}; {tests}{ci}; "
+            f"{a['level']:.0%} intervals)")

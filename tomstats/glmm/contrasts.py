@@ -227,7 +227,9 @@ def fit_grid(fit: Any, data: pd.DataFrame | None = None, *,
     cov = np.asarray(fit.cov, dtype=float)
     est = X @ beta
     vm = X @ cov @ X.T
-    note = "population-level predictions of the fixed effects (random effects at 0)"
+    random = getattr(fit, "groups", None) or getattr(fit, "terms", None)
+    note = ("population-level predictions of the fixed effects (random effects at 0)"
+            if random else "predictions of the fixed effects")
     if held:
         note += "; " + ", ".join(held)
     return RefGrid(tuple(factors), tuple(levels), est, 0.5 * (vm + vm.T), float("inf"),
