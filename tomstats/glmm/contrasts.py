@@ -108,7 +108,7 @@ def _grid_frame(variables: list[str], levels: dict[str, list[Any]], train: pd.Da
             frame[v] = values[v][0]
         if isinstance(train[v].dtype, pd.CategoricalDtype):
             frame[v] = pd.Categorical(frame[v], categories=train[v].cat.categories)
-        elif v in factors:
+        elif v in levels:  # a categorical column's levels keep its type (numbers, text)
             frame[v] = frame[v].astype(train[v].dtype)
     return frame, factors, flevels, held
 
@@ -305,6 +305,10 @@ def posterior_contrasts(idata: Any, data: pd.DataFrame, specs: str | Sequence[st
     coef = [str(c) for c in beta.coords["coef"].values]
     draws = beta.stack(sample=("chain", "draw")).transpose("sample", "coef").to_numpy()
     train = _train_for(data, columns)
+    n_rows = idata.attrs.get("n_rows")
+    if n_rows is not None and int(n_rows) != len(train):
+        raise ValueError(f"the data have {len(train)} rows but the fit was made from "
+                         f"{int(n_rows)}: give the data the fit was made from")
     X, factors, levels, _held = design_grid(_fixed(str(formula)), train, coef, at)
     cells = draws @ X.T  # (S, C)
     grid = RefGrid(tuple(factors), tuple(levels), cells.mean(axis=0), np.cov(cells.T)
