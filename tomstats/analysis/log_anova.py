@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,8 +30,8 @@ from tomstats.analysis.summary import outcome
 from tomstats.analysis.table import POOLED, apply_mapping, read_evaluation, require_column
 
 __all__ = ["CORRECTIONS", "DEFAULT_BETWEEN", "DEFAULT_INTERVAL", "EFFECT_SIZES", "POOLED",
-           "UNITS", "anova_notes", "format_anova", "format_repeated", "log_anova",
-           "table_for_csv"]
+           "PreparedLog", "UNITS", "anova_notes", "check_design", "format_anova", "format_repeated",
+           "log_anova", "prepare_log", "table_for_csv"]
 
 #: Factors of the default analysis: the paper's two-way design.
 DEFAULT_BETWEEN: tuple[str, str] = ("context_words", "tom_order")
@@ -65,7 +66,7 @@ def _as_list(x: str | Sequence[str] | None) -> list[str]:
     return [x] if isinstance(x, str) else list(x)
 
 
-def _check_design(df: pd.DataFrame, between: list[str], within: list[str],
+def check_design(df: pd.DataFrame, between: list[str], within: list[str],
                   subject: str | None, where: str) -> None:
     """One-level factors (:func:`~tomstats.analysis.row_anova.check_levels`) and empty cells
     (and subjects missing a within cell), named, before any table is computed."""
@@ -92,6 +93,113 @@ def _check_design(df: pd.DataFrame, between: list[str], within: list[str],
                 raise ValueError(f"subject {subject}={show_value(name)} has no rows with {cell}"
                                  f"{more}{where}; a repeated-measures ANOVA needs every "
                                  "subject in every within cell")
+
+
+
+@dataclass(frozen=True)
+class PreparedLog:
+    """A log read for an analysis of factors (:func:`prepare_log`).
+
+    Attributes
+    ----------
+    data : pandas.DataFrame
+        The answered rows (runner error records left out), the outcome as numbers.
+    between, within : list of str
+        The factors (``between`` defaults to the paper's two-way design).
+    subject : str or None
+        The subject column (``"model"`` by default with ``within``).
+    pairing : dict
+        With ``paired``: the counts of :func:`tomstats.analysis.paired.paired_units`.
+    """
+
+    data: pd.DataFrame
+    between: list[str]
+    within: list[str]
+    subject: str | None
+    pairing: dict[str, Any]
+
+
+def prepare_log(
+    data: str | os.PathLike[str] | pd.DataFrame,
+    *,
+    dv: str = "correct",
+    between: str | Sequence[str] | None = None,
+    within: str | Sequence[str] | None = None,
+    subject: str | None = None,
+    by: str | None = None,
+    cluster: str | None = None,
+    columns: dict[str, str] | None = None,
+    paired: bool = False,
+    unit: str | None = None,
+) -> PreparedLog:
+    """Read a log for :func:`log_anova` (and the marginal means of
+    :mod:`tomstats.analysis.contrasts`): map columns, check every factor, the subject, the
+    ``by`` column and the outcome, score paired units, leave out runner error records, and
+    refuse missing factor values, naming the column (``unit`` as for :func:`log_anova`: the
+    story as the unit sets the subject and the factors). The design's cells are checked by
+    :func:`check_design`."""
+    df = apply_mapping(read_evaluation(data), columns)
+    between_l, within_l = _as_list(between), _as_list(within)
+    subject = _unit_subject(df, unit, subject, within_l, paired)
+    if unit == "story":
+        between_l, within_l = story_unit_factors(df, STORY, between_l, within_l)
+    elif unit == "model" and not between_l and not within_l:
+        within_l = list(DEFAULT_BETWEEN)
+    if not between_l and not within_l:
+        between_l = list(DEFAULT_BETWEEN)
+    subject_default = bool(within_l) and subject is None
+    if subject_default:
+        subject = "model"
+    factors = between_l + within_l
+    seen: set[str] = set()
+    for f in factors:
+        if f in seen:
+            where = ("--between and --within" if f in between_l and f in within_l
+                     else "--within" if f in within_l else "--between")
+            raise ValueError(f"factor {f!r} is named twice ({where})")
+        seen.add(f)
+    if dv in seen:
+        raise ValueError(f"--dv {dv!r} is also a factor")
+    for f in factors:
+        require_column(df, f, "factor")
+    if subject is not None:
+        require_column(df, subject, "--subject")
+        if subject in seen:
+            default = " (the default with --within)" if subject_default else ""
+            raise ValueError(f"--subject {subject!r}{default} is also a factor; name the "
+                             "subject column with --subject COL")
+    if by is not None:
+        require_column(df, by, "--by")
+        if by in seen or by == dv:
+            raise ValueError(f"--by {by!r} is also a factor or the outcome; a table per "
+                             f"{by!r} value cannot have it as a factor")
+        if by == subject:
+            raise ValueError(f"--by {by!r} is also the --subject of the repeated-measures "
+                             "design; one table per subject has no subjects to compare")
+    require_column(df, dv, "--dv")
+    pairing: dict[str, Any] = {}
+    if paired:
+        from tomstats.analysis.paired import paired_units, unit_keys
+
+        keys = unit_keys(df)
+        extra = [c for c in [*factors, *([subject] if subject else []), *([by] if by else []),
+                             *([cluster] if cluster else [])]
+                 if c not in keys and c not in ("story_id", "item_id", "item")]
+        df = paired_units(df, dv=dv, keep=list(dict.fromkeys(extra)))
+        pairing = {k: df.attrs[k] for k in ("n_units", "n_incomplete", "incomplete_by_reason",
+                                            "n_unpaired_rows")}
+    if "status" in df.columns:
+        df = df[df["status"].astype("string").fillna("ok").ne("error").to_numpy()]
+        df = df.reset_index(drop=True)
+        if len(df) == 0:
+            raise ValueError("the log holds no answered questions (every record is an error)")
+    y = outcome(df, dv, binary=dv == "correct", allow_missing=False)
+    df = df.assign(**{dv: y})
+    for c in [*factors, *([subject] if subject else []), *([by] if by else [])]:
+        na = df[c].isna().to_numpy()
+        if na.any():
+            raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
+    return PreparedLog(df, between_l, within_l, subject, pairing)
 
 
 def log_anova(
@@ -189,68 +297,10 @@ def log_anova(
     if correction not in CORRECTIONS:
         raise ValueError(f"--correction must be one of {', '.join(CORRECTIONS)}, got "
                          f"{correction!r}")
-    df = apply_mapping(read_evaluation(data), columns)
-    between_l, within_l = _as_list(between), _as_list(within)
-    subject = _unit_subject(df, unit, subject, within_l, paired)
-    if unit == "story":
-        between_l, within_l = story_unit_factors(df, STORY, between_l, within_l)
-    elif unit == "model" and not between_l and not within_l:
-        within_l = list(DEFAULT_BETWEEN)
-    if not between_l and not within_l:
-        between_l = list(DEFAULT_BETWEEN)
-    subject_default = bool(within_l) and subject is None
-    if subject_default:
-        subject = "model"
-    factors = between_l + within_l
-    seen: set[str] = set()
-    for f in factors:
-        if f in seen:
-            where = ("--between and --within" if f in between_l and f in within_l
-                     else "--within" if f in within_l else "--between")
-            raise ValueError(f"factor {f!r} is named twice ({where})")
-        seen.add(f)
-    if dv in seen:
-        raise ValueError(f"--dv {dv!r} is also a factor")
-    for f in factors:
-        require_column(df, f, "factor")
-    if subject is not None:
-        require_column(df, subject, "--subject")
-        if subject in seen:
-            default = " (the default with --within)" if subject_default else ""
-            raise ValueError(f"--subject {subject!r}{default} is also a factor; name the "
-                             "subject column with --subject COL")
-    if by is not None:
-        require_column(df, by, "--by")
-        if by in seen or by == dv:
-            raise ValueError(f"--by {by!r} is also a factor or the outcome; a table per "
-                             f"{by!r} value cannot have it as a factor")
-        if by == subject:
-            raise ValueError(f"--by {by!r} is also the --subject of the repeated-measures "
-                             "design; one table per subject has no subjects to compare")
-    require_column(df, dv, "--dv")
-    pairing: dict[str, Any] = {}
-    if paired:
-        from tomstats.analysis.paired import paired_units, unit_keys
-
-        keys = unit_keys(df)
-        extra = [c for c in [*factors, *([subject] if subject else []), *([by] if by else []),
-                             *([cluster] if cluster else [])]
-                 if c not in keys and c not in ("story_id", "item_id", "item")]
-        df = paired_units(df, dv=dv, keep=list(dict.fromkeys(extra)))
-        pairing = {k: df.attrs[k] for k in ("n_units", "n_incomplete", "incomplete_by_reason",
-                                            "n_unpaired_rows")}
-    if "status" in df.columns:
-        df = df[df["status"].astype("string").fillna("ok").ne("error").to_numpy()]
-        df = df.reset_index(drop=True)
-        if len(df) == 0:
-            raise ValueError("the log holds no answered questions (every record is an error)")
-    y = outcome(df, dv, binary=dv == "correct", allow_missing=False)
-    df = df.assign(**{dv: y})
-    for c in [*factors, *([subject] if subject else []), *([by] if by else [])]:
-        na = df[c].isna().to_numpy()
-        if na.any():
-            raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
-
+    prep = prepare_log(data, dv=dv, between=between, within=within, subject=subject, by=by,
+                       cluster=cluster, columns=columns, paired=paired, unit=unit)
+    df, between_l, within_l = prep.data, prep.between, prep.within
+    subject, pairing = prep.subject, prep.pairing
     kwargs: dict[str, Any] = {"ss_type": ss_type, "binary": dv == "correct",
                               "within": within_l or None, "subject": subject,
                               "observed": _as_list(observed) or None}
@@ -274,7 +324,7 @@ def log_anova(
     for _value, sub, where in groups:  # every check before any work
         if unit == "story" and within_l:
             check_ladders(sub, within_l, STORY, where)
-        _check_design(sub, between_l, within_l, subject, where)
+        check_design(sub, between_l, within_l, subject, where)
     tables = []
     for value, sub, where in groups:
         try:
