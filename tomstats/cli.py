@@ -77,7 +77,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "stories": ("tomstats stories --out items.jsonl --n-per-cell 4 --seed 0",
                 "tomstats stories --design anatom --n 40 --seed 1 --all-types "
                 "--out anatom.jsonl",
-                "tomstats stories audit items.jsonl"),
+                "tomstats stories audit items.jsonl",
+                "tomstats stories --out ladders.jsonl --n-per-cell 48 --seed 1 --within-story",
+                "tomstats stories audit ladders.jsonl --per-length"),
     "evaluate": ("tomstats evaluate --items items.jsonl --model models/heuristic-recency.toml "
                  "--out run.jsonl",
                  "tomstats evaluate --repair run.jsonl"),

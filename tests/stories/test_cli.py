@@ -170,3 +170,29 @@ def test_storyboard_items_of_orders_2_and_3_record_their_simpler_questions(tmp_p
     scopes = {c.scope for c in audit_items(items).checks
               if c.name.startswith("order-") and "simpler" in c.name}
     assert scopes == {"rooms order 2", "rooms order 3"}
+
+
+def test_length_ladders_and_the_audit_per_length(tmp_path, capsys) -> None:
+    """``--within-story`` tells every story at every length; ``audit --per-length`` audits
+    each length alone and all pooled, and exits 4 exactly when one of them fails."""
+    out = tmp_path / "ladders.jsonl"
+    assert main(["stories", "--out", str(out), "--n", "2", "--seed", "3", "--contexts", "200",
+                 "500", "--orders", "1", "--within-story", "--ladder-anchor", "end",
+                 "--tellings", "1", "--no-progress"]) == 0
+    items = read_items(out)
+    assert len(items) == 2 * 2
+    assert {it.metadata["ladder"]["anchor"] for it in items} == {"end"}
+    assert len({it.metadata["story_id"] for it in items}) == 2
+    capsys.readouterr()
+    report = tmp_path / "audit.json"
+    rc = main(["stories", "audit", str(out), "--per-length", "--out", str(report)])
+    text = capsys.readouterr().out
+    for title in ("== 200 words:", "== 500 words:", "== all lengths pooled:"):
+        assert title in text
+    verdicts = json.loads(report.read_text())
+    assert list(verdicts) == ["200", "500", "all"]
+    failed = any(c["verdict"] == "FAIL" for a in verdicts.values() for c in a["checks"])
+    assert rc == (4 if failed else 0)
+    assert main(["stories", "--out", str(tmp_path / "x.jsonl"), "--contexts", "200",
+                 "--within-story"]) == 2
+    assert "within_story needs two context lengths" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """``tomstats stories``: write story items as JSON Lines (atomically), or audit them.
 
 ``tomstats stories audit ITEMS [ITEMS …]`` prints the audit of item files (audited
-together)
+together; with ``--per-length`` each context length alone, then all pooled)
 (:func:`~tomstats.stories.audit.audit_items`: text-only rules beside chance — the rules of
 :data:`~tomstats.stories.audit_rules.RULES`, among them the told-event family of every
 questioned character —, a learned adversary cross-fitted by story (``--seed`` seeds its
@@ -124,6 +124,18 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
                              "selection keeps the one the text-only rules answer worst "
                              "(1 turns the selection off and is about 3 times faster; "
                              "default 3)")
+    parser.add_argument("--within-story", action="store_true",
+                        help="paper design: length ladders, each story told at every "
+                             "--contexts length (same events, questions and answers; the "
+                             "longer steps grown with sentences that move no one); "
+                             "--n-per-cell ladders")
+    parser.add_argument("--ladder-anchor", choices=("relative", "end"), default="relative",
+                        help="--within-story: where the grown words go: 'relative' keeps "
+                             "the critical block's share of the free words before it, 'end' "
+                             "its distance from the question (every grown word goes before "
+                             "the block) (default: relative)")
+    parser.add_argument("--per-length", action="store_true",
+                        help="audit: audit each context length alone, then all together")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar (default: when stderr is a terminal)")
 
@@ -209,7 +221,9 @@ def run_stories(args: argparse.Namespace) -> int:
             n_characters=args.n_characters, mislead_distance=args.mislead_distance,
             critical_position=args.critical_position,
             question_types=tuple(args.question_types), progress=args.progress,
-            true_belief_share=args.true_belief_share, host_text=host, tellings=args.tellings)
+            true_belief_share=args.true_belief_share, host_text=host, tellings=args.tellings,
+            within_story=getattr(args, "within_story", False),
+            ladder_anchor=getattr(args, "ladder_anchor", "relative"))
     write_items(out, items)
     print(f"wrote {len(items)} items to {out}")
     return 0
@@ -218,7 +232,12 @@ def run_stories(args: argparse.Namespace) -> int:
 def run_audit(args: argparse.Namespace) -> int:
     """``tomstats stories audit ITEMS``: print the audit; 4 when a check fails beyond
     sampling noise (verdict ``FAIL``), else 0 (``UNSURE`` checks are printed, not fatal)."""
-    from tomstats.stories.audit import audit_items, format_audit, gguf_token_counter
+    from tomstats.stories.audit import (
+        audit_by_length,
+        audit_items,
+        format_audit,
+        gguf_token_counter,
+    )
     from tomstats.stories.items import read_items
 
     if not args.items:
@@ -227,20 +246,39 @@ def run_audit(args: argparse.Namespace) -> int:
                                                          force=getattr(args, "force", False))
     counter = None if args.tokenizer is None else gguf_token_counter(args.tokenizer)
     items = [it for path in args.items for it in read_items(path)]
-    audit = audit_items(items, tokenizer=counter, seed=args.seed)
-    print(format_audit(audit, cells=args.cells))
+    if getattr(args, "per_length", False):
+        audits = audit_by_length(items, tokenizer=counter, seed=args.seed)
+    else:
+        audits = {"all": audit_items(items, tokenizer=counter, seed=args.seed)}
+    for scope, audit in audits.items():
+        if len(audits) > 1:
+            print(f"== {_scope_title(scope)}: {audit.verdict} ==")
+        print(format_audit(audit, cells=args.cells))
+        if len(audits) > 1:
+            print()
+    if len(audits) > 1:
+        print("Verdicts: " + "; ".join(f"{_scope_title(k)} {a.verdict} ({len(a.failed)} "
+                                       f"failed, {len(a.unsure)} unsure)"
+                                       for k, a in audits.items()))
     if out is not None:
         import json
 
         from tomstats._io import atomic_open
 
         with atomic_open(out, "w", encoding="utf-8") as fh:
-            json.dump(audit.to_dict(), fh, indent=1)
-    if audit.failed:
-        print(f"tomstats stories audit: {len(audit.failed)} of {len(audit.checks)} checks "
-              f"failed ({len(audit.unsure)} unsure)", file=sys.stderr)
+            json.dump(audits["all"].to_dict() if list(audits) == ["all"] else
+                      {k: a.to_dict() for k, a in audits.items()}, fh, indent=1)
+    failed = {k: a for k, a in audits.items() if a.failed}
+    if failed:
+        print("tomstats stories audit: " + "; ".join(
+            f"{_scope_title(k)}: {len(a.failed)} of {len(a.checks)} checks failed "
+            f"({len(a.unsure)} unsure)" for k, a in failed.items()), file=sys.stderr)
         return 4
     return 0
+
+
+def _scope_title(scope: str) -> str:
+    return "all lengths pooled" if scope == "all" else f"{scope} words"
 
 
 def _need(d: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
