@@ -563,7 +563,8 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
         The story's join places (default: each location with probability
         :data:`P_JOIN_PLACE`).
     lively : bool
-        ``T`` moves once before the block (outside it) if it has not moved yet, an
+        ``T`` moves once before the block (outside it, not into the scenario's final
+        place of ``T``) if it has not moved yet, an
         observer's warm-up move avoids its first scripted destination, and ``S1`` and
         ``S2`` move up to :data:`LIVELY_TAIL` times each after the block, as the length
         allows (never into an asked place), however
@@ -595,9 +596,12 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     stop_before = tl.words + critical_position * free
     while tl.words + 8 < stop_before:
         tl.beat("before")
-    if lively and not any(e.actor == t for e in tl.events):  # (named, where it can)
-        if not tl.key_move(t, avoid=sorted(hidden)):
-            tl.key_move(t)
+    if lively and not any(e.actor == t for e in tl.events):
+        # into a named place, where it can, and not the scenario's final place of T (named
+        # twice with T, it would be the place most named with T in a short story)
+        final_place = [] if places is None else [places[sc.answers["reality"]]]
+        if not tl.key_move(t, avoid=sorted({*hidden, *final_place})):
+            tl.key_move(t, avoid=final_place)
         tl.decor_run(0.6)
     pre_words, pre_sents = tl.words, len(tl.sents)
     if places is None:
