@@ -41,6 +41,10 @@ PLANTS = [
     ("rooms", "Carol once lost a glove. Carol once lost a glove.", "near_duplicate"),
     ("field", "The quarry echoes when anyone speaks. Apparently, the quarry echoes when "
               "anyone speaks.", "near_duplicate"),
+    ("rooms", "Just then, Dan recalls a long story about the cellar. Later on, Dan recalls a "
+              "long story about the cellar.", "near_duplicate"),
+    ("field", "Dan scans the quarry, with a sigh. Dan scans the quarry, at last.",
+     "near_duplicate"),
     ("calls", "Bob leans against the wall.", "foreign_words"),
     ("calls", "Carol asks Bob: \"Can I borrow a pen?\"", "foreign_words"),
     ("calls", "Bob plans to tidy the sales call at the weekend.", "foreign_words"),

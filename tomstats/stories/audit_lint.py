@@ -23,10 +23,12 @@ scored on. :func:`lint_story` counts, in one story of a setting, the defects of
     call was scheduled weeks ago.", "Today, Alice once lost a glove …" are clashes; "Right
     now, Bob remembers a party long ago." is not.
 ``near_duplicate``
-    A sentence whose set of lower-case words has a Jaccard index of at least
+    A sentence whose set of lower-case words, its comma-delimited adverbials
+    (:data:`ADVERBIALS`) left out, has a Jaccard index of at least
     :data:`NEAR_DUPLICATE_JACCARD` with one of the :data:`NEAR_DUPLICATE_WINDOW` sentences
     before it (verbatim repeats included): "The quarry echoes when anyone speaks.
-    Apparently, the quarry echoes when anyone speaks." (6 of 7 words shared: 0.86).
+    Apparently, the quarry echoes when anyone speaks." and "Just then, Dan recalls a long
+    story. Later on, Dan recalls a long story." (the same words once the openers are out: 1).
 ``foreign_words``
     A word of another setting's sentence bank, or another setting's place name, in a story
     of this setting (:func:`foreign_vocabulary`): walls, pens or weekend tidying in a
@@ -47,6 +49,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from tomstats.stories.audit_parse import StoryParse
+from tomstats.stories.narrative import MANNER_PHRASES, without_manner
 
 __all__ = ["ADVERBIALS", "CURATED_FOREIGN", "IRREGULAR_PAST", "LINT_CHECKS", "MAX_MOVE_RUN",
            "NEAR_DUPLICATE_JACCARD", "NEAR_DUPLICATE_WINDOW", "PRESENT_MARKERS", "SUBORDINATORS",
@@ -59,9 +62,9 @@ LINT_CHECKS = ("a_before_vowel", "stacked_adverbials", "tense_clash", "near_dupl
 #: Word beginnings after which "a" is right although the word starts with a vowel letter.
 VOWEL_EXCEPTIONS = ("uni", "use", "usu", "uti", "uto", "ure", "eu", "one", "once", "ewe")
 
-#: Manner and time adverbials and sentence openers (the first design generator's, plus
-#: those :mod:`tomstats.stories.narrative` defines in tuples named ``*ADVERBIALS*`` or
-#: ``*OPENERS*``).
+#: Manner and time adverbials and sentence openers of the first design generator. The lint
+#: adds :data:`tomstats.stories.narrative.MANNER_PHRASES` and the strings of tuples that
+#: :mod:`tomstats.stories.narrative` names ``*ADVERBIALS*`` or ``*OPENERS*``.
 ADVERBIALS = (
     "after a while", "without a word", "humming a tune", "a little later", "after lunch",
     "with a yawn", "in no particular hurry", "checking the time", "with a cup of tea",
@@ -243,7 +246,7 @@ def _narrative_extra(kind: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _adverbial_vocab() -> frozenset[str]:
-    return frozenset(ADVERBIALS) | frozenset(_narrative_extra("ADVERBIAL")) \
+    return frozenset(ADVERBIALS) | MANNER_PHRASES | frozenset(_narrative_extra("ADVERBIAL")) \
         | frozenset(_narrative_extra("OPENER"))
 
 
@@ -280,7 +283,7 @@ def lint_story(parse: StoryParse, setting: str,
                 counts["stacked_adverbials"] += 1
             if low.split(",", 1)[0] in PRESENT_MARKERS and _tense_clash(low, irregular, vocab):
                 counts["tense_clash"] += 1
-    tokens = [_WORDS.findall(low) for low in sents]
+    tokens = [_WORDS.findall(without_manner(low, vocab)) for low in sents]
     counts["near_duplicate"] = _near_duplicates(tokens)
     bad: list[str] = []
     for w, k in Counter(w for ts in tokens for w in ts).items():

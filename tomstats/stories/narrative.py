@@ -540,9 +540,27 @@ class Phrases:
 _PUNCT = str.maketrans({c: " " for c in '.,:;!?"()'})
 
 
+#: The manner and time phrases of :data:`_OPENERS` and :data:`_ADVERBIALS`, lower case.
+MANNER_PHRASES: frozenset[str] = frozenset(
+    [p.lower() for p in _OPENERS] + [p for bank in _ADVERBIALS.values() for p in bank])
+
+
+def without_manner(sentence: str, phrases: frozenset[str] = MANNER_PHRASES) -> str:
+    """``sentence`` in lower case without its comma-delimited segments that are one of
+    ``phrases`` ("Later on, Dan naps." and "Dan naps, with a sigh." both give "dan naps").
+    """
+    low = sentence.lower()
+    if "," not in low:
+        return low
+    body = low.rstrip(".!? ")
+    return ",".join(seg for seg in body.split(",") if seg.strip() not in phrases)
+
+
 def word_set(s: str) -> frozenset[str]:
-    """The lower-cased words of a sentence (punctuation dropped)."""
-    return frozenset(s.lower().translate(_PUNCT).split())
+    """The lower-cased words of a sentence, punctuation and manner phrases dropped
+    (:func:`without_manner`): two tellings of one remark that differ only in their opener
+    ("Just then, …" / "Later on, …") have one word set."""
+    return frozenset(without_manner(s).translate(_PUNCT).split())
 
 
 def near_duplicate(a: str | frozenset[str], b: str | frozenset[str],

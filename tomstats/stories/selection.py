@@ -42,7 +42,14 @@ pairs of one call are one setting's):
    on the kept items, so only a share above chance costs, and the larger the excess, the
    more (a rule at chance is left alone: no rule is pushed below chance, which would
    point away from the gold answer);
-4. :math:`F` is minimised by coordinate descent: from the first telling of every pair,
+4. for the steps of a length ladder (``metadata["ladder"]``) every pool and ranker is also
+   taken per length, as :func:`~tomstats.stories.audit.audit_by_length` audits them: the
+   question kind :math:`q` in steps 1–2 is then also (kind, length) — a ranker fitted on
+   one length's items gives each of that length's false-belief items a second term of
+   :math:`a_{jv}`, and each (kind, belief status, length) with a rule is a check of its
+   own beside the pooled one — so a telling whose shortest step gives its answer away
+   costs, even when the longer steps hide it;
+5. :math:`F` is minimised by coordinate descent: from the first telling of every pair,
    the pairs are visited in a seeded random order, each switched to its telling of least
    :math:`F` given the others (ties keep the current one, then the first), until a sweep
    changes nothing (at most :data:`MAX_SWEEPS` sweeps).
@@ -89,6 +96,13 @@ MAX_SWEEPS = 20
 def _kind(it: Item) -> str:
     return f"tom{it.tom_order}" if it.question_type in ("tom", "reality") \
         else it.question_type
+
+
+def _scopes(it: Item) -> tuple[str, ...]:
+    """The scopes of the audit that read ``it``: pooled over lengths, and for a step of a
+    length ladder also its own length (:func:`tomstats.stories.audit.audit_by_length`
+    audits each length alone)."""
+    return ("all", str(it.context_words)) if it.metadata.get("ladder") else ("all",)
 
 
 def _standardise(x: np.ndarray, mask: np.ndarray
@@ -138,14 +152,21 @@ def _adversary_probs(tellings: Sequence[Sequence[Sequence[Item]]], fold: np.ndar
                      ) -> dict[tuple[int, int, int], float]:
     """``(pair, telling, item index) -> P(gold)`` of every false-belief item, from the
     blind ranker fitted on the other folds (step 1 of the module docstring)."""
-    out: dict[tuple[int, int, int], float] = {}
-    kinds = {_kind(it) for t in tellings for v in t for it in v if it.belief_status == "false"}
-    for q in sorted(kinds):
+    out: dict[tuple[int, int, int], float] = defaultdict(float)
+    groups = {(_kind(it), sc) for t in tellings for v in t for it in v
+              if it.belief_status == "false" for sc in _scopes(it)}
+    feats: dict[int, np.ndarray] = {}
+    for q, scope in sorted(groups):
+        def member(it: Item, q: str = q, scope: str = scope) -> bool:
+            return _kind(it) == q and scope in _scopes(it) and it.answer in it.candidates
+
         train = [(j, it) for j, t in enumerate(tellings) for its in t for it in its
-                 if _kind(it) == q and it.answer in it.candidates]
+                 if member(it)]
         if len(train) < 20:
             continue
-        feats = {id(it): candidate_features(item_parse(it)) for _j, it in train}
+        for _j, it in train:
+            if id(it) not in feats:
+                feats[id(it)] = candidate_features(item_parse(it))
         x, mask = pack_features([feats[id(it)] for _j, it in train])
         y = np.array([list(it.candidates).index(it.answer) for _j, it in train])
         tf = np.array([fold[j] for j, _it in train])
@@ -153,8 +174,7 @@ def _adversary_probs(tellings: Sequence[Sequence[Sequence[Item]]], fold: np.ndar
         for j, t in enumerate(tellings):
             for v, its in enumerate(t):
                 for i, it in enumerate(its):
-                    if _kind(it) == q and it.belief_status == "false" \
-                            and it.answer in it.candidates:
+                    if member(it) and it.belief_status == "false":
                         scored[int(fold[j])].append((j, v, i, it))
         for f in range(N_FOLDS):
             tr = tf != f
@@ -167,8 +187,8 @@ def _adversary_probs(tellings: Sequence[Sequence[Sequence[Item]]], fold: np.ndar
                 c = (feats[id(it)][:, keep] - mu[keep]) / sd[keep]
                 s = c @ w
                 p = np.exp(s - s.max())
-                out[(j, v, i)] = float(p[list(it.candidates).index(it.answer)] / p.sum())
-    return out
+                out[(j, v, i)] += float(p[list(it.candidates).index(it.answer)] / p.sum())
+    return dict(out)
 
 
 def _rule_counts(tellings: Sequence[Sequence[Sequence[Item]]]
@@ -176,21 +196,24 @@ def _rule_counts(tellings: Sequence[Sequence[Sequence[Item]]]
     """Per pair and telling, the hits :math:`h_{jvk}` of every check :math:`k` (a pool and
     a rule the audit checks on it); per check its items :math:`n_k` (from the first
     tellings) and chance :math:`c_k` (step 2 of the module docstring)."""
-    rows: list[list[Counter[tuple[tuple[str, str], str]]]] = []
-    size: Counter[tuple[tuple[str, str], str]] = Counter()
-    chance: dict[tuple[tuple[str, str], str], float] = defaultdict(float)
+    Check = tuple[tuple[str, str, str], str]
+    rows: list[list[Counter[Check]]] = []
+    size: Counter[Check] = Counter()
+    chance: dict[Check, float] = defaultdict(float)
     for t in tellings:
         rows.append([])
         for v, its in enumerate(t):
-            h: Counter[tuple[tuple[str, str], str]] = Counter()
+            h: Counter[Check] = Counter()
             for it in its:
-                pool = (_kind(it), it.belief_status)
                 p = item_parse(it)
                 for r in _checked_rules(it):
-                    h[(pool, r.name)] += r.fn(p) == it.answer
-                    if v == 0:
-                        size[(pool, r.name)] += 1
-                        chance[(pool, r.name)] += 1 / max(len(it.candidates), 1)
+                    hit = r.fn(p) == it.answer
+                    for scope in _scopes(it):
+                        key = ((_kind(it), it.belief_status, scope), r.name)
+                        h[key] += hit
+                        if v == 0:
+                            size[key] += 1
+                            chance[key] += 1 / max(len(it.candidates), 1)
             rows[-1].append(h)
     keys = sorted(size)
     n = np.array([size[key] for key in keys], dtype=float)
@@ -202,7 +225,7 @@ def _rule_counts(tellings: Sequence[Sequence[Sequence[Item]]]
 
 def _descend(adversary: list[list[float]], counts: list[list[np.ndarray]],
              size: np.ndarray, chance: np.ndarray, rng: random.Random) -> list[int]:
-    """The tellings that minimise :math:`F` by coordinate descent (steps 3 and 4)."""
+    """The tellings that minimise :math:`F` by coordinate descent (steps 3 and 5)."""
     def cost(j: int, v: int, rest: np.ndarray) -> float:
         excess = np.maximum(0.0, (rest + counts[j][v]) / size - chance)
         return adversary[j][v] + 0.5 * RULE_WEIGHT * float(size @ excess ** 2)
