@@ -46,6 +46,7 @@ PLANTS = [
     ("field", "Dan scans the quarry, with a sigh. Dan scans the quarry, at last.",
      "near_duplicate"),
     ("calls", "Bob leans against the wall.", "foreign_words"),
+    ("calls", "Bob nods, with a cup of tea.", "foreign_words"),  # a manner phrase of rooms
     ("calls", "Carol asks Bob: \"Can I borrow a pen?\"", "foreign_words"),
     ("calls", "Bob plans to tidy the sales call at the weekend.", "foreign_words"),
     ("field", "Bob says that the quarry is going to be repainted.", "foreign_words"),

@@ -226,3 +226,25 @@ def test_bad_arguments(kwargs: dict, message: str) -> None:
     args = {"n_per_cell": 1, "seed": 0, "contexts": (200, 500)} | kwargs
     with pytest.raises(ValueError, match=message):
         build_design_items(**args)
+
+
+def test_growth_keeps_what_the_text_rules_on_t_answer(ladders, end_ladders) -> None:
+    """Sentences inserted after T's final move name T with T's decoy only, so the place
+    named in the last sentence naming T (``t_last``) and the place most named with T
+    (``t_comention``) are the same at every step of a ladder: a text rule on T answers a
+    story alike at every length (before, a remark about the place least named with T
+    told late in a long step changed both)."""
+    from tomstats.stories.audit import rule_answers
+
+    checked = 0
+    for items in (ladders, end_ladders):
+        answers = collections.defaultdict(set)
+        for it in items:
+            if it.question_type in ("tom", "reality"):
+                got = rule_answers(it, ("t_last", "t_comention"))
+                answers[(it.metadata["story_id"], it.question_type, it.tom_order)].add(
+                    (got["t_last"], got["t_comention"]))
+                checked += 1
+        assert all(len(v) == 1 for v in answers.values()), \
+            {k: v for k, v in answers.items() if len(v) > 1}
+    assert checked >= 40

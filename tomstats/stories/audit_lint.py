@@ -283,10 +283,10 @@ def lint_story(parse: StoryParse, setting: str,
                 counts["stacked_adverbials"] += 1
             if low.split(",", 1)[0] in PRESENT_MARKERS and _tense_clash(low, irregular, vocab):
                 counts["tense_clash"] += 1
-    tokens = [_WORDS.findall(without_manner(low, vocab)) for low in sents]
-    counts["near_duplicate"] = _near_duplicates(tokens)
+    counts["near_duplicate"] = _near_duplicates(
+        [_WORDS.findall(without_manner(low, vocab)) for low in sents])
     bad: list[str] = []
-    for w, k in Counter(w for ts in tokens for w in ts).items():
+    for w, k in Counter(w for low in sents for w in _WORDS.findall(low)).items():
         n = _NORM.get(w)
         if n is None:
             n = _NORM[w] = _norm(w)

@@ -6,10 +6,12 @@ events are drawn once, for the shortest length, by :func:`~tomstats.stories.plot
 tell_story`; each longer step is the step before it with sentences that move no one
 inserted (:func:`grow_story`): the same actions, dialogue, remarks about other places and
 descriptions the generator tells between moves (about the character and the place named
-least so far), chosen with the story's state at the point of insertion
-(who stands where). Every sentence of a step is kept, in order, by the next step, so the
-critical block (from the words before it to ``T``'s final move) is the same text at every
-step, and the event log, the questions and the tracker's gold answers are identical.
+least so far; a remark of ``T`` names ``T``'s decoy, so the place most named with ``T``
+and the place of the last sentence naming ``T`` are the same at every step), chosen with
+the story's state at the point of insertion (who stands where). Every sentence of a step
+is kept, in order, by the next step, so the critical block (from the words before it to
+``T``'s final move) is the same text at every step, and the event log, the questions and
+the tracker's gold answers are identical.
 
 Where the inserted words go is the *anchor*:
 
@@ -155,6 +157,8 @@ def grow_story(ps: PlotStory, st: NaturalSetting, characters: Sequence[str],
     if tl.sents[0] != sents[0]:
         raise ValueError("ps was told with another cast or setting (its opening differs)")
     tl.said |= set(sents)  # no inserted sentence repeats one told later
+    if ps.decoy:  # an inserted remark of T names T's decoy, which stays the place most
+        tl.decoys[ps.roles["T"]] = ps.decoy  # named with T, and last, at every step
     slack = max(1, (hi - lo) // 4)
     new_b0 = new_b1 = tail_start = 0
     for i in range(1, n + 1):  # the gap before sentence i (i = n: after the last one)

@@ -249,6 +249,9 @@ class PlotStory:
         words before it to the sentence of ``T``'s final move.
     object_sentences : tuple of str
         The sentences of ``object_text`` (empty without it).
+    decoy : str
+        ``T``'s decoy, the place ``T``'s remarks after its final move name
+        (:meth:`_Teller.decoy_remarks`); ``""`` for a story told without one.
     """
 
     events: tuple[Event, ...]
@@ -269,6 +272,7 @@ class PlotStory:
     marks: tuple[Mark, ...] = ()
     block_sentences: tuple[int, int] = (0, 0)
     object_sentences: tuple[str, ...] = ()
+    decoy: str = ""
 
 
 class _Teller:
@@ -811,7 +815,8 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                      " ".join(obj_sents) if objects is not None else None, roles, scenario,
                      expected, (first, final), round(pos, 4), mislead, block_words,
                      tuple(tl.told), tuple(sorted(hidden)), len(path), obj_told,
-                     tuple(tl.sents), tuple(tl.marks), block_sents, tuple(obj_sents))
+                     tuple(tl.sents), tuple(tl.marks), block_sents, tuple(obj_sents),
+                     decoy=decoy)
 
 
 def _fit(tl: _Teller, lo: int, hi: int) -> None:
