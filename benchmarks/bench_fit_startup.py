@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -59,8 +60,9 @@ _CLI = "import sys; from tomstats.cli import main; sys.exit(main(sys.argv[1:]))"
 _R = ("suppressMessages(library(lme4)); args <- commandArgs(TRUE); d <- read.csv(args[1]); "
       "m <- glmer(as.formula(args[2]), data = d, family = binomial); "
       "s <- summary(m)$coefficients; "
+      "vc <- as.data.frame(VarCorr(m)); vc <- vc[is.na(vc$var2), ]; "
       "cat(jsonlite::toJSON(list(beta = unname(s[, 1]), se = unname(s[, 2]), "
-      "sd = as.list(sapply(VarCorr(m), function(v) attr(v, 'stddev'))), "
+      "sd = list(group = vc$grp, effect = vc$var1, sd = vc$sdcor), "
       "loglik = as.numeric(logLik(m))), digits = NA))")
 
 
@@ -107,17 +109,25 @@ def check_agreement(log: Path, formula: str, work: Path) -> str:
     out = work / "check.json"
     subprocess.run(_tomstats(log, formula, out), capture_output=True, check=True,
                    env=dict(os.environ, TOMSTATS_JAX_CACHE="off"))
-    t = json.loads(out.read_text())
-    d_beta = float(np.max(np.abs(np.subtract(t["beta"], r["beta"]))))
-    d_se = float(np.max(np.abs(np.subtract(t["se"], r["se"]))))
+    from tomstats.glmm.lme_result import LaplaceFit
+
+    t = LaplaceFit.from_json(out)
+    d_beta = float(np.max(np.abs(np.subtract(t.beta, r["beta"]))))
+    d_se = float(np.max(np.abs(np.subtract(t.se, r["se"]))))
     # lme4 orders the random terms by their number of levels: match them by name
-    r_sd = [r["sd"][f"{g}.(Intercept)"][0] for g in t["groups"]]
-    d_sd = float(np.max(np.abs(np.divide(t["sd"], r_sd) - 1)))
+    r_sd = dict(zip(zip(r["sd"]["group"], r["sd"]["effect"], strict=True), r["sd"]["sd"],
+                    strict=True))
+    vc = t.VarCorr()
+    vc = vc[vc["var2"] == ""]
+    # R names a level's column "cuepresent" where formulaic writes "cue[T.present]"
+    ratio = [s / r_sd[(g, re.sub(r"\[T\.(.*?)\]", r"\1", e))]
+             for g, e, s in zip(vc["group"], vc["var1"], vc["sdcor"], strict=True)]
+    d_sd = float(np.max(np.abs(np.subtract(ratio, 1))))
     if d_beta > 2e-3 or d_se > 2e-3 or d_sd > 1e-2:
         raise SystemExit(f"the fits differ: |d beta| {d_beta:.2g}, |d se| {d_se:.2g}, "
                          f"SD ratio - 1 {d_sd:.2g}")
     return (f"agreement with glmer: max |d beta| {d_beta:.1e}, max |d se| {d_se:.1e}, "
-            f"max |SD ratio - 1| {d_sd:.1e}, d logLik {t['loglik'] - r['loglik'][0]:.1e}")
+            f"max |SD ratio - 1| {d_sd:.1e}, d logLik {t.loglik - r['loglik'][0]:.1e}")
 
 
 #: Columns of the table (printed, and written by ``--write-docs``).

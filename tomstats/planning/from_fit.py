@@ -858,11 +858,14 @@ def _num(v: Any) -> str:
 
 
 def _check_fit(fit: Any) -> None:
-    from tomstats.glmm.lme_result import LmeFit
+    from tomstats.glmm.lme_result import LaplaceFit
 
-    if isinstance(fit, LmeFit):
+    if isinstance(fit, LaplaceFit) and fit.terms:
         return
     name = type(fit).__name__
+    if isinstance(fit, LaplaceFit):
+        raise InputError(f"power from a fit needs a Laplace fit with random-effects terms; "
+                         f"{fit.formula!r} has none (a logistic regression)")
     if is_posterior(fit):
         raise InputError("this needs a maximum-likelihood (Laplace) fit with random-effects "
                          "terms (tomstats fit --backend laplace, a .json); a Bayesian fit "
@@ -908,11 +911,11 @@ def _log_of(fit: Any, log: Any) -> pd.DataFrame:
 def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
     """A Laplace fit's JSON and the log it was made from, ready for :func:`power_from_fit`.
 
-    A fit with random-effects terms (``tomstats-lme-fit``) is read as it is; a fit of the
-    random-intercepts backend (``tomstats-laplace-fit``) is refitted from the log with
-    :func:`tomstats.glmm.lme.fit_lme` (the data hash must be the fit's, the log-likelihood
-    agree within 1e-3). The log's columns read are those ``tomstats fit`` reads for the
-    fit's formula, as its data hash was computed.
+    A fit in the format written now (``tomstats-lme-fit``) is read as it is; one in the
+    random-intercept format of earlier versions (``tomstats-laplace-fit``) is refitted from
+    the log with :func:`tomstats.glmm.lme.fit_lme` (the data hash must be the fit's, the
+    log-likelihood agree within 1e-3). The log's columns read are those ``tomstats fit``
+    reads for the fit's formula, as its data hash was computed.
 
     Raises
     ------
@@ -924,7 +927,7 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
 
     from tomstats.glmm.fit_file import check_ml_dict, is_netcdf, read_fit_json
     from tomstats.glmm.lme import fit_lme
-    from tomstats.glmm.lme_result import LmeFit
+    from tomstats.glmm.lme_result import LaplaceFit
 
     p = Path(path)
     if not p.is_file():
@@ -938,7 +941,7 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
         raise InputError(f"--from-fit {str(p)!r}: {exc}; write a fit with tomstats fit LOG "
                          f"--model FORMULA --backend laplace") from None
     if fmt == "tomstats-lme-fit":
-        fit = LmeFit.from_dict(d)
+        fit = LaplaceFit.from_dict(d)
         return fit, _log_of(fit, log)
     formula = d["formula"]
     import warnings
@@ -1094,9 +1097,10 @@ def power_from_fit(
 
     Parameters
     ----------
-    fit : LmeFit or arviz.InferenceData
-        A Laplace fit with random-effects terms (:func:`tomstats.glmm.lme.fit_lme`, or
-        :meth:`~tomstats.glmm.lme_result.LmeFit.from_json` of ``tomstats fit --backend
+    fit : LaplaceFit or arviz.InferenceData
+        A Laplace fit with random-effects terms (:func:`tomstats.glmm.fit` with
+        ``backend="laplace"``, or
+        :meth:`~tomstats.glmm.lme_result.LaplaceFit.from_json` of ``tomstats fit --backend
         laplace``'s JSON), or a Bayesian fit of a formula model (:func:`tomstats.glmm.fit`,
         :func:`tomstats.glmm.load_fit`): assurance.
     term : str

@@ -229,7 +229,7 @@ def posterior_fit(idata: Any, data: pd.DataFrame | None = None,
 
     Returns
     -------
-    (LmeFit, FitDraws)
+    (LaplaceFit, FitDraws)
 
     Raises
     ------
