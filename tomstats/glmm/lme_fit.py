@@ -27,10 +27,11 @@ Laplace deviance (lme4's ``glmerLaplace``):
 with :math:`\hat u` the conditional mode (penalised IRLS, Newton with step halving) and
 :math:`W = \operatorname{diag}(n_i p_i(1 - p_i))` at :math:`\hat u`.
 
-Structure: with :math:`\tilde z_{ik} = T_k^\top z_{ik}`, the block of :math:`A` for levels
-:math:`a` of term :math:`j` and :math:`c` of term :math:`l` is
-:math:`\delta_{jl}\delta_{ac}I + \sum_{i: g_j(i)=a, g_l(i)=c} w_i\tilde z_{ij}\tilde z_{il}^\top`,
-accumulated by sums over the rows (no rows × effects matrix is formed). The term
+Structure: the block of :math:`A` for levels :math:`a` of term :math:`j` and :math:`c` of
+term :math:`l` is :math:`\delta_{jl}\delta_{ac}I + T_j^\top\big(\sum_{i: g_j(i)=a,
+g_l(i)=c} w_i z_{ij} z_{il}^\top\big)T_l`, accumulated by sums over the rows (no rows ×
+effects matrix is formed); the factors :math:`T_k` enter only after the sums, per level, so
+that derivatives in :math:`\theta` cost no work per row beyond the weights'. The term
 with the most random effects (:math:`q_b d_b`) has a block-diagonal own block :math:`G`
 (:math:`q_b` blocks of :math:`d_b\times d_b`); it is eliminated, leaving the dense Schur
 complement :math:`S - E^\top G^{-1} E` over the other terms' effects:
@@ -393,10 +394,6 @@ class _Problem:
         return [theta_to_factor(theta[a:b], self.shapes[k])
                 for k, (a, b) in sorted(self.tslice.items())]
 
-    def ztilde(self, theta: Array) -> list[Array]:
-        """:math:`\\tilde z_{ik} = T_k^\\top z_{ik}` of every row, per term (n, d_k)."""
-        return [_narrow_matmul(self.Zs[k], T) for k, T in enumerate(self.factors(theta))]
-
     def uterm(self, u: Array, k: int) -> Array:
         s = self.shapes[k]
         return u[self.off[k]: self.off[k] + self.size[k]].reshape(s.q, s.d)
@@ -423,41 +420,50 @@ class _Problem:
             return by_rows.reshape((by_rows.shape[0] // q, q) + by_rows.shape[1:]).sum(axis=0)
         return jax.ops.segment_sum(by_rows, self.gs[k], q)
 
-    def eta(self, u: Array, zt: list[Array], beta: Array) -> Array:
+    def eta(self, u: Array, Ts: list[Array], beta: Array) -> Array:
+        r""":math:`o_i + x_i^\top\beta + \sum_k z_{ik}^\top b_{k,g_k(i)}`, the modes
+        :math:`b_{k,a} = T_k u_{k,a}` formed per level (the factors enter no per-row work)."""
         e = self.offset + _narrow_matmul(self.X, beta)
         for k in range(self.K):
-            e = e + jnp.sum(zt[k] * self.by_row(k, self.uterm(u, k)), axis=1)
+            b = self.uterm(u, k) @ Ts[k].T
+            e = e + jnp.sum(self.Zs[k] * self.by_row(k, b), axis=1)
         return e
 
-    def ztv(self, v: Array, zt: list[Array]) -> Array:
-        """:math:`\\Lambda^\\top Z^\\top v` in the internal order; ``v`` (n,) or (n, m)."""
+    def ztv(self, v: Array, Ts: list[Array]) -> Array:
+        r""":math:`\Lambda^\top Z^\top v` in the internal order; ``v`` (n,) or (n, m): the sums
+        :math:`\sum_{i \in a} z_{ik} v_i` per level, then :math:`T_k^\top` per level."""
         parts = []
         for k in self.order:
             s = self.shapes[k]
             if v.ndim == 1:
-                prod = zt[k] * v[:, None]
-                parts.append(self.level_sum(k, prod).reshape(-1))
+                sums = self.level_sum(k, self.Zs[k] * v[:, None])
+                parts.append((sums @ Ts[k]).reshape(-1))
             else:
-                prod = zt[k][:, :, None] * v[:, None, :]
-                parts.append(self.level_sum(k, prod).reshape(s.q * s.d, v.shape[1]))
+                sums = self.level_sum(k, self.Zs[k][:, :, None] * v[:, None, :])
+                parts.append(jnp.einsum("adm,de->aem", sums, Ts[k]).reshape(s.q * s.d,
+                                                                            v.shape[1]))
         return jnp.concatenate(parts, axis=0)
 
-    def own(self, w: Array, zt: list[Array], k: int) -> Array:
-        """Diagonal blocks of term ``k``: :math:`I + \\sum w \\tilde z\\tilde z^\\top`,
+    def own(self, w: Array, Ts: list[Array], k: int) -> Array:
+        r"""Diagonal blocks of term ``k``: :math:`I + T_k^\top(\sum w z z^\top)T_k`,
         shape (q, d, d)."""
         s = self.shapes[k]
-        outer = w[:, None, None] * zt[k][:, :, None] * zt[k][:, None, :]
-        return self.level_sum(k, outer) + jnp.eye(s.d, dtype=w.dtype)
+        Z = self.Zs[k]
+        outer = w[:, None, None] * Z[:, :, None] * Z[:, None, :]
+        M = self.level_sum(k, outer)
+        return jnp.einsum("di,ade,ej->aij", Ts[k], M, Ts[k]) + jnp.eye(s.d, dtype=w.dtype)
 
-    def cross(self, w: Array, zt: list[Array], j: int, l: int) -> Array:
-        """Dense block between terms ``j`` and ``l``, shape (q_j d_j, q_l d_l)."""
+    def cross(self, w: Array, Ts: list[Array], j: int, l: int) -> Array:
+        r"""Dense block between terms ``j`` and ``l``, shape (q_j d_j, q_l d_l):
+        :math:`T_j^\top(\sum w z_j z_l^\top)T_l` per pair of levels."""
         sj, sl = self.shapes[j], self.shapes[l]
-        outer = w[:, None, None] * zt[j][:, :, None] * zt[l][:, None, :]
+        outer = w[:, None, None] * self.Zs[j][:, :, None] * self.Zs[l][:, None, :]
         if j == self.big and l == self.crossed:  # rows are (level of j, level of l) in order
-            blk = outer
+            C = outer
         else:
-            blk = jax.ops.segment_sum(outer, self.gs[j] * sl.q + self.gs[l], sj.q * sl.q)
-        return blk.reshape(sj.q, sl.q, sj.d, sl.d).transpose(0, 2, 1, 3).reshape(
+            C = jax.ops.segment_sum(outer, self.gs[j] * sl.q + self.gs[l], sj.q * sl.q)
+        C = jnp.einsum("di,bde,ej->bij", Ts[j], C, Ts[l])
+        return C.reshape(sj.q, sl.q, sj.d, sl.d).transpose(0, 2, 1, 3).reshape(
             sj.q * sj.d, sl.q * sl.d)
 
     @staticmethod
@@ -466,23 +472,23 @@ class _Problem:
         eye = jnp.eye(q, dtype=B.dtype)
         return (eye[:, None, :, None] * B[:, :, None, :]).reshape(q * d, q * d)
 
-    def blocks(self, w: Array, zt: list[Array]) -> tuple[Array, Array | None, Array | None]:
+    def blocks(self, w: Array, Ts: list[Array]) -> tuple[Array, Array | None, Array | None]:
         """``(G^-1, log det G, E, L)``: inverses of the big term's blocks (q_b, d_b, d_b),
         their total log-determinant, the blocks E between the big term and the others, and
         the Cholesky factor L of the Schur complement (E and L are None for one term)."""
         b = self.big
-        Ginv, ldG = _inv_logdet(self.own(w, zt, b))
+        Ginv, ldG = _inv_logdet(self.own(w, Ts, b))
         if not self.rest:
             return Ginv, ldG, None, None
-        E = jnp.concatenate([self.cross(w, zt, b, j) for j in self.rest], axis=1)
+        E = jnp.concatenate([self.cross(w, Ts, b, j) for j in self.rest], axis=1)
         rows = []
         for a, j in enumerate(self.rest):
             row = []
             for c, l in enumerate(self.rest):
                 if a == c:
-                    row.append(self.dense_blockdiag(self.own(w, zt, j)))
+                    row.append(self.dense_blockdiag(self.own(w, Ts, j)))
                 elif a < c:
-                    row.append(self.cross(w, zt, j, l))
+                    row.append(self.cross(w, Ts, j, l))
                 else:
                     row.append(None)
             rows.append(row)
@@ -526,19 +532,19 @@ class _Problem:
         p = jax.nn.sigmoid(eta)
         return self.n * p * (1.0 - p), self.y - self.n * p
 
-    def pdev(self, u: Array, zt: list[Array], beta: Array) -> Array:
-        return self.dev(self.eta(u, zt, beta)) + jnp.sum(u * u)
+    def pdev(self, u: Array, Ts: list[Array], beta: Array) -> Array:
+        return self.dev(self.eta(u, Ts, beta)) + jnp.sum(u * u)
 
-    def laplace(self, u: Array, zt: list[Array], beta: Array) -> Array:
-        eta = self.eta(u, zt, beta)
+    def laplace(self, u: Array, Ts: list[Array], beta: Array) -> Array:
+        eta = self.eta(u, Ts, beta)
         w, _ = self.weights(eta)
-        return self.dev(eta) + jnp.sum(u * u) + self.logdet(self.blocks(w, zt))
+        return self.dev(eta) + jnp.sum(u * u) + self.logdet(self.blocks(w, Ts))
 
     # ------------------------------------------------------------------ solvers
     def pirls(self, u0: Array, theta: Array, beta: Array, tol: Array, max_iter: int) -> Array:
         """Conditional mode by penalised IRLS (Newton with step halving) from ``u0``."""
         eps = jnp.finfo(u0.dtype).eps
-        zt = self.ztilde(theta)
+        Ts = self.factors(theta)
 
         def cond(s):
             _, _, it, dec = s
@@ -546,9 +552,9 @@ class _Problem:
 
         def body(s):
             u, pd, it, _ = s
-            w, res = self.weights(self.eta(u, zt, beta))
-            r = self.ztv(res, zt) - u
-            x = self.solve(self.blocks(w, zt), r)
+            w, res = self.weights(self.eta(u, Ts, beta))
+            r = self.ztv(res, Ts) - u
+            x = self.solve(self.blocks(w, Ts), r)
             dec = jnp.sum(r * x)
             slack = 10 * eps * (jnp.abs(pd) + 1.0)
             quad = dec < 1e-8
@@ -560,16 +566,16 @@ class _Problem:
             def hbody(h):
                 t, _, k = h
                 t = t * 0.5
-                return t, self.pdev(u + t * x, zt, beta), k + 1
+                return t, self.pdev(u + t * x, Ts, beta), k + 1
 
             t, pdn, _ = lax.while_loop(hcond, hbody,
-                                       (jnp.ones((), u.dtype), self.pdev(u + x, zt, beta), 0))
+                                       (jnp.ones((), u.dtype), self.pdev(u + x, Ts, beta), 0))
             ok = ((pdn <= pd + slack) | quad) & jnp.isfinite(pdn)
             u_new = jnp.where(ok, u + t * x, u)
             dec = jnp.where(ok & jnp.isfinite(dec), dec, 0.0)
             return u_new, jnp.where(ok, pdn, pd), it + 1, dec
 
-        init = (u0, self.pdev(u0, zt, beta), 0, jnp.asarray(jnp.inf, u0.dtype))
+        init = (u0, self.pdev(u0, Ts, beta), 0, jnp.asarray(jnp.inf, u0.dtype))
         return lax.while_loop(cond, body, init)[0]
 
     def ddev(self, phi: Array, u0: Array) -> Array:
@@ -579,14 +585,14 @@ class _Problem:
         m = self.m_theta
         theta, beta = phi[:m], phi[m:]
         u = lax.stop_gradient(u0)
-        zt0 = self.ztilde(lax.stop_gradient(theta))
-        w0, _ = self.weights(self.eta(u, zt0, lax.stop_gradient(beta)))
-        blk0 = self.blocks(w0, zt0)
-        zt = self.ztilde(theta)
+        Ts0 = self.factors(lax.stop_gradient(theta))
+        w0, _ = self.weights(self.eta(u, Ts0, lax.stop_gradient(beta)))
+        blk0 = self.blocks(w0, Ts0)
+        Ts = self.factors(theta)
         for _ in range(_DIFF_STEPS):
-            _, res = self.weights(self.eta(u, zt, beta))
-            u = u + self.solve(blk0, self.ztv(res, zt) - u)
-        return self.laplace(u, zt, beta)
+            _, res = self.weights(self.eta(u, Ts, beta))
+            u = u + self.solve(blk0, self.ztv(res, Ts) - u)
+        return self.laplace(u, Ts, beta)
 
     def grad_hess(self, phi: Array, u: Array) -> tuple[Array, Array]:
         """Gradient and Hessian of :meth:`ddev`, reverse over reverse (on CPU the forward
@@ -617,11 +623,11 @@ class _Problem:
         (lme4's RX), and the diagonal blocks of :math:`\\Lambda A^{-1}\\Lambda^\\top` per term
         and level in the user's term order, flattened (each block row-major); one
         factorisation of :math:`A` serves both."""
-        zt = self.ztilde(theta)
-        w, _ = self.weights(self.eta(u, zt, beta))
-        blk = self.blocks(w, zt)
+        Ts = self.factors(theta)
+        w, _ = self.weights(self.eta(u, Ts, beta))
+        blk = self.blocks(w, Ts)
         wx = w[:, None] * self.X
-        F = self.ztv(wx, zt)
+        F = self.ztv(wx, Ts)
         M = self.X.T @ wx - F.T @ self.solve(blk, F)
         Ginv, _, E, L = blk
         out: dict[int, Array] = {}
@@ -713,7 +719,7 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
         force = s["force"]
         cand = s["phi"] + s["t"] * s["d"]
         un = pr.pirls(s["u"], cand[:m], cand[m:], itol, max_inner)
-        Dn = pr.laplace(un, pr.ztilde(cand[:m]), cand[m:])
+        Dn = pr.laplace(un, pr.factors(cand[:m]), cand[m:])
         noise = 1e3 * eps * (jnp.abs(s["D"]) + 1.0)
         ok = first | force | (Dn <= s["D"] - 1e-4 * s["t"] * s["dec"] + noise)
         ok = ok & jnp.isfinite(Dn)
@@ -1069,7 +1075,7 @@ def _deviance(X, y, n, offset, Zs, gs, shapes, theta, beta):
     pr = _Problem(X, y, n, offset, Zs, gs, shapes)
     tol = jnp.asarray(1e-12 if X.dtype == jnp.float64 else 1e-6, X.dtype)
     u = pr.pirls(jnp.zeros(pr.q_tot, X.dtype), theta, beta, tol, 100)
-    return pr.laplace(u, pr.ztilde(theta), beta)
+    return pr.laplace(u, pr.factors(theta), beta)
 
 
 def lme_deviance(X: Any, y: Any, trials: Any, Zs: tuple[Any, ...], gs: tuple[Any, ...],
