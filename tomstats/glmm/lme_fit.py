@@ -981,6 +981,11 @@ def lme_fit_arrays(
 ) -> LmeArrays:
     """Maximum Laplace-likelihood fit (module docstring) on numeric arrays.
 
+    One data set (``y`` and ``trials`` without batch axes) is fitted by one compiled program
+    without a batch axis; given as host (NumPy) arrays, its traced program is kept in JAX's
+    persistent compilation cache when that is on (:func:`_fit_stored`). With concrete level
+    codes the rows are laid out as :func:`_plan` says (the results do not depend on it).
+
     Parameters
     ----------
     X : array, shape (n, p)
@@ -1013,11 +1018,6 @@ def lme_fit_arrays(
         Pad the levels of every term and the rows to the sizes of :func:`bucket_size`
         (levels without rows, rows of no trials: the estimates are unchanged; needs concrete
         level codes), so that designs of similar size share one compiled program.
-
-    One data set (``y`` and ``trials`` without batch axes) is fitted by one compiled program
-    without a batch axis; given as host (NumPy) arrays, its traced program is kept in JAX's
-    persistent compilation cache when that is on (:func:`_fit_stored`). With concrete level
-    codes the rows are laid out as :func:`_plan` says (the results do not depend on it).
 
     Returns
     -------
