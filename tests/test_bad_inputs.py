@@ -268,6 +268,18 @@ CASES = [
          ("--map tom_order=tom", "no column 'tom'"), {"t.csv": TABLE}),
     Case("anova-out-exists", ["anova", "{d}/t.csv", "--out", "{d}/a.csv"],
          ("--out", "a.csv", "already exists", "--force"), {"t.csv": TABLE, "a.csv": "old"}),
+    # ---- contrasts ------------------------------------------------------------------------------
+    Case("contrasts-specs-typo", ["contrasts", "{d}/t.csv", "--specs", "tom_ordr"],
+         ("specs", "'tom_ordr'", "did you mean 'tom_order'"), {"t.csv": TABLE}),
+    Case("contrasts-tukey-on-trends", ["contrasts", "{d}/t.csv", "--method", "poly",
+                                       "--adjust", "tukey"],
+         ("tukey", "pairwise comparisons of means only"), {"t.csv": TABLE}),
+    Case("contrasts-simple-one-factor", ["contrasts", "{d}/t.csv", "--simple"],
+         ("--simple needs two or more --specs factors",), {"t.csv": TABLE}),
+    Case("contrasts-at-without-fit", ["contrasts", "{d}/t.csv", "--at", "x=1,2"],
+         ("--at applies with --fit only",), {"t.csv": TABLE}),
+    Case("contrasts-out-exists", ["contrasts", "{d}/t.csv", "--out", "{d}/c.csv"],
+         ("--out", "c.csv", "already exists", "--force"), {"t.csv": TABLE, "c.csv": "old"}),
     # ---- report ---------------------------------------------------------------------------------
     Case("report-out-exists", ["report", "{d}/t.csv", "--out", "{d}/r.html"],
          ("--out", "r.html", "already exists", "--force"), {"t.csv": TABLE, "r.html": "old"}),

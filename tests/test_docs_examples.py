@@ -69,7 +69,7 @@ def test_smollm2_model_file_agrees_with_the_data_readme():
 #: and layout exactly, each number within one unit of its last printed digit);
 #: ``python docs/update_examples.py PAGE`` rewrites them. Pages whose examples need minutes
 #: (MCMC fits) are not listed.
-OUTPUT_PAGES = ("analysing-logs.md",)
+OUTPUT_PAGES = ("analysing-logs.md", "contrasts.md")
 
 
 def _update_examples():
@@ -88,10 +88,12 @@ def _update_examples():
 
 @pytest.mark.parametrize("page", OUTPUT_PAGES)
 def test_shown_outputs_are_the_commands(page, tmp_path):
-    """Each shown output is what its command prints now (the shipped log's ANOVA, the shared
-    StorySim tables' summaries and ANOVAs, a refusal's message)."""
+    """Each shown output is what its command prints now (the shipped log's ANOVA and
+    contrasts, the shared StorySim tables' summaries and ANOVAs, a refusal's message); an
+    input that an earlier command of the page writes (a fit) is made first."""
     ue = _update_examples()
-    found = ue.examples((REPO / "docs" / page).read_text(encoding="utf-8"))
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
+    found = ue.examples(text)
     assert found, f"{page} shows no command output"
     scratch = ue.scratch_folder(tmp_path)
     shared = (REPO.parent / "shared" / "data").is_dir()
@@ -100,6 +102,7 @@ def test_shown_outputs_are_the_commands(page, tmp_path):
         if any("../shared/" in a for a in ex.argv) and not shared:
             skipped.append(ex.command)
             continue
+        ue.prepare(ex, text, scratch)  # an input an earlier command of the page writes
         bad = ue.differences(ex.output, ue.run(ex, scratch))
         if bad:
             stale.append(f"{ex.command}: {bad[:3]}")

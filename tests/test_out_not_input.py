@@ -52,6 +52,7 @@ SPELLINGS = {"same name": lambda tmp: "t.csv", "absolute path": _absolute,
 COMMANDS = {
     "summarize": ["summarize", "t.csv", "--out", "{out}", "--force"],
     "anova": ["anova", "t.csv", "--out", "{out}", "--force"],
+    "contrasts": ["contrasts", "t.csv", "--out", "{out}", "--force"],
     "report": ["report", "t.csv", "--out", "{out}", "--force"],
     "fit": ["fit", "t.csv", "--model", "correct ~ tom_order + (1 | model)", "--backend",
             "laplace", "--out", "{out}", "--force"],

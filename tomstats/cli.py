@@ -47,6 +47,9 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "anova": ("tomstats.analysis.cli", "add_anova_arguments", "run_anova",
               "the paper's ANOVA table (η², partial η², ω², generalized η², intervals) for a "
               "real evaluation log"),
+    "contrasts": ("tomstats.glmm.contrasts_cli", "add_contrasts_arguments", "run_contrasts",
+                  "marginal means and contrasts (emmeans): which ToM orders differ, at which "
+                  "context lengths, by how much; after the ANOVA or a GLMM fit"),
     "report": ("tomstats.report.cli", "add_report_arguments", "run_report",
                "write an HTML/Markdown report for a fit, an evaluation log or a simulation "
                "folder"),
@@ -74,7 +77,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "stories": ("tomstats stories --out items.jsonl --n-per-cell 4 --seed 0",
                 "tomstats stories --design anatom --n 40 --seed 1 --all-types "
                 "--out anatom.jsonl",
-                "tomstats stories audit items.jsonl"),
+                "tomstats stories audit items.jsonl",
+                "tomstats stories --out ladders.jsonl --n-per-cell 48 --seed 1 --within-story",
+                "tomstats stories audit ladders.jsonl --per-length"),
     "evaluate": ("tomstats evaluate --items items.jsonl --model models/heuristic-recency.toml "
                  "--out run.jsonl",
                  "tomstats evaluate --repair run.jsonl"),
@@ -92,6 +97,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                   "tomstats summarize log.csv --map correct=is_correct --out cells.csv"),
     "anova": ("tomstats anova run.jsonl --ci 0.95",
               "tomstats anova log.csv --within tom_order context_words --subject model"),
+    "contrasts": ("tomstats contrasts run.jsonl --specs tom_order --by context_words",
+                  "tomstats contrasts log.csv --within tom_order context_words --specs "
+                  "tom_order --adjust holm",
+                  "tomstats contrasts run.jsonl --fit fit.json --specs tom_order "
+                  "context_words --interaction --out contrasts.csv"),
     "report": ("tomstats report fit.nc --out fit.html",
                "tomstats report run.jsonl --out run.html",
                "tomstats report --simulation out/ --out paper.html"),

@@ -49,3 +49,10 @@ def lme4_slopes_reference(tmp_path_factory) -> dict:
 def lme4_laplace_reference(tmp_path_factory) -> dict:
     """lme4's fits of ``tests/reference/lme4_laplace.R`` (random intercepts)."""
     return lme4_reference("lme4_laplace", tmp_path_factory.mktemp("lme4_laplace"), 600)
+
+
+@pytest.fixture(scope="session")
+def lme4_ladder_reference(tmp_path_factory) -> dict:
+    """lme4's fits of ``tests/reference/lme4_ladder.R`` (a length-ladder log: stories crossed
+    with context length, ToM order and the LLMs)."""
+    return lme4_reference("lme4_ladder", tmp_path_factory.mktemp("lme4_ladder"), 300)

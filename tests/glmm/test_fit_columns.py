@@ -18,6 +18,7 @@ SHIPPED = Path(__file__).resolve().parents[2] / "data" / "smollm2_storysim_log.j
     ("correct ~ tom_order * log_context + (1 | model) + (1 | item)",
      ["correct", "model", "item", "tom_order", "log_context"]),
     ("correct ~ n_words + (1 | story_id)", ["correct", "n_words", "story_id"]),
+    ("correct ~ tom_order + (1 | story)", ["correct", "tom_order", "story"]),  # from story_id
 ])
 @pytest.mark.parametrize("errors", ["drop", "keep"])
 def test_fit_reads_the_columns_it_uses(model: str, uses: list[str], errors: str) -> None:

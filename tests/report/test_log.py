@@ -47,7 +47,7 @@ def test_html_sections_numbers_and_images(html_report: Path, err_log: Path) -> N
     html = html_report.read_text(encoding="utf-8")
     assert "<script" not in html.lower() and not re.search(r'(src|href)="(https?:)?//', html)
     srcs = re.findall(r'<img src="([^"]*)"', html)
-    assert len(srcs) == 2  # accuracy (Figure 2) and error taxonomy
+    assert len(srcs) == 3  # accuracy (Figure 2), ToM-order contrasts and error taxonomy
     for src in srcs:
         assert base64.b64decode(src.split(",", 1)[1])[:8] == PNG_MAGIC
     pos = [html.index(f">{s}</h2>") for s in SECTIONS]
@@ -67,6 +67,15 @@ def test_html_sections_numbers_and_images(html_report: Path, err_log: Path) -> N
     assert f'<td>smollm2-local</td><td class="num">2000</td>{want}' in html
     assert (f"tomstats fit {err_log} --map item=story_id --model structural --out fit.nc"
             in html)
+    # the ToM-order differences: the 1000-word pair 0 - 1, Tukey-adjusted
+    from tomstats.analysis.contrasts import anova_grid
+    from tomstats.analysis.marginal import contrasts
+
+    pairs = contrasts(anova_grid(err_log), "tom_order", "context_words")
+    r = pairs[(pairs["context_words"] == 1000)].iloc[0]
+    cells = "".join(f'<td class="num">{r[k]:.4f}</td>'
+                    for k in ("estimate", "lower", "upper", "p_adjusted"))
+    assert f'<td class="num">1000</td><td>tom_order0 - tom_order1</td>{cells}' in html
 
 
 def test_markdown_has_the_same_sections(html_report: Path, tmp_path: Path) -> None:
@@ -77,7 +86,7 @@ def test_markdown_has_the_same_sections(html_report: Path, tmp_path: Path) -> No
     html_titles = re.findall(r"<h2 id=\"[^\"]*\">(.*?)</h2>", html_report.read_text("utf-8"))
     assert [t.replace("&amp;", "&") for t in html_titles] == list(SECTIONS)
     refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert sorted(refs) == ["accuracy.png", "taxonomy.png"]
+    assert sorted(refs) == ["accuracy.png", "contrasts.png", "taxonomy.png"]
     for r in refs:
         assert (tmp_path / "md" / r).read_bytes()[:8] == PNG_MAGIC
     assert f"| smollm2-local | 0 | {_acc(_cell(LOG, 200, 0))} |" in text
@@ -119,7 +128,7 @@ def test_csv_log_with_several_models_and_map(tmp_path: Path) -> None:
     html = out.read_text(encoding="utf-8")
     assert "(pooled)" in html and "<td>m2</td>" in html  # ANOVA per LLM and pooled
     assert "cannot be classified" in html  # no error_category column: said, not drawn
-    assert len(re.findall(r"<img ", html)) == 1
+    assert len(re.findall(r"<img ", html)) == 2  # accuracy, contrasts
     # two context lengths cannot identify equation (1)'s α and δ: a formula model, not
     # --model structural (which needs at least 3 lengths in words and 2 ToM orders)
     assert "--map correct=ok,model=llm,context_words=words,tom_order=order --model" in html
@@ -150,6 +159,7 @@ def test_design_without_anova_still_reports(tmp_path: Path) -> None:
                  "--out", str(out)]) == 0
     html = out.read_text(encoding="utf-8")
     assert "No ANOVA for this log: factor &#x27;tom_order&#x27; has a single level 0" in html
+    assert "No contrasts for this log: factor &#x27;tom_order&#x27; has a single level" in html
     assert len(re.findall(r"<img ", html)) == 1 and "— (0 of" not in html
     assert "<th>fewshot</th>" in html and "fewshot words" not in html  # accuracy table
     assert "&lt;NA&gt;" not in html  # no taxonomy column: shown as —, not as <NA>
@@ -175,8 +185,8 @@ def test_existing_out_needs_force(tmp_path: Path, capsys: pytest.CaptureFixture,
     assert main([*args, "--force"]) == 0
     assert "tomstats evaluation log report" in kept.read_text(encoding="utf-8")
     if fmt == "md":  # the folder is replaced whole: no file of the earlier report survives
-        assert sorted(p.name for p in out.iterdir()) == ["accuracy.png", "report.md",
-                                                         "taxonomy.png"]
+        assert sorted(p.name for p in out.iterdir()) == ["accuracy.png", "contrasts.png",
+                                                         "report.md", "taxonomy.png"]
 
 
 @pytest.mark.parametrize(
@@ -209,14 +219,14 @@ def test_log_report_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture, arg
 
 @pytest.mark.browser
 def test_log_report_in_browser(html_report: Path, tmp_path: Path) -> None:
-    """Headless Chromium decodes both images; the page draws and fits 1280 px."""
+    """Headless Chromium decodes the three images; the page draws and fits 1280 px."""
     from report.test_browser import CHROMIUM, WIDTH, probe, screenshot
 
     if CHROMIUM is None:
         pytest.skip("headless Chromium not installed (CI: apt-get install -y chromium)")
     info = probe(html_report, tmp_path)
     assert info.get("probe") == "done", info
-    assert int(info["images"]) == 2 and int(info["broken"]) == 0
+    assert int(info["images"]) == 3 and int(info["broken"]) == 0
     assert int(info["scroll-width"]) <= WIDTH
     img = screenshot(html_report, tmp_path)
     assert img.shape[1] == WIDTH and img.std() > 10, "blank screenshot"

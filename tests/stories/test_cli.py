@@ -57,6 +57,24 @@ def test_paper_design(tmp_path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["items.jsonl"]  # no temporary left
 
 
+def test_tellings_option(tmp_path, capsys) -> None:
+    """``--tellings`` reaches the selection (recorded in each item) and is checked first."""
+    out = tmp_path / "one.jsonl"
+    assert main(["stories", "--out", str(out), "--n", "2", "--seed", "1", "--contexts", "200",
+                 "--tellings", "1", "--no-progress"]) == 0
+    assert {it.metadata["selection"]["tellings"] for it in read_items(out)} == {1}
+    assert main(["stories", "--out", str(tmp_path / "two.jsonl"), "--n", "2", "--seed", "1",
+                 "--contexts", "200", "--tellings", "2", "--no-progress"]) == 0
+    assert {it.metadata["selection"]["tellings"]
+            for it in read_items(tmp_path / "two.jsonl")} <= {1, 2}
+    assert 2 in {it.metadata["selection"]["tellings"]
+                 for it in read_items(tmp_path / "two.jsonl")}
+    bad = tmp_path / "bad.jsonl"
+    assert main(["stories", "--out", str(bad), "--tellings", "0"]) == 2
+    assert "--tellings must be a positive integer, got 0" in capsys.readouterr().err
+    assert not bad.exists()
+
+
 def test_issue_spelling_and_anatom(tmp_path) -> None:
     out = tmp_path / "a.jsonl"
     assert main(["stories", "--design", "anatom", "--n", "3", "--seed", "1", "--out", str(out),
@@ -152,3 +170,29 @@ def test_storyboard_items_of_orders_2_and_3_record_their_simpler_questions(tmp_p
     scopes = {c.scope for c in audit_items(items).checks
               if c.name.startswith("order-") and "simpler" in c.name}
     assert scopes == {"rooms order 2", "rooms order 3"}
+
+
+def test_length_ladders_and_the_audit_per_length(tmp_path, capsys) -> None:
+    """``--within-story`` tells every story at every length; ``audit --per-length`` audits
+    each length alone and all pooled, and exits 4 exactly when one of them fails."""
+    out = tmp_path / "ladders.jsonl"
+    assert main(["stories", "--out", str(out), "--n", "2", "--seed", "3", "--contexts", "200",
+                 "500", "--orders", "1", "--within-story", "--ladder-anchor", "end",
+                 "--tellings", "1", "--no-progress"]) == 0
+    items = read_items(out)
+    assert len(items) == 2 * 2
+    assert {it.metadata["ladder"]["anchor"] for it in items} == {"end"}
+    assert len({it.metadata["story_id"] for it in items}) == 2
+    capsys.readouterr()
+    report = tmp_path / "audit.json"
+    rc = main(["stories", "audit", str(out), "--per-length", "--out", str(report)])
+    text = capsys.readouterr().out
+    for title in ("== 200 words:", "== 500 words:", "== all lengths pooled:"):
+        assert title in text
+    verdicts = json.loads(report.read_text())
+    assert list(verdicts) == ["200", "500", "all"]
+    failed = any(c["verdict"] == "FAIL" for a in verdicts.values() for c in a["checks"])
+    assert rc == (4 if failed else 0)
+    assert main(["stories", "--out", str(tmp_path / "x.jsonl"), "--contexts", "200",
+                 "--within-story"]) == 2
+    assert "within_story needs two context lengths" in capsys.readouterr().err

@@ -2,14 +2,18 @@
 
 ``tomstats summarize LOG`` prints the accuracy per LLM × context length × ToM order with Wilson
 intervals, the questions and errors per cell and StorySim's error taxonomy
-(:func:`tomstats.analysis.summary.summarize`); ``--out cells.csv`` writes the same table.
+(:func:`tomstats.analysis.summary.summarize`); ``--out cells.csv`` writes the same table. When
+the log has length ladders (stories told at several lengths) it also prints the within-story
+length effect per ToM order (:func:`tomstats.analysis.ladders.length_effects`).
 
 ``tomstats anova LOG`` prints the simulation paper's Table 1 for a real log
 (:func:`tomstats.analysis.log_anova.log_anova`): the two-way ANOVA context length × ToM order
 of the binary outcome with η², partial η², ω², partial ω² and generalized η², pooled over the
 LLMs and, with ``--by model``, per LLM; ``--ci 0.95`` adds noncentral-F intervals of η² and
 partial η² (``--interval bca`` or ``--n-boot N``: cluster-bootstrap intervals of all five);
-``--within``/``--subject`` give the repeated-measures form (LLMs as subjects).
+``--within``/``--subject`` give the repeated-measures form (LLMs as subjects); ``--unit story``
+the one of a log with length ladders (each story told at every length is a subject, context
+length and ToM order within it).
 
 Both read the runner's JSON Lines log or any CSV/parquet table with one row per question;
 columns with other names are renamed with ``--map STANDARD=COLUMN`` as in ``tomstats fit``.
@@ -25,6 +29,7 @@ from collections.abc import Sequence
 
 from tomstats._args import count_arg, seed_arg
 from tomstats._io import atomic_write_text, prepare_out_file
+from tomstats.analysis.ladders import format_length_effects, length_effects, story_layout
 from tomstats.analysis.paired import PAIRED_COLUMNS, incomplete_note
 from tomstats.analysis.row_anova import INTERVALS
 from tomstats.analysis.summary import format_summary, summarize
@@ -41,7 +46,7 @@ def add_summarize_arguments(p: argparse.ArgumentParser) -> None:
                    help="grouping columns before context × order (default: model, when the "
                         "log has it); 'none' pools all rows of a cell")
     add_selection_arguments(p, ("correct", "model", "tom_order", "context_words",
-                                "error_category"))
+                                "error_category", "story_id"))
     p.add_argument("--level", type=float, default=0.95,
                    help="coverage of the Wilson intervals (default 0.95)")
     _add_paired_argument(p)
@@ -73,8 +78,8 @@ def run_summarize(args: argparse.Namespace) -> int:
     df = load_table(args.log, columns, args.query,
                     needed=["correct", "context_words", "tom_order", *(by or []),
                             *(["pair_id"] if paired else [])],
-                    optional=["status", "error_category", *(["model"] if by is None or paired
-                                                            else []),
+                    optional=["status", "error_category", "story_id",
+                              *(["model"] if by is None or paired else []),
                               *(PAIRED_COLUMNS if paired else ())])
     table = summarize(df, by=by, level=args.level, paired=paired)
     print(format_summary(table))
@@ -92,6 +97,9 @@ def run_summarize(args: argparse.Namespace) -> int:
           f"{int(table['n_correct'].sum())} correct, {n_err} without an answer"
           + (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if n_err else "")
           + f"; {args.level:.0%} Wilson intervals")
+    if "story_id" in df.columns and story_layout(df).has_ladders:
+        print()
+        print(format_length_effects(length_effects(df, by=by, level=args.level)))
     if out is not None:
         atomic_write_text(out, table.to_csv(index=False))
         print(f"wrote {out}")
@@ -113,6 +121,12 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
                    help="subject column of a repeated-measures design (default model with "
                         "--within); without --within, the between factors are compared on "
                         "the means per subject")
+    p.add_argument("--unit", choices=("question", "model", "story"), default=None,
+                   help="the unit of analysis: question (the rows, the default between "
+                        "design), model (the LLMs as subjects, context and order within) or "
+                        "story (a log with length ladders: each story_id told at every "
+                        "context length is a subject, context and ToM order within it; "
+                        "every story needs every cell)")
     p.add_argument("--by", metavar="COL", default=None,
                    help="also one table per value of this column (e.g. model), before the "
                         "pooled one")
@@ -145,7 +159,7 @@ def add_anova_arguments(p: argparse.ArgumentParser) -> None:
                    help="run a bootstrap even when the size guard estimates more memory than "
                         "is available or more than a day")
     _add_paired_argument(p)
-    add_selection_arguments(p, ("correct", "model", "tom_order", "context_words"))
+    add_selection_arguments(p, ("correct", "model", "tom_order", "context_words", "story_id"))
     p.add_argument("--out", metavar="CSV", help="also write the table(s) as CSV (atomically)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
 
@@ -163,6 +177,15 @@ def _design_effect_words(attrs: dict) -> str:
         return f" (one {attrs['cluster']} cluster per cell{where}: see the notes)"
     return (f", design effect of the {attrs['cluster']} clusters "
             f"{attrs['design_effect']:.3g}{where}")
+
+
+def _story_unit_words(attrs: dict) -> str:
+    """The sentence on the stories as the unit of ``tomstats anova --unit story``."""
+    roles = [f"{f} within" for f in attrs["within"]] + [f"{f} between stories"
+                                                        for f in attrs["between"]]
+    return (f"{attrs['n_subjects']} stories ({attrs['subject']}) as the unit, each observed "
+            f"in every cell ({', '.join(roles)}); a story's score in a cell is the mean of its "
+            "answered questions there, of every LLM in the table")
 
 
 def run_anova(args: argparse.Namespace) -> int:
@@ -188,11 +211,15 @@ def run_anova(args: argparse.Namespace) -> int:
         check_bootstrap_size(n_boot, allow_large=args.allow_large)
     out = prepare_out_file(args.out, force=args.force) if args.out else None
     within = args.within or []
-    subject = args.subject or ("model" if within else None)
+    unit = getattr(args, "unit", None)
+    unit_col = {"model": "model", "story": "story_id"}.get(unit or "")
+    subject = args.subject or unit_col or ("model" if within else None)
     cluster = [args.cluster] if args.ci is not None and args.cluster else []
     paired = getattr(args, "paired", False)
     df = load_table(args.log, parse_mapping(args.map), args.query,
-                    needed=[args.dv, *(args.between or ([] if within else DEFAULT_BETWEEN)),
+                    needed=[args.dv, *(args.between or ([] if within or unit_col
+                                                        else DEFAULT_BETWEEN)),
+                            *(DEFAULT_BETWEEN if unit_col else []),
                             *within, *([subject] if subject else []),
                             *([args.by] if args.by else []), *cluster,
                             *(["pair_id", "tom_order", "context_words"] if paired else [])],
@@ -211,7 +238,7 @@ def run_anova(args: argparse.Namespace) -> int:
                       subject=args.subject, by=args.by, ss_type=args.ss_type, ci=args.ci,
                       n_boot=n_boot, cluster=args.cluster, seed=args.seed,
                       interval=interval, paired=paired, observed=args.observed,
-                      correction=args.correction)
+                      correction=args.correction, unit=unit)
     a = table.attrs
     design = " × ".join(a["between"] + a["within"])
     corrected = ("; df and p corrected for sphericity by "
@@ -228,6 +255,8 @@ def run_anova(args: argparse.Namespace) -> int:
                + (" and η²" if not a["within"] else "") + _design_effect_words(a)
                if a["ci"] else "") + observed + ")")
     print(head)
+    if unit == "story":
+        print(_story_unit_words(a))
     dropped = n_all - a["n_rows"]
     if paired:
         print(f"{incomplete_note(a)} (a unit is right when every version of its pair is)")

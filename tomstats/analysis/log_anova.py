@@ -5,7 +5,9 @@ leaves out runner error records, checks every factor, cell and subject before an
 runs :func:`tomstats.analysis.row_anova.anova` pooled over the LLMs and, with ``by``, per
 group: the two-way ANOVA context length × ToM order of the binary outcome with η², partial η²,
 ω², partial ω² and generalized η² by default; ``within``/``subject`` give the
-repeated-measures form (LLMs as subjects), ``ci`` intervals (noncentral F for η² and partial
+repeated-measures form (LLMs as subjects), ``unit="story"`` the one of a log with length
+ladders (each story its own subject, context length and ToM order within it;
+:mod:`tomstats.analysis.ladders`), ``ci`` intervals (noncentral F for η² and partial
 η² by default, ``interval="bca"`` the cluster bootstrap for all five).
 :func:`format_anova` prints the table.
 """
@@ -15,23 +17,24 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tomstats._validate import show_value
+from tomstats.analysis.ladders import STORY, check_ladders, story_unit_factors
 from tomstats.analysis.row_anova import EFFECT_SIZES, anova, check_interval, check_levels
 from tomstats.analysis.summary import outcome
-from tomstats.analysis.table import apply_mapping, read_evaluation, require_column
+from tomstats.analysis.table import POOLED, apply_mapping, read_evaluation, require_column
 
 __all__ = ["CORRECTIONS", "DEFAULT_BETWEEN", "DEFAULT_INTERVAL", "EFFECT_SIZES", "POOLED",
-           "anova_notes", "format_anova", "format_repeated", "log_anova", "table_for_csv"]
+           "PreparedLog", "UNITS", "anova_notes", "check_design", "format_anova", "format_repeated",
+           "log_anova", "prepare_log", "table_for_csv"]
 
 #: Factors of the default analysis: the paper's two-way design.
 DEFAULT_BETWEEN: tuple[str, str] = ("context_words", "tom_order")
-#: Value of the ``--by`` column on the rows of the pooled table.
-POOLED = "(pooled)"
 #: The interval the log tables show by default (``tomstats anova --ci``, the log report):
 #: the noncentral-F interval of partial η² and η², with the design effect of the clusters.
 #: Chosen by ``benchmarks/bench_eta2_intervals.py`` (docs/anova.md): it covers a true 0 and
@@ -41,6 +44,9 @@ DEFAULT_INTERVAL = "ncf"
 #: Sphericity corrections of a repeated-measures table (afex's ``correction``): the
 #: Greenhouse–Geisser ε (the default, as afex's), the Huynh–Feldt ε (at most 1) or none.
 CORRECTIONS = ("GG", "HF", "none")
+#: The units of analysis (``tomstats anova --unit``) and the subject column each stands for:
+#: the questions (rows, no subject), the LLMs, or the stories of a log with length ladders.
+UNITS: dict[str, str | None] = {"question": None, "model": "model", "story": STORY}
 #: Names of the corrections in the printed table.
 _CORRECTION_NAMES = {"GG": "Greenhouse–Geisser", "HF": "Huynh–Feldt", "none": "no"}
 
@@ -60,7 +66,7 @@ def _as_list(x: str | Sequence[str] | None) -> list[str]:
     return [x] if isinstance(x, str) else list(x)
 
 
-def _check_design(df: pd.DataFrame, between: list[str], within: list[str],
+def check_design(df: pd.DataFrame, between: list[str], within: list[str],
                   subject: str | None, where: str) -> None:
     """One-level factors (:func:`~tomstats.analysis.row_anova.check_levels`) and empty cells
     (and subjects missing a within cell), named, before any table is computed."""
@@ -89,7 +95,31 @@ def _check_design(df: pd.DataFrame, between: list[str], within: list[str],
                                  "subject in every within cell")
 
 
-def log_anova(
+
+@dataclass(frozen=True)
+class PreparedLog:
+    """A log read for an analysis of factors (:func:`prepare_log`).
+
+    Attributes
+    ----------
+    data : pandas.DataFrame
+        The answered rows (runner error records left out), the outcome as numbers.
+    between, within : list of str
+        The factors (``between`` defaults to the paper's two-way design).
+    subject : str or None
+        The subject column (``"model"`` by default with ``within``).
+    pairing : dict
+        With ``paired``: the counts of :func:`tomstats.analysis.paired.paired_units`.
+    """
+
+    data: pd.DataFrame
+    between: list[str]
+    within: list[str]
+    subject: str | None
+    pairing: dict[str, Any]
+
+
+def prepare_log(
     data: str | os.PathLike[str] | pd.DataFrame,
     *,
     dv: str = "correct",
@@ -97,82 +127,24 @@ def log_anova(
     within: str | Sequence[str] | None = None,
     subject: str | None = None,
     by: str | None = None,
-    ss_type: int = 2,
-    ci: float | None = None,
-    n_boot: int = 2000,
     cluster: str | None = None,
-    seed: int = 0,
     columns: dict[str, str] | None = None,
-    interval: str = DEFAULT_INTERVAL,
     paired: bool = False,
-    observed: str | Sequence[str] | None = None,
-    correction: str = "GG",
-) -> pd.DataFrame:
-    r"""The paper's ANOVA table for an evaluation log: pooled and, with ``by``, per group.
-
-    Parameters
-    ----------
-    data : path or pandas.DataFrame
-        Evaluation log or table, one row per question (see
-        :func:`tomstats.analysis.table.read_evaluation`). Runner error records (``status =
-        "error"``: no answer) are left out; :func:`tomstats.analysis.summary.summarize` counts them.
-    dv : str, default ``"correct"``
-        Outcome column; ``"correct"`` must be 0/1 (``binary=True``), others any number.
-    between, within : str or sequence of str, optional
-        Factors. Without either, ``between = ("context_words", "tom_order")`` (the paper's
-        two-way design). With ``within`` (repeated measures on the cell means of each
-        subject), ``subject`` defaults to ``"model"``.
-    subject : str, optional
-        The subject column of a repeated-measures design (the LLM). Without ``within`` the
-        rows are averaged per subject first and the between factors compared on those means
-        (each subject needs one level of every between factor).
-    by : str, optional
-        Also one table per value of this column (e.g. ``"model"``), before the pooled one.
-    ss_type : {1, 2, 3}
-        Type of sums of squares.
-    ci : float, optional
-        Coverage of the intervals (see ``interval``).
-    cluster : str, optional
-        The clusters of rows (stories, items): the resampling unit of the bootstrap, and the
-        unit of the design effect of the noncentral-F interval; default ``story_id``, else
-        ``item_id``/``item`` when the data have it (else rows, taken as independent).
-    columns : mapping, optional
-        ``{standard name: your column}`` (the ``--map`` convention of ``tomstats fit``).
-    interval : {"ncf", "bca"}, default :data:`DEFAULT_INTERVAL` (``"ncf"``)
-        With ``ci``: noncentral-F intervals of partial η² (and η² in a between design), no
-        bootstrap; or cluster-bootstrap BCa intervals of every effect size (``n_boot``
-        resamples of ``cluster``, seeded by ``seed``). See
-        :func:`tomstats.analysis.row_anova.anova`.
-    paired : bool, default False
-        The rows are paired units (:func:`tomstats.analysis.paired.paired_units`: one per
-        model × ``pair_id`` × ToM order, right only when every version of the pair is), not
-        questions; incomplete units are left out (``attrs["n_incomplete"]`` counts them). The
-        default cluster is then the pair.
-    observed : str or sequence of str, optional
-        Factors that are measured, not manipulated (generalized η², as afex's ``observed``).
-    correction : {"GG", "HF", "none"}, default "GG"
-        With ``within``: the sphericity correction of the columns afex's table leads with
-        (``DF_corrected``, ``DF_error_corrected``, ``MSE``, ``p_corrected``; see below).
-
-    Returns
-    -------
-    pandas.DataFrame
-        :func:`tomstats.analysis.row_anova.anova`'s columns; with ``by``, a first column named
-        after it holding the group, ``"(pooled)"`` on the pooled table's rows. With
-        ``within``, also afex's corrected columns: ``DF_corrected`` :math:`= \varepsilon\,
-        df`, ``DF_error_corrected`` :math:`= \varepsilon\, df_{error}`, ``MSE``
-        :math:`= SS_{error} / (\varepsilon\, df_{error})` and ``p_corrected`` (``p_gg``,
-        ``p_hf`` or ``p``), with :math:`\varepsilon` the ``eps_gg``, the ``eps_hf`` capped
-        at 1 or 1 by ``correction``; 1 for an effect of between factors only;
-        where ε cannot be estimated (a singular error matrix) the uncorrected values, and the
-        row's ``note`` says so. ``attrs["correction"]`` records the choice.
-    """
-    check_interval(interval)
-    if correction not in CORRECTIONS:
-        raise ValueError(f"--correction must be one of {', '.join(CORRECTIONS)}, got "
-                         f"{correction!r}")
+    unit: str | None = None,
+) -> PreparedLog:
+    """Read a log for :func:`log_anova` (and the marginal means of
+    :mod:`tomstats.analysis.contrasts`): map columns, check every factor, the subject, the
+    ``by`` column and the outcome, score paired units, leave out runner error records, and
+    refuse missing factor values, naming the column (``unit`` as for :func:`log_anova`: the
+    story as the unit sets the subject and the factors). The design's cells are checked by
+    :func:`check_design`."""
     df = apply_mapping(read_evaluation(data), columns)
     between_l, within_l = _as_list(between), _as_list(within)
+    subject = _unit_subject(df, unit, subject, within_l, paired)
+    if unit == "story":
+        between_l, within_l = story_unit_factors(df, STORY, between_l, within_l)
+    elif unit == "model" and not between_l and not within_l:
+        within_l = list(DEFAULT_BETWEEN)
     if not between_l and not within_l:
         between_l = list(DEFAULT_BETWEEN)
     subject_default = bool(within_l) and subject is None
@@ -227,7 +199,108 @@ def log_anova(
         na = df[c].isna().to_numpy()
         if na.any():
             raise ValueError(f"column {c!r} has a missing value in row {int(np.argmax(na))}")
+    return PreparedLog(df, between_l, within_l, subject, pairing)
 
+
+def log_anova(
+    data: str | os.PathLike[str] | pd.DataFrame,
+    *,
+    dv: str = "correct",
+    between: str | Sequence[str] | None = None,
+    within: str | Sequence[str] | None = None,
+    subject: str | None = None,
+    by: str | None = None,
+    ss_type: int = 2,
+    ci: float | None = None,
+    n_boot: int = 2000,
+    cluster: str | None = None,
+    seed: int = 0,
+    columns: dict[str, str] | None = None,
+    interval: str = DEFAULT_INTERVAL,
+    paired: bool = False,
+    observed: str | Sequence[str] | None = None,
+    correction: str = "GG",
+    unit: str | None = None,
+) -> pd.DataFrame:
+    r"""The paper's ANOVA table for an evaluation log: pooled and, with ``by``, per group.
+
+    Parameters
+    ----------
+    data : path or pandas.DataFrame
+        Evaluation log or table, one row per question (see
+        :func:`tomstats.analysis.table.read_evaluation`). Runner error records (``status =
+        "error"``: no answer) are left out; :func:`tomstats.analysis.summary.summarize` counts them.
+    dv : str, default ``"correct"``
+        Outcome column; ``"correct"`` must be 0/1 (``binary=True``), others any number.
+    between, within : str or sequence of str, optional
+        Factors. Without either, ``between = ("context_words", "tom_order")`` (the paper's
+        two-way design). With ``within`` (repeated measures on the cell means of each
+        subject), ``subject`` defaults to ``"model"``.
+    subject : str, optional
+        The subject column of a repeated-measures design (the LLM). Without ``within`` the
+        rows are averaged per subject first and the between factors compared on those means
+        (each subject needs one level of every between factor).
+    by : str, optional
+        Also one table per value of this column (e.g. ``"model"``), before the pooled one.
+    ss_type : {1, 2, 3}
+        Type of sums of squares.
+    ci : float, optional
+        Coverage of the intervals (see ``interval``).
+    cluster : str, optional
+        The clusters of rows (stories, items): the resampling unit of the bootstrap, and the
+        unit of the design effect of the noncentral-F interval; default ``story_id``, else
+        ``item_id``/``item`` when the data have it (else rows, taken as independent).
+    columns : mapping, optional
+        ``{standard name: your column}`` (the ``--map`` convention of ``tomstats fit``).
+    interval : {"ncf", "bca"}, default :data:`DEFAULT_INTERVAL` (``"ncf"``)
+        With ``ci``: noncentral-F intervals of partial η² (and η² in a between design), no
+        bootstrap; or cluster-bootstrap BCa intervals of every effect size (``n_boot``
+        resamples of ``cluster``, seeded by ``seed``). See
+        :func:`tomstats.analysis.row_anova.anova`.
+    paired : bool, default False
+        The rows are paired units (:func:`tomstats.analysis.paired.paired_units`: one per
+        model × ``pair_id`` × ToM order, right only when every version of the pair is), not
+        questions; incomplete units are left out (``attrs["n_incomplete"]`` counts them). The
+        default cluster is then the pair.
+    observed : str or sequence of str, optional
+        Factors that are measured, not manipulated (generalized η², as afex's ``observed``).
+    correction : {"GG", "HF", "none"}, default "GG"
+        With ``within``: the sphericity correction of the columns afex's table leads with
+        (``DF_corrected``, ``DF_error_corrected``, ``MSE``, ``p_corrected``; see below).
+    unit : {"question", "model", "story"}, optional
+        The unit of analysis, a shorthand for ``subject`` (:data:`UNITS`): ``"question"``
+        the rows (the between design; no ``within``); ``"model"`` the LLMs (``within``
+        default ``context_words``, ``tom_order``); ``"story"`` the stories (``story_id``) of
+        a log with length ladders, each story told at every context length: the rows are
+        averaged per story × cell (over the questions and the LLMs of the table) and
+        ``context_words`` is within the story, ``tom_order`` within it when every story is
+        asked at every order and between stories when each is asked at one
+        (:func:`tomstats.analysis.ladders.story_unit_factors`; given ``between``/``within``
+        are kept). A log without ladders (each story at one length), a story missing a cell
+        and ToM order neither within nor between stories are refused, naming the story and
+        the cell (:func:`tomstats.analysis.ladders.check_ladders`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`tomstats.analysis.row_anova.anova`'s columns; with ``by``, a first column named
+        after it holding the group, ``"(pooled)"`` on the pooled table's rows. With
+        ``within``, also afex's corrected columns: ``DF_corrected`` :math:`= \varepsilon\,
+        df`, ``DF_error_corrected`` :math:`= \varepsilon\, df_{error}`, ``MSE``
+        :math:`= SS_{error} / (\varepsilon\, df_{error})` and ``p_corrected`` (``p_gg``,
+        ``p_hf`` or ``p``), with :math:`\varepsilon` the ``eps_gg``, the ``eps_hf`` capped
+        at 1 or 1 by ``correction``; 1 for an effect of between factors only;
+        where ε cannot be estimated (a singular error matrix) the uncorrected values, and the
+        row's ``note`` says so. ``attrs["correction"]`` records the choice.
+    """
+    check_interval(interval)
+    if correction not in CORRECTIONS:
+        raise ValueError(f"--correction must be one of {', '.join(CORRECTIONS)}, got "
+                         f"{correction!r}")
+    prep = prepare_log(data, dv=dv, between=between, within=within, subject=subject, by=by,
+                       cluster=cluster, columns=columns, paired=paired, unit=unit)
+    df, between_l, within_l = prep.data, prep.between, prep.within
+    subject, pairing = prep.subject, prep.pairing
     kwargs: dict[str, Any] = {"ss_type": ss_type, "binary": dv == "correct",
                               "within": within_l or None, "subject": subject,
                               "observed": _as_list(observed) or None}
@@ -237,8 +310,8 @@ def log_anova(
         if isinstance(n_boot, bool) or int(n_boot) != n_boot or n_boot < 1:
             raise ValueError(f"--n-boot must be a positive integer, got {n_boot!r}")
         if cluster is None:
-            cluster = next((c for c in ("story_id", "item_id", "item") if c in df.columns),
-                           None)
+            cluster = next((c for c in ("story_id", "item_id", "item")
+                            if c in df.columns and c != subject), None)
         else:
             require_column(df, cluster, "--cluster")
         kwargs.update(ci=float(ci), n_boot=int(n_boot), seed=int(seed), cluster=cluster,
@@ -249,7 +322,9 @@ def log_anova(
             groups.append((value, sub.reset_index(drop=True), f" (in {by}={show_value(value)})"))
     groups.append((POOLED, df, ""))
     for _value, sub, where in groups:  # every check before any work
-        _check_design(sub, between_l, within_l, subject, where)
+        if unit == "story" and within_l:
+            check_ladders(sub, within_l, STORY, where)
+        check_design(sub, between_l, within_l, subject, where)
     tables = []
     for value, sub, where in groups:
         try:
@@ -271,8 +346,33 @@ def log_anova(
                       "ci": kwargs.get("ci"),
                       "n_boot": kwargs.get("n_boot") if interval == "bca" else None,
                       "interval": interval if ci is not None else None,
-                      "design_effect": deff, "paired": bool(paired), **pairing})
+                      "design_effect": deff, "paired": bool(paired), "unit": unit,
+                      "n_subjects": int(df[subject].nunique()) if subject else None,
+                      **pairing})
     return out
+
+
+def _unit_subject(df: pd.DataFrame, unit: str | None, subject: str | None,
+                  within: list[str], paired: bool) -> str | None:
+    """The subject column ``unit`` stands for, checked against ``subject`` and ``within``."""
+    if unit is None:
+        return subject
+    if unit not in UNITS:
+        raise ValueError(f"--unit must be one of {', '.join(UNITS)}, got {unit!r}")
+    col = UNITS[unit]
+    if subject is not None and subject != col:
+        raise ValueError(f"--unit {unit} and --subject {subject!r} both name the subject; "
+                         "give one of them")
+    if unit == "question" and within:
+        raise ValueError("--unit question takes no --within: a repeated-measures design needs "
+                         "a subject (--unit model, --unit story or --subject COL)")
+    if unit == "story":
+        require_column(df, STORY, "--unit story", (STORY,))
+        if paired:
+            raise ValueError("--unit story with --paired: a paired unit's story is its "
+                             "pair_id, one telling at one length, so it has no length ladder; "
+                             "analyse paired scores without --unit story")
+    return col
 
 
 def _corrected(table: pd.DataFrame, within: list[str], correction: str) -> pd.DataFrame:

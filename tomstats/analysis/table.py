@@ -34,8 +34,8 @@ from tomstats._validate import (
 )
 from tomstats.design import MAX_CONTEXT_WORDS
 
-__all__ = ["MAP_NAMES", "TABLE_FORMATS", "add_selection_arguments", "apply_mapping",
-           "apply_query", "by_columns", "outcome",
+__all__ = ["MAP_NAMES", "POOLED", "STAND_INS", "TABLE_FORMATS", "add_selection_arguments",
+           "apply_mapping", "apply_query", "by_columns", "outcome",
            "load_table", "parse_mapping", "read_evaluation", "require_column", "table_suffix",
            "used_columns"]
 
@@ -287,6 +287,14 @@ def apply_query(df: pd.DataFrame, query: str | Query | None,
     return out
 
 
+#: Value of the ``by`` column on the rows of a pooled table (``tomstats anova --by``, the
+#: adjusted ToM effect of :mod:`tomstats.analysis.ladders`).
+POOLED = "(pooled)"
+
+#: Standard grouping names and the log's own column that stands in for each when the data
+#: lack it (the GLMM's ``item`` and ``story``; :func:`tomstats.glmm.prepare_data`).
+STAND_INS: dict[str, str] = {"item": "item_id", "story": "story_id"}
+
 #: The standard names ``--map STANDARD=COLUMN`` gives a column of ``summarize``, ``anova`` and
 #: ``report`` (their ``--map`` refuses any other name on the left).
 MAP_NAMES = ("correct", "model", "tom_order", "context_words")
@@ -336,15 +344,17 @@ def used_columns(columns: Mapping[str, str] | None, query: Query | None,
 
     Required: the columns ``--map`` (``columns``, ``{standard: file column}``) names, the
     query's, and the file's column behind each ``needed`` standard name; optional: those
-    behind ``optional`` (and ``item_id``, which stands in for a missing ``item``).
+    behind ``optional`` (and ``item_id`` and ``story_id``, which stand in for a missing
+    ``item`` and ``story``).
     """
     m = dict(columns or {})
     req = {m.get(c, c) for c in needed} | set(m.values())
     if query is not None:
         req |= set(query.variables)
     maybe = {m.get(c, c) for c in optional}
-    if "item" in {*needed, *optional} and "item" not in m:
-        maybe.add("item_id")
+    for std, own in STAND_INS.items():
+        if std in {*needed, *optional} and std not in m:
+            maybe.add(own)
     return req, maybe - req
 
 

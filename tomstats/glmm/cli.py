@@ -113,7 +113,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                         "fixed-effect term printed after the summary, as car::Anova's "
                         "type II (default) or III (III depends on the contrasts: use "
                         "C(f, Sum)), or none")
-    add_selection_arguments(p, ("correct", "successes", "trials", "model", "item",
+    add_selection_arguments(p, ("correct", "successes", "trials", "model", "item", "story",
                                 "tom_order", "context_words"), as_in_fit=False)
     p.add_argument("--trials", metavar="COL", help="column of binomial trials")
     p.add_argument("--successes", metavar="COL", help="column of binomial successes")

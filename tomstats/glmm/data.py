@@ -8,6 +8,9 @@ Standard columns (rename yours with ``columns={"correct": "is_correct", ...}``):
 ``trials``          number of tries of the row (binomial)
 ``model``           the language model (LLM) that answered
 ``item``            the item (question/story) id; ``item_id`` is accepted for it
+``story``           the story a question is asked about; ``story_id`` is accepted for it. In
+                    a log with length ladders a story is told at every context length, so
+                    ``(1 | story)`` is crossed with length and order (and with the LLMs)
 ``tom_order``       ToM order (0 = world-model / factual control, 1, 2, ...)
 ``context_words``   context length in words
 ``log_context``     added: :math:`\\ln(\\text{context\\_words})`
@@ -37,7 +40,7 @@ import pandas as pd
 from tomstats._expr import FORMULA_CONTEXT, Query, check_formula, check_terms, expand_terms
 from tomstats._guards import Footprint, check_footprint
 from tomstats._validate import check_keys, check_type, closest_hint, closest_name
-from tomstats.analysis.table import read_evaluation, used_columns
+from tomstats.analysis.table import STAND_INS, read_evaluation, used_columns
 from tomstats.glmm._hints import InputError, column_hint, hint, option_hint
 from tomstats.glmm.spec import FormulaSpec, StructuralSpec, half_normal, lkj, normal, parse_formula
 
@@ -63,7 +66,7 @@ HIERARCHY_MIN_LLMS = 5
 #: many times the shortest (the paper's design spans 200–5000 words, a factor of 25).
 CONTEXT_MIN_RATIO = 1.5
 
-STANDARD_COLUMNS = ("correct", "successes", "trials", "model", "item", "tom_order",
+STANDARD_COLUMNS = ("correct", "successes", "trials", "model", "item", "story", "tom_order",
                     "context_words")
 
 
@@ -162,15 +165,18 @@ def fit_columns(model: str) -> tuple[list[str], list[str]]:
     :func:`tomstats.analysis.table.used_columns` takes them.
 
     A formula's variables (``log_context`` is made from ``context_words`` when the data lack
-    it; ``item`` from ``item_id``: both optional), else the structural model's covariates;
-    optional: the outcome's forms, ``model``, ``item`` and ``status`` (the error policy).
+    it; ``item`` from ``item_id`` and ``story`` from ``story_id``: all optional), else the
+    structural model's covariates; optional: the outcome's forms, ``model``, ``item`` and
+    ``status`` (the error policy).
     """
     optional = ["correct", "successes", "trials", "model", "item", "status"]
     if "~" not in model:
         return ["tom_order", "context_words"], optional
     names = ["context_words" if v == "log_context" else v
              for v in check_formula(model).variables]
-    return [v for v in dict.fromkeys(names) if v != "item"], [*optional, "log_context"]
+    stories = ["story"] if "story" in names else []
+    return ([v for v in dict.fromkeys(names) if v not in STAND_INS],
+            [*optional, *stories, "log_context"])
 
 
 def _apply_error_policy(df: pd.DataFrame, errors: str) -> pd.DataFrame:
@@ -237,9 +243,10 @@ def prepare_data(
         if std != src:
             df[std] = data[src]
             derived[std] = f"mapped from {src!r}"
-    if "item" not in df.columns and "item_id" in df.columns:
-        df["item"] = df["item_id"]
-        derived["item"] = "copied from 'item_id'"
+    for std, stand_in in STAND_INS.items():
+        if std not in df.columns and stand_in in df.columns:
+            df[std] = df[stand_in]
+            derived[std] = f"copied from {stand_in!r}"
     if "context_words" in df.columns and "log_context" not in df.columns:
         c = pd.to_numeric(df["context_words"], errors="coerce")
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -62,7 +62,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                              f"dominance sweep in the report (default {SWEEP_DRAWS}; 0 "
                              "leaves it out)")
     add_selection_arguments(parser, ("correct", "model", "tom_order", "context_words",
-                                     "error_category"),
+                                     "error_category", "story_id"),
                             "evaluation logs: ")
     parser.add_argument("--allow-large", action="store_true",
                         help="evaluation logs: run the bootstrap even when the size guard "

@@ -16,9 +16,18 @@
    ω², partial ω² and generalized η², with noncentral-F intervals of η² and partial η² (with
    ``--n-boot N``: cluster-bootstrap intervals of all five)
    (:func:`tomstats.analysis.log_anova.log_anova`);
-5. StorySim's error taxonomy per cell (first common location, recency, refusal/unparseable,
+5. which ToM orders differ at each context length: the pairwise differences of the cell
+   means with Tukey intervals (emmeans' simple effects on the ANOVA's reference model,
+   :mod:`tomstats.analysis.contrasts`), as a figure and a table;
+6. context length within stories and the ToM effect adjusted for context length: the ToM-order
+   effect on accuracy at equal context length with an interval across stories
+   (:func:`tomstats.analysis.ladders.adjusted_tom_effect`) and, when the log has length
+   ladders (stories told at several lengths), the within-story length effect per ToM order
+   (:func:`tomstats.analysis.ladders.length_effects`) and the repeated-measures ANOVA with the
+   story as its unit (``tomstats anova --unit story``);
+7. StorySim's error taxonomy per cell (first common location, recency, refusal/unparseable,
    other), as a stacked-bar figure and a table;
-6. the exact ``tomstats fit`` command that fits the GLMM next, and the report command after it.
+8. the exact ``tomstats fit`` command that fits the GLMM next, and the report command after it.
 """
 
 from __future__ import annotations
@@ -58,7 +67,8 @@ LOG_SUFFIXES = tuple(s for s in TABLE_FORMATS if s != ".json")
 #: Section titles, in order (the HTML and the Markdown forms share them).
 SECTIONS = ("The log", "Accuracy by context length and ToM order",
             "Paired scores and baselines", "ANOVA: context length × ToM order",
-            "Error taxonomy", "Next: fit the GLMM")
+            "Which ToM orders differ", "Context length within stories", "Error taxonomy",
+            "Next: fit the GLMM")
 
 #: The baselines shown beside every LLM: name → the log column holding its answer
 #: (:mod:`tomstats.evaluate.baselines`).
@@ -301,6 +311,166 @@ def _anova_display(table: pd.DataFrame, group: str | None) -> pd.DataFrame:
     return show
 
 
+def _adjusted_blocks(df: pd.DataFrame, group: str | None, level: float) -> list[Any]:
+    """The ToM effect adjusted for context length: its text and table (or why not)."""
+    from tomstats.analysis.ladders import adjusted_tom_effect
+
+    try:
+        adj = adjusted_tom_effect(df, by=group, level=level)
+    except ValueError as exc:
+        return [Text(f"No adjusted ToM effect: {' '.join(str(exc).split())}.", "missing")]
+    unit = adj.attrs["cluster"]
+    text = (
+        "The ToM effect adjusted for context length: the difference in accuracy between each "
+        "ToM order and the lowest at equal context length, from the least-squares fit of "
+        f"{adj.attrs['formula']} (length as a factor"
+        + (", the LLMs as a factor in the pooled rows" if "C(model)" in adj.attrs["formula"]
+           else "") + f"), with {level:.0%} intervals from the {unit or 'row'} clusters "
+        "(cluster-robust CR1 standard errors, t on clusters − 1 df). In a complete length "
+        "ladder (every story at every length and order) it is the mean over stories of the "
+        "story's own order contrast at each length: length blocked by story. 'unadjusted' is "
+        "the plain difference of the orders' accuracies, which a log whose higher orders sit "
+        "at other lengths confounds with length.")
+    show = adj[[*([group] if group else []), "tom_order", "reference"]].copy()
+    show["adjusted effect"] = [f"{e:+.3f} [{lo:+.3f}, {hi:+.3f}]" for e, lo, hi in
+                               zip(adj["estimate"], adj["ci_low"], adj["ci_high"], strict=True)]
+    show["p"] = [f"{v:.3g}" for v in adj["p"]]
+    show["unadjusted"] = [f"{v:+.3f}" for v in adj["unadjusted"]]
+    show[f"{unit or 'row'} clusters"] = adj["n_clusters"]
+    return [Text(text), Table(show, caption="ToM effect adjusted for context length "
+                                            f"[{level:.0%} interval] (accuracy difference)")]
+
+
+def _story_anova_table(table: pd.DataFrame, group: str | None) -> pd.DataFrame:
+    """The story-unit ANOVA as the page shows it: Greenhouse–Geisser df and p, as afex."""
+    show = table[[c for c in ([group] if group else []) + ["source"]]].copy()
+    show["df (GG)"] = [f"{a:.2f}, {b:.2f}" for a, b in
+                       zip(table["DF_corrected"], table["DF_error_corrected"], strict=True)]
+    show["F"] = table["F"].astype(float)
+    show["p (GG)"] = table["p_corrected"].astype(float)
+    show["generalized η²"] = table["generalized_eta2"].astype(float)
+    show["partial η²"] = table["partial_eta2"].astype(float)
+    return show
+
+
+def _within_story_blocks(df: pd.DataFrame, group: str | None, level: float) -> list[Any]:
+    """The section on context length within stories: the adjusted ToM effect, then (with
+    ladders) the within-story length effect and the ANOVA with the story as its unit."""
+    from tomstats.analysis.ladders import STORY, length_effects, story_layout
+
+    blocks = _adjusted_blocks(df, group, level)
+    if STORY not in df.columns or not story_layout(df).has_ladders:
+        blocks.append(Text(
+            "No length ladders: " + ("the log has no story_id column" if STORY not in df.columns
+                                     else "each story is told at one context length")
+            + ", so the effect of length cannot be read within stories. A log whose items "
+            "tell the same story at every length (sharing a story_id) gets the within-story "
+            "length effect and the ANOVA with the story as its unit here.", "missing"))
+        return blocks
+    layout = story_layout(df)
+    eff = length_effects(df, by=[group] if group else [], level=level)
+    lo, hi = eff.attrs["shortest"], eff.attrs["longest"]
+    show = eff[[*([group] if group else []), "tom_order", "n_stories"]].copy()
+    show[f"accuracy at {lo:g} words"] = eff["acc_shortest"].astype(float)
+    show[f"accuracy at {hi:g} words"] = eff["acc_longest"].astype(float)
+    show["difference"] = [("—" if pd.isna(d) else f"{d:+.3f}" if pd.isna(a)
+                           else f"{d:+.3f} [{a:+.3f}, {b:+.3f}]")
+                          for d, a, b in zip(eff["difference"], eff["ci_low"], eff["ci_high"],
+                                             strict=True)]
+    show["p"] = eff["p"].astype(float)
+    blocks += [
+        Text(f"Length ladders: {layout.n_ladders} of {layout.n_stories} stories are told at "
+             f"two or more context lengths ({layout.n_complete} at every length). The "
+             f"within-story length effect compares each story with itself: its accuracy at "
+             f"{hi:g} words minus at {lo:g} words, per ToM order, averaged over the stories "
+             f"told at both, with a {level:.0%} t interval across stories (the story's "
+             "difficulty cancels)."),
+        Table(show, caption=f"Within-story length effect [{level:.0%} interval]",
+              float_format="{:.3f}"),
+    ]
+    try:
+        tab = log_anova(df, unit="story", by=group)
+    except ValueError as exc:
+        blocks.append(Text("No ANOVA with the story as its unit: "
+                           f"{' '.join(str(exc).split())}.", "missing"))
+        return blocks
+    design = ", ".join([f"{f} within stories" for f in tab.attrs["within"]]
+                       + [f"{f} between stories" for f in tab.attrs["between"]])
+    blocks += [
+        Text(f"Repeated-measures ANOVA with the story as its unit ({tab.attrs['n_subjects']} "
+             f"stories; {design}; a story's score in a cell is the mean of its answered "
+             "questions there; Greenhouse–Geisser corrected df and p, as afex prints them; "
+             "tomstats anova LOG --unit story)."),
+        Table(_story_anova_table(tab, group), caption="ANOVA with the story as its unit",
+              float_format="{:.4g}"),
+    ]
+    blocks += [Text(n[0].upper() + n[1:], "note") for n in anova_notes(tab)]
+    return blocks
+
+
+def fig_contrasts(table: pd.DataFrame) -> Figure:
+    """The ToM-order differences of :func:`_contrast_blocks` as a forest plot: one panel per
+    context length (and one averaged over them), a point and its interval per pair."""
+    groups = list(pd.unique(table["context_words"]))
+    fig = Figure(figsize=(4.2 * min(len(groups), 3) + 0.6,
+                          (0.45 * table["contrast"].nunique() + 1.2) * -(-len(groups) // 3)),
+                 layout="constrained")
+    axes = np.atleast_1d(fig.subplots(-(-len(groups) // 3), min(len(groups), 3), squeeze=False,
+                                      sharex=True).ravel())
+    for ax, g in zip(axes, groups, strict=False):
+        d = table[table["context_words"] == g].iloc[::-1]
+        y = np.arange(len(d))
+        est = d["estimate"].to_numpy(dtype=float)
+        err = np.vstack([est - d["lower"].to_numpy(dtype=float),
+                         d["upper"].to_numpy(dtype=float) - est])
+        ax.errorbar(est, y, xerr=np.clip(err, 0, None), fmt="o", capsize=3, color="#1b4f72")
+        ax.axvline(0.0, color="#8c959f", lw=1, ls="--")
+        ax.set_yticks(y, [str(c).replace("tom_order", "") for c in d["contrast"]])
+        numeric = str(g).replace(".", "", 1).isdigit()
+        ax.set_title("averaged over context lengths" if g == "averaged"
+                     else f"{g} words" if numeric else str(g), fontsize=10)
+        ax.set_ylabel("ToM orders compared")
+        ax.set_xlabel("Difference in accuracy")
+        ax.grid(alpha=0.3, axis="x")
+    for ax in axes[len(groups):]:
+        ax.set_visible(False)
+    return fig
+
+
+def _contrast_blocks(answered: pd.DataFrame, level: float) -> list[Any]:
+    """The section on which ToM orders differ: the pairwise differences of the cell means at
+    each context length and averaged over them, with Tukey's adjustment
+    (:func:`tomstats.analysis.marginal.contrasts` on
+    :func:`tomstats.analysis.contrasts.anova_grid`)."""
+    from tomstats.analysis.contrasts import anova_grid
+    from tomstats.analysis.marginal import contrasts
+
+    try:
+        grid = anova_grid(answered)
+        within = contrasts(grid, "tom_order", "context_words", level=level)
+        overall = contrasts(grid, "tom_order", level=level).assign(context_words="averaged")
+    except ValueError as exc:  # a design without contrasts: the rest of the page stands
+        return [Text(f"No contrasts for this log: {' '.join(str(exc).split())}.", "missing")]
+    table = pd.concat([within, overall], ignore_index=True)
+    table["context_words"] = table["context_words"].astype(str)
+    show = table[["context_words", "contrast", "estimate", "lower", "upper", "p_adjusted"]]
+    return [
+        Text("Which ToM orders differ, at which context lengths, and by how much: every pair "
+             "of ToM orders compared within each context length (simple effects) and "
+             "averaged over the lengths, as differences in accuracy. The reference model is "
+             "the ANOVA's (the cell means of the questions pooled over the LLMs, the pooled "
+             f"residual standard error on {grid.df:.0f} df); p values and {level:.0%} "
+             "intervals are adjusted for the pairs of each row group by Tukey's studentized "
+             "range, as R's emmeans does. `tomstats contrasts` gives the other contrasts "
+             "(polynomial trends, interactions, the LLMs as subjects, a GLMM's probabilities)."),
+        Image(figure_png(fig_contrasts(table)), "contrasts",
+              f"Pairwise ToM-order differences in accuracy with {level:.0%} Tukey intervals; "
+              "an interval that excludes 0 marks a pair that differs."),
+        Table(show, caption="ToM-order differences (tomstats.analysis.contrasts)",
+              float_format="{:.4f}"),
+    ]
+
+
 def fit_command(source: str, df: pd.DataFrame, columns: Mapping[str, str] | None = None,
                 query: str | None = None) -> list[str]:
     """The ``tomstats fit`` command for this log, as an argument list (for :func:`shlex.join`).
@@ -511,8 +681,10 @@ def log_document(
         Section(SECTIONS[1], tuple(acc_blocks)),
         Section(SECTIONS[2], tuple(_paired_blocks(df, level))),
         Section(SECTIONS[3], tuple(anova_blocks)),
-        Section(SECTIONS[4], tuple(tax_blocks)),
-        Section(SECTIONS[5], next_blocks),
+        Section(SECTIONS[4], tuple(_contrast_blocks(answered, level))),
+        Section(SECTIONS[5], tuple(_within_story_blocks(answered, group, level))),
+        Section(SECTIONS[6], tuple(tax_blocks)),
+        Section(SECTIONS[7], next_blocks),
     )
     return Document("tomstats evaluation log report", subtitle, sections)
 

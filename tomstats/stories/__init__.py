@@ -7,7 +7,8 @@ Public surface (see ``docs/stories.md``):
 - :class:`World`, :class:`Event`, :func:`belief` — worlds, events and nested beliefs;
 - :class:`Storyboard`, :func:`generate_story` and the scripted events — StorySim;
 - :func:`anatom_items`, :func:`placement_patterns` — AnaToM worlds and questions;
-- :func:`audit_items`, :func:`format_audit` — the item audit (``tomstats stories audit``);
+- :func:`audit_items`, :func:`audit_by_length`, :func:`format_audit` — the item audit
+  (``tomstats stories audit``);
 - :func:`weave` — a story spread through a natural host text (BABILong-style);
 - :class:`Item`, :func:`read_items`, :func:`write_items`, :func:`items_frame` — the item
   schema (JSON Lines, DataFrame).
@@ -16,7 +17,7 @@ Public surface (see ``docs/stories.md``):
 from __future__ import annotations
 
 from tomstats.stories.anatom import Composition, anatom_items, placement_patterns
-from tomstats.stories.audit import audit_items, format_audit
+from tomstats.stories.audit import audit_by_length, audit_items, format_audit
 from tomstats.stories.beliefs import belief, last_perceived, observers, well_defined
 from tomstats.stories.frame import items_frame
 from tomstats.stories.items import ITEM_FORMAT, Item, read_items, write_items
@@ -47,7 +48,8 @@ from tomstats.stories.world import Event, World, enter, move_object, replay
 
 __all__ = [
     "DEFAULT_CONTEXTS", "DEFAULT_ORDERS", "ERROR_CATEGORIES", "ITEM_FORMAT", "SETTINGS",
-    "Composition", "Event", "Item", "anatom_items", "audit_items", "format_audit",
+    "Composition", "Event", "Item", "anatom_items", "audit_by_length", "audit_items",
+    "format_audit",
     "items_frame", "placement_patterns", "weave",
     "well_defined", "Scripted", "Setting", "Story", "Storyboard", "World", "belief",
     "build_design_items", "classify_answer", "cross_paths", "design_storyboard", "enter",

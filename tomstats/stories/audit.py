@@ -81,6 +81,14 @@ n_1 + \hat p_2 \hat q_2 / n_2} > z_{0.975}` (:func:`difference_check`). Text che
 (repeats, distinct-2, move coverage, lint) have no interval: beyond the limit is ``FAIL``.
 ``Check.passed`` and ``Audit.passed`` keep the strict reading (every point estimate within
 its limit); ``tomstats stories audit`` exits with 4 only on a ``FAIL``.
+
+**Stories, not items, are the units** of the rule and adversary checks: :math:`n` is the
+number of distinct stories (``metadata["story_id"]``, else the item) of the pool or cell,
+and :math:`\hat p` the items' share. In a between-story set every story gives one item to a
+pool, so :math:`n` is the number of items; a length ladder
+(:mod:`tomstats.stories.ladder`) tells each story at every length with the same events,
+so pooled over lengths its items are not independent: a told-event rule answers every
+step of a ladder alike, and five steps of 24 stories are 24 observations, not 120.
 """
 
 from __future__ import annotations
@@ -98,8 +106,9 @@ from tomstats.stories.audit_parse import ItemParse, item_parse, sentences
 from tomstats.stories.audit_rules import FAMILY_STATS, ROLES, RULES
 from tomstats.stories.items import Item
 
-__all__ = ["AUDIT_RULES", "LEVEL", "SECTIONS", "THRESHOLDS", "Audit", "Check", "audit_items",
-           "belief_status", "difference_check", "distinct_n", "estimate_tokens",
+__all__ = ["AUDIT_RULES", "LEVEL", "SECTIONS", "THRESHOLDS", "Audit", "Check",
+           "audit_by_length", "audit_items", "belief_status", "difference_check",
+           "distinct_n", "estimate_tokens",
            "format_audit", "repeat_share", "rule_answers", "sentences", "share_check",
            "simpler_answers"]
 
@@ -409,6 +418,8 @@ def _cell_row(key: dict[str, Any], parses: Sequence[ItemParse],
               scores: Sequence[dict[str, float]], names: Sequence[str]) -> dict[str, Any]:
     row = dict(key)
     row["n"] = len(parses)
+    # the independent units: stories (a length ladder tells one story at several lengths)
+    row["stories"] = len({p.item.metadata.get("story_id") or p.item.item_id for p in parses})
     row["chance"] = sum(1 / max(len(p.item.candidates), 1) for p in parses) / len(parses)
     row["roles"] = "".join(r for r in ROLES if any(r in p.roles for p in parses))
     for r in names:
@@ -553,6 +564,35 @@ def audit_items(items: Iterable[Item], *,
     return Audit(cells, pooled, text, checks, reference, foreign)
 
 
+def audit_by_length(items: Iterable[Item], **kwargs: Any) -> dict[str, Audit]:
+    """The audit of each context length's items alone, then of all of them pooled.
+
+    For a length ladder (:mod:`tomstats.stories.ladder`) the first audits ask whether one
+    step can be answered without belief reasoning, the pooled one whether anything that
+    changes between steps helps (its adversary is cross-fitted by story, every step of a
+    ladder held out together).
+
+    Parameters
+    ----------
+    items : iterable of Item
+    **kwargs
+        Passed to :func:`audit_items`.
+
+    Returns
+    -------
+    dict of str to Audit
+        Keyed by the length in words (as a string, shortest first), then ``"all"``.
+    """
+    items = list(items)
+    if not items:
+        raise ValueError("items: the item set is empty; nothing to audit")
+    lengths = sorted({it.context_words for it in items})
+    out = {str(n): audit_items([it for it in items if it.context_words == n], **kwargs)
+           for n in lengths}
+    out["all"] = audit_items(items, **kwargs)
+    return out
+
+
 def _checked(rule: str, row: dict[str, Any]) -> bool:
     """Whether ``rule`` is checked on a row (exemptions, roles the question lacks)."""
     if rule == "cell_mode":
@@ -572,8 +612,9 @@ def _rule_checks(pooled: Sequence[dict[str, Any]], cells: Sequence[dict[str, Any
         scope = f"{row['setting']} order {row['order']} belief {row['belief']}"
         for r in names:
             if _checked(r, row):
-                out.append(share_check(f"rule {r}", scope, round(row[r] * row["n"]), row["n"],
-                                       upper=limit, limit=f"<= {limit:.3f} (chance + {over})"))
+                out.append(share_check(f"rule {r}", scope, round(row[r] * row["stories"]),
+                                       row["stories"], upper=limit,
+                                       limit=f"<= {limit:.3f} (chance + {over})"))
     for row in cells:
         if row["n"] < THRESHOLDS["cell_min_items"]:
             continue
@@ -582,8 +623,8 @@ def _rule_checks(pooled: Sequence[dict[str, Any]], cells: Sequence[dict[str, Any
                  f"{row['belief']}")
         for r in names:
             if _checked(r, row):
-                out.append(share_check(f"rule {r}", scope, round(row[r] * row["n"]), row["n"],
-                                       upper=limit,
+                out.append(share_check(f"rule {r}", scope, round(row[r] * row["stories"]),
+                                       row["stories"], upper=limit,
                                        limit=f"<= {limit:.3f} (chance + {over_cell})"))
     return out
 
@@ -597,7 +638,7 @@ def _adversary_checks(pooled: Sequence[dict[str, Any]]) -> list[Check]:
         limit = row["chance"] + over
         scope = f"{row['setting']} order {row['order']} belief {row['belief']}"
         out.append(share_check("adversary (blind to the belief status)", scope,
-                               round(row["adversary_blind"] * row["n"]), row["n"],
+                               round(row["adversary_blind"] * row["stories"]), row["stories"],
                                upper=limit, limit=f"<= {limit:.3f} (chance + {over})"))
     return out
 

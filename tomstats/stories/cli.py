@@ -1,7 +1,7 @@
 """``tomstats stories``: write story items as JSON Lines (atomically), or audit them.
 
 ``tomstats stories audit ITEMS [ITEMS …]`` prints the audit of item files (audited
-together)
+together; with ``--per-length`` each context length alone, then all pooled)
 (:func:`~tomstats.stories.audit.audit_items`: text-only rules beside chance — the rules of
 :data:`~tomstats.stories.audit_rules.RULES`, among them the told-event family of every
 questioned character —, a learned adversary cross-fitted by story (``--seed`` seeds its
@@ -119,18 +119,37 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--true-belief-share", type=float, default=0.5,
                         help="paper design: 0.5 balanced (default), 0 false beliefs only, "
                              "1 true beliefs only")
+    parser.add_argument("--tellings", type=int, default=3,
+                        help="paper design: tellings drawn per story, of which the adversarial "
+                             "selection keeps the one the text-only rules answer worst "
+                             "(1 turns the selection off and is about 3 times faster; "
+                             "default 3)")
+    parser.add_argument("--within-story", action="store_true",
+                        help="paper design: length ladders, each story told at every "
+                             "--contexts length (same events, questions and answers; the "
+                             "longer steps grown with sentences that move no one); "
+                             "--n-per-cell ladders")
+    parser.add_argument("--ladder-anchor", choices=("relative", "end"), default="relative",
+                        help="--within-story: where the grown words go: 'relative' keeps "
+                             "the critical block's share of the free words before it, 'end' "
+                             "its distance from the question (every grown word goes before "
+                             "the block) (default: relative)")
+    parser.add_argument("--per-length", action="store_true",
+                        help="audit: audit each context length alone, then all together")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar (default: when stderr is a terminal)")
 
 
-def stories_footprint(n_items: float, mean_words: float, events: float = 0.0) -> Footprint:
+def stories_footprint(n_items: float, mean_words: float, events: float = 0.0,
+                      tellings: int = 1) -> Footprint:
     r"""Memory and time to build ``n_items`` items of about ``mean_words`` words each.
 
     Items are built in memory and then written, so memory is
     :math:`n (30 w + 4000 + 300 e)` bytes and time
     :math:`n (5\,\text{ms} + 5\,\mu\text{s}\cdot w + 50\,\mu\text{s}\cdot e)` (rough
     single-core costs with a margin), where :math:`e` is the number of events of a
-    storyboard story (``events``; its items keep them) and 0 for the designs.
+    storyboard story (``events``; its items keep them) and 0 for the designs; the paper
+    design tells each story ``tellings`` times, which multiplies the time.
     """
     detail = f"{int(n_items):,} items of about {int(mean_words):,} words"
     if events:
@@ -138,8 +157,8 @@ def stories_footprint(n_items: float, mean_words: float, events: float = 0.0) ->
     return Footprint(
         "story set",
         n_items * (_BYTES_PER_WORD * mean_words + _BYTES_PER_ITEM + _BYTES_PER_EVENT * events),
-        n_items * (_SECONDS_PER_ITEM + _SECONDS_PER_WORD * mean_words
-                   + _SECONDS_PER_EVENT * events),
+        n_items * max(int(tellings), 1) * (_SECONDS_PER_ITEM + _SECONDS_PER_WORD * mean_words
+                                           + _SECONDS_PER_EVENT * events),
         detail)
 
 
@@ -177,8 +196,13 @@ def run_stories(args: argparse.Namespace) -> int:
     sb = questions = None
     if args.storyboard:
         sb, questions = load_storyboard(args.storyboard)
+    tellings = getattr(args, "tellings", 1)
+    if tellings < 1:
+        raise ValueError(f"--tellings must be a positive integer, got {tellings}")
+    paper = sb is None and args.design == "paper"
     check_footprint(stories_footprint(*_planned_items(args, sb, None if questions is None
-                                                      else len(questions))),
+                                                      else len(questions)),
+                                      tellings=tellings if paper else 1),
                     allow_large=getattr(args, "allow_large", False))
     if sb is not None and questions is not None:
         items = storyboard_items(sb, questions, n_stories=args.n, seed=args.seed)
@@ -197,7 +221,9 @@ def run_stories(args: argparse.Namespace) -> int:
             n_characters=args.n_characters, mislead_distance=args.mislead_distance,
             critical_position=args.critical_position,
             question_types=tuple(args.question_types), progress=args.progress,
-            true_belief_share=args.true_belief_share, host_text=host)
+            true_belief_share=args.true_belief_share, host_text=host, tellings=args.tellings,
+            within_story=getattr(args, "within_story", False),
+            ladder_anchor=getattr(args, "ladder_anchor", "relative"))
     write_items(out, items)
     print(f"wrote {len(items)} items to {out}")
     return 0
@@ -206,7 +232,12 @@ def run_stories(args: argparse.Namespace) -> int:
 def run_audit(args: argparse.Namespace) -> int:
     """``tomstats stories audit ITEMS``: print the audit; 4 when a check fails beyond
     sampling noise (verdict ``FAIL``), else 0 (``UNSURE`` checks are printed, not fatal)."""
-    from tomstats.stories.audit import audit_items, format_audit, gguf_token_counter
+    from tomstats.stories.audit import (
+        audit_by_length,
+        audit_items,
+        format_audit,
+        gguf_token_counter,
+    )
     from tomstats.stories.items import read_items
 
     if not args.items:
@@ -215,20 +246,39 @@ def run_audit(args: argparse.Namespace) -> int:
                                                          force=getattr(args, "force", False))
     counter = None if args.tokenizer is None else gguf_token_counter(args.tokenizer)
     items = [it for path in args.items for it in read_items(path)]
-    audit = audit_items(items, tokenizer=counter, seed=args.seed)
-    print(format_audit(audit, cells=args.cells))
+    if getattr(args, "per_length", False):
+        audits = audit_by_length(items, tokenizer=counter, seed=args.seed)
+    else:
+        audits = {"all": audit_items(items, tokenizer=counter, seed=args.seed)}
+    for scope, audit in audits.items():
+        if len(audits) > 1:
+            print(f"== {_scope_title(scope)}: {audit.verdict} ==")
+        print(format_audit(audit, cells=args.cells))
+        if len(audits) > 1:
+            print()
+    if len(audits) > 1:
+        print("Verdicts: " + "; ".join(f"{_scope_title(k)} {a.verdict} ({len(a.failed)} "
+                                       f"failed, {len(a.unsure)} unsure)"
+                                       for k, a in audits.items()))
     if out is not None:
         import json
 
         from tomstats._io import atomic_open
 
         with atomic_open(out, "w", encoding="utf-8") as fh:
-            json.dump(audit.to_dict(), fh, indent=1)
-    if audit.failed:
-        print(f"tomstats stories audit: {len(audit.failed)} of {len(audit.checks)} checks "
-              f"failed ({len(audit.unsure)} unsure)", file=sys.stderr)
+            json.dump(audits["all"].to_dict() if list(audits) == ["all"] else
+                      {k: a.to_dict() for k, a in audits.items()}, fh, indent=1)
+    failed = {k: a for k, a in audits.items() if a.failed}
+    if failed:
+        print("tomstats stories audit: " + "; ".join(
+            f"{_scope_title(k)}: {len(a.failed)} of {len(a.checks)} checks failed "
+            f"({len(a.unsure)} unsure)" for k, a in failed.items()), file=sys.stderr)
         return 4
     return 0
+
+
+def _scope_title(scope: str) -> str:
+    return "all lengths pooled" if scope == "all" else f"{scope} words"
 
 
 def _need(d: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:

@@ -9,7 +9,9 @@ S2 thinks T is?", and optionally the world-model questions. Within each context 
 scenarios cycle (:data:`~tomstats.stories.plot.CYCLE`: half true beliefs at orders 1 and 2,
 order-2 answers that differ from every simpler question's in 8 stories of 24) and the
 scenario's places rotate through the locations, so each location is each answer equally
-often. Gold answers always come from the belief tracker — its integer-coded form
+often. With ``within_story`` a story is drawn once per replicate and told at every
+context length instead (a length ladder, :mod:`tomstats.stories.ladder`). Gold answers
+always come from the belief tracker — its integer-coded form
 :mod:`tomstats.stories.coded_tracker`, which gives the answers of the readable
 :func:`tomstats.stories.beliefs.belief` and :func:`tomstats.stories.questions.wm_answer`
 (tested) — and are cross-checked against the scenario's expected answers.
@@ -34,6 +36,7 @@ from tomstats.stories.coded_tracker import (
     wm_answer_fast,
 )
 from tomstats.stories.items import Item
+from tomstats.stories.ladder import ANCHORS, grow_story, words_after_block
 from tomstats.stories.narrative import NaturalSetting, listing, natural_setting
 from tomstats.stories.plot import (
     EXTRA_UNSEEN,
@@ -135,6 +138,25 @@ def _check_design_args(n_per_cell: int, seed: int, contexts: Sequence[int],
         raise ValueError(f"true_belief_share must be 0, 0.5 or 1, got {true_belief_share!r}")
 
 
+def _check_ladder_args(within_story: bool, anchor: str, contexts: Sequence[int],
+                       host_text: str | None) -> None:
+    if not isinstance(within_story, bool):
+        raise ValueError(f"within_story must be True or False, got {within_story!r}")
+    if anchor not in ANCHORS:
+        raise ValueError(f"ladder_anchor must be one of {ANCHORS}, got {anchor!r}")
+    if not within_story:
+        if anchor != "relative":
+            raise ValueError(f"ladder_anchor={anchor!r} needs within_story=True (it places "
+                             f"the critical block of a length ladder)")
+        return
+    if len(contexts) < 2:
+        raise ValueError(f"within_story needs two context lengths or more (a ladder tells "
+                         f"each story at every length), got contexts={list(contexts)!r}")
+    if host_text is not None and anchor != "relative":
+        raise ValueError(f"ladder_anchor={anchor!r} cannot be kept with host_text: weaving "
+                         f"spreads the story's sentences through the host text itself")
+
+
 def build_design_items(n_per_cell: int, seed: int,
                        contexts: Sequence[int] = DEFAULT_CONTEXTS,
                        orders: Sequence[int] = DEFAULT_ORDERS, setting: str = "rooms", *,
@@ -143,6 +165,7 @@ def build_design_items(n_per_cell: int, seed: int,
                        question_types: Sequence[str] = ("tom",),
                        true_belief_share: float = 0.5, host_text: str | None = None,
                        tolerance: float = 0.02, tellings: int = 3,
+                       within_story: bool = False, ladder_anchor: str = "relative",
                        progress: bool | None = None) -> list[Item]:
     """Build the context-length × ToM-order item set (the paper's 5×3 design, for real).
 
@@ -196,7 +219,24 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         of stories is told this many times, each telling with its own random stream and
         the same scenario, places, cast and join places, and the telling whose
         false-belief answers the audit's learned adversary (cross-fitted by pair) finds
-        least is kept; ``metadata["selection"]`` records it. 1: no selection.
+        least is kept; ``metadata["selection"]`` records it. 1: no selection. With
+        ``within_story`` a telling is a whole ladder (both versions at every length) and
+        its score is summed over the ladder's steps, so one telling is kept per ladder.
+    within_story : bool
+        Length ladders (:mod:`tomstats.stories.ladder`): each story is told at every
+        length in ``contexts`` — the same characters, places, events, critical block,
+        questions and gold answers —, drawn once at the shortest length and grown with
+        sentences that move no one. ``n_per_cell`` ladders; the items of a story share
+        ``metadata["story_id"]`` (``"{setting}-s{seed}-l{replicate}"``) across lengths
+        and record ``metadata["ladder"]``: ``step`` (0 = shortest), ``lengths``,
+        ``anchor``, ``position`` (the target share of free words before the block, drawn
+        per ladder when ``critical_position`` is ``None``) and ``words_after_block``.
+        Needs two lengths or more.
+    ladder_anchor : {"relative", "end"}
+        ``within_story``: where the grown words go. ``"relative"`` keeps the block's share
+        of the free words before it; ``"end"`` keeps the words after the block (the
+        shortest step's) and puts every new word before it. Not with ``host_text``
+        (weaving places the story's sentences itself).
     progress : bool or None
         Show a progress bar (``None``: only when stderr is a terminal).
 
@@ -204,7 +244,8 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
     -------
     list of Item
         Ordered by context, story, order; ``item_id`` is
-        ``"{setting}-s{seed}-w{context}-r{replicate}-o{order}"``.
+        ``"{setting}-s{seed}-w{context}-r{replicate}-o{order}"`` (a ladder's
+        ``"{setting}-s{seed}-w{context}-l{replicate}-o{order}"``).
 
     Examples
     --------
@@ -216,6 +257,7 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
     """
     _check_design_args(n_per_cell, seed, contexts, orders, n_characters, mislead_distance,
                        critical_position, question_types, true_belief_share)
+    _check_ladder_args(within_story, ladder_anchor, contexts, host_text)
     if not isinstance(tellings, int) or isinstance(tellings, bool) or tellings < 1:
         raise ValueError(f"tellings must be a positive integer, got {tellings!r}")
     st = natural_setting(setting)
@@ -238,12 +280,14 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         if have < need * 1.05:
             raise ValueError(f"host_text has {have} words; weaving up to {max(contexts)} "
                              f"words needs about {math.ceil(need * 1.05)}")
-    jobs = [(c, r) for c in contexts for r in range(n_per_cell)]
+    # a length ladder draws its stories once ("ladder" in their seeds) for every length
+    keys: Sequence[int | str] = ("ladder",) if within_story else contexts
+    jobs = [(c, r) for c in keys for r in range(n_per_cell)]
     extra_q = [q for q in question_types if q != "tom"]
     tom_orders = list(orders) if "tom" in question_types else []
-    kinds: dict[tuple[int, str], int] = {}
-    ff_seen: dict[tuple[int, str], int] = {}
-    groups: dict[tuple[int, int], list[dict[str, object]]] = {}
+    kinds: dict[tuple[int | str, str], int] = {}
+    ff_seen: dict[tuple[int | str, str], int] = {}
+    groups: dict[tuple[int | str, int], list[dict[str, object]]] = {}
     for context, r in jobs:
         scenario = _scenario(r, true_belief_share)
         # the two versions of a pair (stories 2i, 2i + 1: one true, one false belief at
@@ -278,7 +322,8 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
     from tqdm.auto import tqdm
 
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    bar = tqdm(total=len(jobs) * tellings, desc="stories", disable=not show, unit="story")
+    bar = tqdm(total=len(jobs) * tellings, desc="ladders" if within_story else "stories",
+               disable=not show, unit="ladder" if within_story else "story")
     told_sets: list[list[list[Item]]] = []
     numbers: list[list[int]] = []  # the tellings that fit, per pair
     for plans in groups.values():
@@ -295,7 +340,8 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
                                            critical_position=critical_position,
                                            mislead_distance=mislead_distance,
                                            tolerance=tolerance,
-                                           paired=true_belief_share == 0.5))
+                                           paired=true_belief_share == 0.5,
+                                           anchor=ladder_anchor))
             except ValueError:
                 if v == 0:
                     raise
@@ -311,6 +357,9 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         sel = {"tellings": len(told), "kept": nums[v], "score": round(score, 4)}
         items.extend(dataclasses.replace(it, metadata={**it.metadata, "selection": sel})
                      for it in told[v])
+    if within_story:  # by context, then story and order, as the between-story design
+        rank = {c: i for i, c in enumerate(contexts)}
+        items.sort(key=lambda it: rank[it.context_words])
     return items
 
 
@@ -318,24 +367,24 @@ def _tell_items(st: NaturalSetting, plan: dict[str, object], telling: int, *, se
                 setting: str, n_characters: int, host: list[str] | None,
                 contexts: Sequence[int], tom_orders: Sequence[int], extra_q: Sequence[str],
                 critical_position: float | None, mislead_distance: int, tolerance: float,
-                paired: bool) -> list[Item]:
+                paired: bool, anchor: str = "relative") -> list[Item]:
     """The items of one story of the design, told with the random stream of ``telling``
     (0: the story's own seed and ``plan``'s unseen moves and join places). Every telling
     keeps ``plan``'s scenario, places, cast and the belief answers' join status; a later
     telling shifts the number of ``T``'s unseen moves along
     :data:`~tomstats.stories.plot.EXTRA_UNSEEN` by ``2 * telling`` and draws the other
-    join places anew."""
+    join places anew. A ladder's plan (``plan["context"] == "ladder"``) gives the items of
+    every step (:func:`_tell_ladder`)."""
+    tell_seed, extra, joins = _telling(st, plan, telling)
+    kw = dict(seed=seed, setting=setting, n_characters=n_characters, host=host,
+              tom_orders=tom_orders, extra_q=extra_q, mislead_distance=mislead_distance,
+              tolerance=tolerance, paired=paired)
+    if plan["context"] == "ladder":
+        return _tell_ladder(st, plan, tell_seed, extra, joins, contexts=contexts,
+                            critical_position=critical_position, anchor=anchor, **kw)
     context, r, pair = int(plan["context"]), int(plan["r"]), int(plan["pair"])
-    story_seed = int(plan["story_seed"])
-    tell_seed = story_seed if telling == 0 else derive_seed(story_seed, "telling", telling)
     prefix = f"{setting}-s{seed}-w{context}-r{r:04d}"
     told = context if host is None else min(contexts)
-    extra, joins = int(plan["extra"]), plan["joins"]
-    if telling:  # another number of unseen moves, other join places but the answers'
-        if plan["varied"]:
-            extra = EXTRA_UNSEEN[(EXTRA_UNSEEN.index(extra) + 2 * telling) % len(EXTRA_UNSEEN)]
-        joins = _join_places(st, random.Random(derive_seed(story_seed, "joins", telling)),
-                             plan["places"], str(plan["scenario"]), pair % 3 == 0)
     ps = _tell(st, CHARACTERS[:n_characters], str(plan["scenario"]), told, tell_seed,
                places=plan["places"], critical_position=critical_position,
                mislead_distance=mislead_distance, tolerance=tolerance,
@@ -345,18 +394,88 @@ def _tell_items(st: NaturalSetting, plan: dict[str, object], telling: int, *, se
     plan.setdefault("block_words", ps.block_words)  # the other tellings start from it
     meta = {"design_seed": seed, "critical_position_target": critical_position}
     if host is not None:
-        wrng = random.Random(derive_seed(tell_seed, "weave", r))
         meta["critical_position_story"] = ps.critical_position
-        ps = dataclasses.replace(
-            ps, text=weave(ps.text, host, context, wrng, tolerance=tolerance),
-            object_text=None if ps.object_text is None else
-            weave(ps.object_text, host, context, wrng, tolerance=tolerance),
-            critical_position=None)
+        ps = _woven(ps, host, context, random.Random(derive_seed(tell_seed, "weave", r)),
+                    tolerance)
     return plot_items(ps, st, tom_orders, extra_q, item_prefix=prefix,
                       characters=CHARACTERS[:n_characters], seed=tell_seed,
                       target_words=context, metadata=meta,
                       pair_prefix=f"{setting}-s{seed}-w{context}-p{pair:04d}"
                       if paired else "")
+
+
+def _telling(st: NaturalSetting, plan: dict[str, object], telling: int
+             ) -> tuple[int, int, list[str]]:
+    """The seed, the number of ``T``'s unseen moves and the join places of ``telling``."""
+    story_seed, pair = int(plan["story_seed"]), int(plan["pair"])
+    tell_seed = story_seed if telling == 0 else derive_seed(story_seed, "telling", telling)
+    extra, joins = int(plan["extra"]), list(plan["joins"])
+    if telling:  # another number of unseen moves, other join places but the answers'
+        if plan["varied"]:
+            extra = EXTRA_UNSEEN[(EXTRA_UNSEEN.index(extra) + 2 * telling) % len(EXTRA_UNSEEN)]
+        joins = _join_places(st, random.Random(derive_seed(story_seed, "joins", telling)),
+                             plan["places"], str(plan["scenario"]), pair % 3 == 0)
+    return tell_seed, extra, joins
+
+
+def _woven(ps: PlotStory, host: list[str], context: int, rng: random.Random,
+           tolerance: float) -> PlotStory:
+    """``ps`` woven into the host text up to ``context`` words (its object telling too)."""
+    return dataclasses.replace(
+        ps, text=weave(ps.text, host, context, rng, tolerance=tolerance),
+        object_text=None if ps.object_text is None else
+        weave(ps.object_text, host, context, rng, tolerance=tolerance),
+        critical_position=None)
+
+
+def _tell_ladder(st: NaturalSetting, plan: dict[str, object], tell_seed: int, extra: int,
+                 joins: list[str], *, seed: int, setting: str, n_characters: int,
+                 host: list[str] | None, contexts: Sequence[int], tom_orders: Sequence[int],
+                 extra_q: Sequence[str], critical_position: float | None,
+                 mislead_distance: int, tolerance: float, paired: bool,
+                 anchor: str) -> list[Item]:
+    """The items of one story at every length of its ladder (:mod:`tomstats.stories.\
+ladder`): told once at the shortest length, each longer step grown from the one before with
+    sentences that move no one (woven into the host text instead, when there is one)."""
+    r, pair = int(plan["r"]), int(plan["pair"])
+    chars = CHARACTERS[:n_characters]
+    objects = "wm_object" in extra_q
+    lengths = sorted(contexts)
+    pos = critical_position if critical_position is not None else \
+        random.Random(derive_seed(tell_seed, "position")).random()
+    ps = _tell(st, chars, str(plan["scenario"]), lengths[0], tell_seed,
+               places=plan["places"], critical_position=pos,
+               mislead_distance=mislead_distance, tolerance=tolerance, objects=objects,
+               handling=host is None, extra_unseen=extra, cast=plan["cast"],
+               join_places=joins, block_words=plan.get("block_words"), lively=True)
+    plan.setdefault("block_words", ps.block_words)
+    story_id = f"{setting}-s{seed}-l{r:04d}"
+    items: list[Item] = []
+    step = ps
+    for i, context in enumerate(lengths):
+        ladder = {"step": i, "lengths": lengths, "anchor": anchor,
+                  "position": round(pos, 4)}
+        meta = {"design_seed": seed, "critical_position_target": critical_position,
+                "ladder": ladder}
+        if host is not None:
+            meta["critical_position_story"] = ps.critical_position
+            told = _woven(ps, host, context,
+                          random.Random(derive_seed(tell_seed, "weave", r, context)), tolerance)
+        else:
+            if i:
+                step = grow_story(step, st, chars, context,
+                                  rng=random.Random(derive_seed(tell_seed, "ladder", context)),
+                                  anchor=anchor, critical_position=pos, tolerance=tolerance,
+                                  objects=object_names(st, n_characters) if objects else None)
+            ladder["words_after_block"] = words_after_block(step)
+            told = step
+        items += plot_items(told, st, tom_orders, extra_q,
+                            item_prefix=f"{setting}-s{seed}-w{context}-l{r:04d}",
+                            characters=chars, seed=tell_seed, target_words=context,
+                            metadata=meta, story_id=story_id,
+                            pair_prefix=f"{setting}-s{seed}-w{context}-lp{pair:04d}"
+                            if paired else "")
+    return items
 
 
 def _join_places(st: NaturalSetting, rng: random.Random, places: Sequence[str],
@@ -419,6 +538,9 @@ def object_names(st: NaturalSetting, n: int) -> tuple[str, ...]:
 #: fewer sentences that move no one (a long block, or its object telling, fits a short
 #: length), each with a fresh random stream.
 _DENSITIES = (1.0, 1.0, 0.6, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+#: The same for the shortest step of a length ladder (``lively``): sparser from the start,
+#: so that the observers' moves after the block fit.
+_LIVELY_DENSITIES = (0.6, 0.6, 0.3, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: int,
@@ -426,14 +548,18 @@ def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: 
           tolerance: float, objects: bool, places: Sequence[str],
           handling: bool = True, extra_unseen: int = 0, cast: Sequence[str] | None = None,
           join_places: Sequence[str] | None = None,
-          block_words: float | None = None) -> PlotStory:
+          block_words: float | None = None, lively: bool = False) -> PlotStory:
     """Tell a story, retrying with other decor densities when it does not fit
     (``block_words``: an estimate of the critical block's words, from another telling)."""
     last: ValueError | None = None
     # a short story that cannot hold T's extra unseen moves gets fewer
-    tries = [(a, d, extra_unseen) for a, d in enumerate(_DENSITIES)]
-    tries += [(a, 0.0, e) for e in range(extra_unseen - 1, -1, -1) for a in range(3)]
-    for attempt, density, extra in tries:
+    tries = [(a, d, extra_unseen, lively) for a, d in enumerate(_LIVELY_DENSITIES if lively
+                                                                   else _DENSITIES)]
+    tries += [(a, 0.0, e, lively) for e in range(extra_unseen - 1, -1, -1) for a in range(3)]
+    if lively:  # a long block at a short length: the moves of a plain story
+        tries += [(a, d, extra_unseen, False) for a, d in enumerate(_DENSITIES)]
+        tries += [(a, 0.0, e, False) for e in range(extra_unseen - 1, -1, -1) for a in range(3)]
+    for attempt, density, extra, live in tries:
         # (the first tries' streams do not depend on the scenario: the two versions of a
         # pair share their beginning)
         key = (attempt,) if extra == extra_unseen else (attempt, extra)
@@ -442,7 +568,7 @@ def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: 
         kw = dict(critical_position=pos, mislead_distance=mislead_distance,
                   tolerance=tolerance, density=density, places=places, handling=handling,
                   objects=object_names(st, len(characters)) if objects else None,
-                  extra_unseen=extra, cast=cast, join_places=join_places)
+                  extra_unseen=extra, cast=cast, join_places=join_places, lively=live)
         try:
             ps = tell_story(st, characters, scenario, target, rng=rng,
                             block_words=block_words if attempt == 0 else None, **kw)
@@ -498,9 +624,10 @@ def answer_reach(ps: PlotStory, answer: str | None) -> tuple[str, int]:
 def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
                extra: Sequence[str], *, item_prefix: str, characters: Sequence[str],
                seed: int, target_words: int,
-               metadata: dict[str, object] | None = None, pair_prefix: str = "") -> list[Item]:
+               metadata: dict[str, object] | None = None, pair_prefix: str = "",
+               story_id: str | None = None) -> list[Item]:
     """The questions about one told story, answers from the tracker (checked against the
-    scenario's)."""
+    scenario's); ``metadata["story_id"]`` is ``story_id`` (default ``item_prefix``)."""
     roles = ps.roles
     s1, s2, t = roles["S1"], roles["S2"], roles["T"]
     world = World(tuple(characters), st.locations, st.edges,
@@ -518,7 +645,7 @@ def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
     sb = Storyboard(tuple(characters), st.locations, st.edges, (), len(ps.events), st.hub,
                     setting=st.name, name=f"plot_{ps.scenario}", roles=dict(roles))
     n_words = word_count(ps.text)
-    meta = {**(metadata or {}), "story_id": item_prefix, "roles": dict(roles),
+    meta = {**(metadata or {}), "story_id": story_id or item_prefix, "roles": dict(roles),
             "scenario": ps.scenario, "storyboard": sb.to_dict(),
             "events": [[e.time, e.actor, e.location, e.source] for e in ps.events],
             "critical_span": list(ps.critical_span), "instructions": st.instructions,

@@ -165,6 +165,13 @@ MAX_MOVE_RUN = 4
 EXTRA_UNSEEN = (0, 1, 2, 3, 4)
 
 _MAX_STEPS = 8
+#: ``lively`` stories: moves each observer makes after the block (into places the sentence
+#: names, where it can), as many as the told-destination rules look back
+#: (:mod:`tomstats.stories.audit_rules`: the 1st to 3rd last).
+LIVELY_TAIL = 3
+
+#: A sentence's mark: the event it tells (-1: none), the characters and the places it names.
+Mark = tuple[int, tuple[str, ...], tuple[str, ...]]
 
 #: Scenarios in the order a design cell cycles through them (story ``r`` takes slot
 #: ``r % 8``, and of a slot's alternatives the ``(r // 8) % 3``-th): true beliefs are half
@@ -224,6 +231,16 @@ class PlotStory:
     object_cast : tuple of str or None
         The characters whose objects the object telling names and moves (a tight length
         leaves out filler characters' objects whole); ``None`` without an object telling.
+    sentences : tuple of str
+        The sentences of ``text`` (the opening first).
+    marks : tuple of (int, tuple of str, tuple of str)
+        Per sentence: the event it tells (``-1``: it moves no one) and the characters and
+        places it counts as named (the naming balance).
+    block_sentences : (int, int)
+        The critical block as a slice of ``sentences``: from the first sentence after the
+        words before it to the sentence of ``T``'s final move.
+    object_sentences : tuple of str
+        The sentences of ``object_text`` (empty without it).
     """
 
     events: tuple[Event, ...]
@@ -240,6 +257,10 @@ class PlotStory:
     join_places: tuple[str, ...] = ()
     extra_unseen: int = 0
     object_cast: tuple[str, ...] | None = None
+    sentences: tuple[str, ...] = ()
+    marks: tuple[Mark, ...] = ()
+    block_sentences: tuple[int, int] = (0, 0)
+    object_sentences: tuple[str, ...] = ()
 
 
 class _Teller:
@@ -276,16 +297,22 @@ class _Teller:
         self.run = 0  # move sentences in a row
         self.said: set[str] = set()  # no sentence is told twice
         self.wsets = [word_set(self.sents[0])]  # word sets of the sentences
+        # per sentence: the event it tells (-1: none) and the characters and places it
+        # counts as named (:func:`tomstats.stories.ladder.grow_story` replays them)
+        self.marks: list[Mark] = [(-1, (), ())]
 
     # ---- primitives
     def say(self, s: str, *, move: bool = False) -> None:
         self.said.add(s)
         self.sents.append(s)
+        self.marks.append((len(self.events) - 1 if move else -1, (), ()))
         self.wsets.append(word_set(s))
         self.words += len(s.split())
         self.run = self.run + 1 if move else 0
 
     def _count(self, s: str, who: Sequence[str], places: Sequence[str]) -> None:
+        """Count the names of the sentence just said (and record them in its mark)."""
+        self.marks[-1] = (self.marks[-1][0], tuple(who), tuple(places))
         for c in who:
             self.named[c] += 1
             for p in places:
@@ -359,11 +386,11 @@ class _Teller:
                     joins = ()
             s = self.ph.joins(who, joins) if joins else self.ph.move(who, dest, plain=bool(k % 2))
         self.told.append(joins)
+        self.say(s, move=True)
         if joins:
             self._count(s, (who, *joins), ())
         else:
             self._count(s, (who,), (dest,))
-        self.say(s, move=True)
         return t
 
     def can_enter(self, who: str, dest: str) -> bool:
@@ -495,7 +522,7 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                places: Sequence[str] | None = None,
                block_words: float | None = None, handling: bool = True,
                extra_unseen: int = 0, cast: Sequence[str] | None = None,
-               join_places: Sequence[str] | None = None) -> PlotStory:
+               join_places: Sequence[str] | None = None, lively: bool = False) -> PlotStory:
     """Tell one design story of ``target_words`` ± ``tolerance`` (see the module docstring).
 
     Parameters
@@ -535,6 +562,16 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     join_places : sequence of str, optional
         The story's join places (default: each location with probability
         :data:`P_JOIN_PLACE`).
+    lively : bool
+        ``T`` moves once before the block (outside it, not into the scenario's final
+        place of ``T``) if it has not moved yet, an
+        observer's warm-up move avoids its first scripted destination, and ``S1`` and
+        ``S2`` move up to :data:`LIVELY_TAIL` times each after the block, as the length
+        allows (never into an asked place), however
+        short the story: the told moves of the questioned characters then do not start at
+        the meeting nor end at their last scripted step, as in a long story. The shortest
+        step of a length ladder (:mod:`tomstats.stories.ladder`), whose events every
+        longer step keeps, is told so.
 
     Raises
     ------
@@ -554,12 +591,19 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     # the same for every scenario, so the two versions of a story share its beginning
     block_moves = 3 + 2 * _MAX_STEPS + mislead_distance
     reserve = (block_moves * 8 * (1 + 0.9 * density) if block_words is None
-               else block_words) + 40
+               else block_words) + 40 + (2 * LIVELY_TAIL * 9 if lively else 0)
     free = max(0.0, target_words - tl.words - reserve)
     stop_before = tl.words + critical_position * free
     while tl.words + 8 < stop_before:
         tl.beat("before")
-    pre_words = tl.words
+    if lively and not any(e.actor == t for e in tl.events):
+        # into a named place, where it can, and not the scenario's final place of T (named
+        # twice with T, it would be the place most named with T in a short story)
+        final_place = [] if places is None else [places[sc.answers["reality"]]]
+        if not tl.key_move(t, avoid=sorted({*hidden, *final_place})):
+            tl.key_move(t, avoid=final_place)
+        tl.decor_run(0.6)
+    pre_words, pre_sents = tl.words, len(tl.sents)
     if places is None:
         places = _key_places(st, tl, rng)
     else:
@@ -573,7 +617,10 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     for c in (s1, s2):  # observers have been somewhere before the meeting, mostly
         if not tl.plain and not any(e.actor == c for e in tl.events) \
                 and rng.random() < P_WARM_UP:
-            tl.key_move(c, avoid=[places[0]])
+            # (lively: not where its first scripted step leads, which would make that
+            # place its first told destination as well)
+            first_step = [places[i] for r, i in sc.steps if r == code[c]][:1] if lively else []
+            tl.key_move(c, avoid=[places[0], *first_step])
     for c in (s1, s2, t):
         nxt = next((places[i] for r, i in sc.steps if r == code[c]), None)
         for _ in range(3):
@@ -658,9 +705,17 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
         wander(path)
     expected["reality"] = tl.pos[t]
     final = len(tl.events) - 1
+    block_sents = (pre_sents, len(tl.sents))
     block_words = tl.words - pre_words
     asked = {expected[k] for k in ("reality", "S1", "S2", "S1S2")}
     safe = {s1: asked, s2: asked}
+    if lively:  # the observers' last told destinations are not their scripted ones
+        for c in rng.sample([s1, s2] * LIVELY_TAIL, 2 * LIVELY_TAIL):
+            if tl.words + 27 > hi:  # room for the move and the two remarks about T
+                break
+            tl.decor_run(0.3)
+            if not tl.key_move(c, avoid=sorted(asked | hidden)):
+                tl.key_move(c, avoid=sorted(asked))
     tail_about = 0
     while tl.words + 40 < lo:
         if tl.plain:  # the shortest telling moves no one after the block
@@ -681,13 +736,16 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     outside = tl.words - len(tl.sents[0].split()) - block_words
     pos = (pre_words - len(tl.sents[0].split())) / outside if outside > 0 else 0.0
     mislead = max(0, final - seen_time - 1) if sc.order1 == "false" else 0
-    obj_text, obj_told = None, None
+    obj_sents: list[str] = []
+    obj_told = None
     if objects is not None:
-        obj_text, obj_told = _object_text(st, characters, objects, tl.events, lo, hi, rng,
-                                          t, tl.key)
-    return PlotStory(tuple(tl.events), " ".join(tl.sents), obj_text, roles, scenario,
+        obj_sents, obj_told = _object_text(st, characters, objects, tl.events, lo, hi, rng,
+                                           t, tl.key)
+    return PlotStory(tuple(tl.events), " ".join(tl.sents),
+                     " ".join(obj_sents) if objects is not None else None, roles, scenario,
                      expected, (first, final), round(pos, 4), mislead, block_words,
-                     tuple(tl.told), tuple(sorted(hidden)), len(path), obj_told)
+                     tuple(tl.told), tuple(sorted(hidden)), len(path), obj_told,
+                     tuple(tl.sents), tuple(tl.marks), block_sents, tuple(obj_sents))
 
 
 def _fit(tl: _Teller, lo: int, hi: int) -> None:
@@ -703,6 +761,7 @@ def _fit(tl: _Teller, lo: int, hi: int) -> None:
                 break
             tl.sents.pop()
             tl.wsets.pop()
+            tl.marks.pop()
             tl.words = saved[1]
         else:
             s = tl.ph.fill(max(1, lo - tl.words), room)
@@ -730,8 +789,8 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
 
     Returns
     -------
-    (str, tuple of str)
-        The text and the characters whose objects it tells.
+    (list of str, tuple of str)
+        The sentences and the characters whose objects it tells.
     """
     names = dict(zip(characters, objects, strict=False))
     ph = Phrases(st, rng)
@@ -780,6 +839,18 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
             if words + len(s.split()) <= hi:
                 out.append(s)
                 words += len(s.split())
+    return pad_object_sentences(out, st, [names[c] for c in told], lo, hi, ph), tuple(told)
+
+
+def pad_object_sentences(sents: Sequence[str], st: NaturalSetting, objects: Sequence[str],
+                         lo: int, hi: int, ph: Phrases) -> list[str]:
+    """``sents`` (an object telling) with place notes and remarks about ``objects`` that
+    move nothing inserted until it has ``lo`` … ``hi`` words: first where they break the
+    longest run of move sentences (:data:`MAX_MOVE_RUN` or more), then anywhere after the
+    opening; no sentence is told twice nor nearly repeats one within ten."""
+    rng, movers = ph.rng, ph.movers()
+    out = list(sents)
+    words = sum(len(x.split()) for x in out)
     tries = 0
     said = set(out)
     while words < lo and tries < 5000:
@@ -788,7 +859,7 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
             s = ph.note(rng.choice(st.locations))
         else:  # a remark about a thing and a place that moves nothing
             s = rng.choice(OBJECT_REMARKS).format(p=rng.choice(movers),
-                                                  x=names[rng.choice(told)],
+                                                  x=rng.choice(objects),
                                                   l=st.text(rng.choice(st.locations)))
         if s in said:
             continue
@@ -803,7 +874,7 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
         words += len(s.split())
     if words < lo:
         raise ValueError(f"could not pad the object story to {lo} words")
-    return " ".join(out), tuple(told)
+    return out
 
 
 def _longest_gap(sents: Sequence[str]) -> int | None:
