@@ -5,9 +5,9 @@ A shown example is a ``console`` block that opens with one ``$ tomstats …`` co
 (continuation lines joined) and goes on with what it prints. Each command runs in a scratch
 folder that sees the repository's ``data/``, ``models/`` and ``simulations/`` and the
 ``../shared/data`` folder beside it, so files it writes (``--out``) land there; an input
-that an earlier command of the page writes (``tomstats fit … --out fit.nc`` before
-``simulate --posterior fit.nc``) is made first by that command, unless ``--scratch DIR``
-already holds it.
+that another command of the page writes (``tomstats fit … --out fit.nc`` before
+``simulate --posterior fit.nc``) is made first by that command, and that command's own inputs
+before it, unless ``--scratch DIR`` already holds them.
 
     python docs/update_examples.py docs/analysing-logs.md           # rewrite the outputs
     python docs/update_examples.py docs/analysing-logs.md --check   # exit 1 on a difference
@@ -98,12 +98,18 @@ def page_commands(text: str) -> list[tuple[str, ...]]:
     return out
 
 
-def prepare(example: Example, text: str, scratch: Path) -> None:
-    """Run the page's commands that write an input of ``example`` absent from ``scratch``."""
+def prepare(example: Example, text: str, scratch: Path,
+            _making: frozenset[str] = frozenset()) -> None:
+    """Run the page's commands that write an input of ``example`` absent from ``scratch``,
+    each after the commands that write its own inputs (``evaluate --items items.jsonl --out
+    run.jsonl`` after ``stories --out items.jsonl``)."""
     writers = {w[w.index("--out") + 1]: w for w in page_commands(text) if "--out" in w}
     for arg in example.argv[2:]:
-        if arg in writers and writers[arg] != example.argv and not (scratch / arg).exists():
-            run(Example(writers[arg], "", 0, 0), scratch)
+        if (arg in writers and writers[arg] != example.argv and arg not in _making
+                and not (scratch / arg).exists()):
+            writer = Example(writers[arg], "", 0, 0)
+            prepare(writer, text, scratch, _making | {arg})
+            run(writer, scratch)
 
 
 def scratch_folder(root: Path) -> Path:
@@ -132,12 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     with tempfile.TemporaryDirectory() as tmp:
         scratch = args.scratch or scratch_folder(Path(tmp))
-        new = text
-        for ex in reversed(found):
+        outputs = []
+        for ex in found:  # in the page's order: a command may read what an earlier one wrote
             prepare(ex, text, scratch)
-            got = run(ex, scratch)
+            outputs.append(run(ex, scratch))
+        new = text
+        for ex, got in reversed(list(zip(found, outputs, strict=True))):  # offsets hold
             if differences(ex.output, got):
-                stale.append(ex.command)
+                stale.insert(0, ex.command)
                 new = new[: ex.start] + got + new[ex.end:]
     for c in stale:
         print(f"{'differs' if args.check else 'updated'}: {c}", file=sys.stderr)

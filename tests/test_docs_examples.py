@@ -70,6 +70,9 @@ def test_smollm2_model_file_agrees_with_the_data_readme():
 #: ``python docs/update_examples.py PAGE`` rewrites them. Pages whose examples need minutes
 #: (MCMC fits) are not listed.
 OUTPUT_PAGES = ("analysing-logs.md", "contrasts.md")
+#: Pages whose shown outputs take minutes (GLMM power runs: each study size and story
+#: design compiles its own program), checked the same way in the slow set.
+SLOW_OUTPUT_PAGES = ("planning.md",)
 
 
 def _update_examples():
@@ -89,8 +92,21 @@ def _update_examples():
 @pytest.mark.parametrize("page", OUTPUT_PAGES)
 def test_shown_outputs_are_the_commands(page, tmp_path):
     """Each shown output is what its command prints now (the shipped log's ANOVA and
-    contrasts, the shared StorySim tables' summaries and ANOVAs, a refusal's message); an
-    input that an earlier command of the page writes (a fit) is made first."""
+    contrasts, the shared StorySim tables' summaries and ANOVAs, a baseline run on length
+    ladders, a refusal's message); an input that another command of the page writes (a fit,
+    a log and the items it answers) is made first."""
+    _check_shown_outputs(page, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", SLOW_OUTPUT_PAGES)
+def test_slow_shown_outputs_are_the_commands(page, tmp_path):
+    """The planning page's between- against within-story comparison (GLMM power runs at two
+    parameter sets, about 3 to 5 minutes on two CPUs), checked as the pages above."""
+    _check_shown_outputs(page, tmp_path)
+
+
+def _check_shown_outputs(page: str, tmp_path: Path) -> None:
     ue = _update_examples()
     text = (REPO / "docs" / page).read_text(encoding="utf-8")
     found = ue.examples(text)
@@ -109,6 +125,28 @@ def test_shown_outputs_are_the_commands(page, tmp_path):
     assert not stale, (f"{page}: outputs differ from the commands' (rewrite them with "
                        f"`python docs/update_examples.py docs/{page}`): {stale}")
     assert len(skipped) < len(found), "every example needs ../shared/data, which is absent"
+
+
+def test_inputs_are_made_by_their_writers_in_order(tmp_path, monkeypatch):
+    """An example's input that a command of the page writes is made first, and that
+    command's own input before it (the items before the log that answers them)."""
+    ue = _update_examples()
+    text = ("```console\n$ tomstats stories --out items.jsonl --seed 0\n```\n"
+            "```console\n$ tomstats evaluate --items items.jsonl --out run.jsonl\n```\n"
+            "```console\n$ tomstats summarize run.jsonl\nTABLE\n```\n")
+    ran = []
+
+    def fake_run(example, scratch):
+        ran.append(example.argv[1])
+        (scratch / example.argv[example.argv.index("--out") + 1]).write_text("x")
+        return ""
+
+    monkeypatch.setattr(ue, "run", fake_run)
+    (ex,) = ue.examples(text)
+    ue.prepare(ex, text, tmp_path)
+    assert ran == ["stories", "evaluate"]
+    ue.prepare(ex, text, tmp_path)  # both files there: nothing is run again
+    assert ran == ["stories", "evaluate"]
 
 
 def test_example_parser_finds_commands_and_outputs():

@@ -318,3 +318,70 @@ def test_analysing_logs_prose_quotes_the_shown_anova():
     low, high = (100 * float(v) for v in " ".join(ctx[7:9]).strip("[]").split(", "))
     assert agrees(lo, low) and agrees(hi, high), (lo, hi, low, high)
     assert agrees(eta_res, 100 * float(res[6]))
+
+
+def _shown_output(page: Path, command: str) -> str:
+    """The output a page shows under ``$ COMMAND`` (continuation lines joined), which
+    tests/test_docs_examples.py compares with the command's."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("update_examples",
+                                                  REPO / "docs" / "update_examples.py")
+    ue = sys.modules.get("update_examples")
+    if ue is None:
+        ue = importlib.util.module_from_spec(spec)
+        sys.modules["update_examples"] = ue
+        spec.loader.exec_module(ue)
+    (ex,) = [e for e in ue.examples(page.read_text(encoding="utf-8")) if e.command == command]
+    return ex.output
+
+
+def test_planning_story_designs_prose_reads_the_shown_table():
+    """docs/planning.md's reading of the between/within comparison (the table itself is the
+    command's, tests/test_docs_examples.py, slow set): at the paper's parameters the ladders
+    need fewer questions for the context effect and no more for the interaction; at the
+    SmolLM2 calibration no size reaches 80 %; ladders need a fifth of the stories per size."""
+    out = _shown_output(PLANNING, "tomstats power simulations/power.toml "
+                                  "--compare-story-designs simulations/smollm2-calibrated.toml "
+                                  "--along questions_per_cell=6,12,24 --test glmm-wald:alpha "
+                                  "--test glmm-wald:delta --n-llms 5 --replicates 200 "
+                                  "--out story-designs/")
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"(power|smollm2-calibrated)\s+(glmm-wald:\w+)\s+(between|within)\s+"
+                     r"[\d.]+ / [\d.]+ / [\d.]+\s+(.*)$", line)
+        if m:
+            rows[m.groups()[:3]] = m.group(4).split()
+    assert len(rows) == 8, out
+    alpha_b, alpha_w = rows[("power", "glmm-wald:alpha", "between")], rows[
+        ("power", "glmm-wald:alpha", "within")]
+    assert int(alpha_w[0]) < int(alpha_b[0]) and float(alpha_w[-1]) < 1
+    delta_b, delta_w = rows[("power", "glmm-wald:delta", "between")], rows[
+        ("power", "glmm-wald:delta", "within")]
+    assert int(delta_w[0]) <= int(delta_b[0]) and float(delta_w[-1]) <= 1
+    for (study, _test, _design), cells in rows.items():
+        if study == "smollm2-calibrated":
+            assert cells[:2] == [">", "24"], cells
+    for b, w in ((alpha_b, alpha_w), (delta_b, delta_w)):  # stories: 15 n against 3 n
+        assert int(b[-1]) == 15 * int(b[0]) and int(w[-2]) == 3 * int(w[0])
+
+
+def test_analysing_logs_ladder_prose_reads_the_shown_outputs():
+    """docs/analysing-logs.md's reading of the baseline run on ladders quotes the outputs
+    above it (checked against the commands by tests/test_docs_examples.py): no term of the
+    random baseline's story-unit ANOVA is significant, and the text rule's within-story
+    length effect is 0 with a zero-width interval at most orders."""
+    anova = _shown_output(ANALYSING, "tomstats anova ladders-random.jsonl --unit story")
+    p_values = {}
+    for line in anova.splitlines():
+        words = line.split()
+        if words and words[0] in ("context_words", "tom_order", "context_words:tom_order"):
+            p_values[words[0]] = float(words[6])  # source, df (2 words), MSE, F, ges, p (GG)
+    assert len(p_values) == 3 and all(p > 0.05 for p in p_values.values()), p_values
+    t_last = _shown_output(ANALYSING, "tomstats summarize ladders-t-last.jsonl")
+    effects = t_last.split("Within-story length effect", 1)[1].splitlines()[2:]
+    effects = [line.split() for line in effects if line.strip()]
+    assert [row[1] for row in effects] == ["0", "1", "2"], effects
+    zero = [row[5:8] == ["+0.000", "[0.000,", "0.000]"] for row in effects]
+    assert sum(zero) >= 2, effects

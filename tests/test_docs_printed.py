@@ -34,7 +34,7 @@ def _shown_outputs() -> list[str]:
     ue = _module("update_examples")
     tde = _module_from_tests("test_docs_examples")
     out = []
-    for page in tde.OUTPUT_PAGES:
+    for page in tde.OUTPUT_PAGES + tde.SLOW_OUTPUT_PAGES:
         out += [ex.output for ex in ue.examples((REPO / "docs" / page).read_text("utf-8"))]
     return out
 

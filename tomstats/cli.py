@@ -73,7 +73,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
               "tomstats power simulations/power.toml --along questions_per_cell=2,4,6,10,20 "
               "--out power-q/",
               "tomstats power --from-fit fit.json --data pilot.csv --term tom_order "
-              "--out power-fit/"),
+              "--out power-fit/",
+              "tomstats power simulations/power.toml --compare-story-designs "
+              "--along questions_per_cell=6,12,24 --test glmm-wald:alpha --out designs/"),
     "stories": ("tomstats stories --out items.jsonl --n-per-cell 4 --seed 0",
                 "tomstats stories --design anatom --n 40 --seed 1 --all-types "
                 "--out anatom.jsonl",

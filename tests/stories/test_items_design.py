@@ -7,6 +7,7 @@ import collections
 import pytest
 
 from tomstats.stories import build_design_items, read_items, write_items
+from tomstats.stories.audit_parse import item_parse, mode
 from tomstats.stories.beliefs import belief, last_perceived, well_defined
 from tomstats.stories.plot import SCENARIOS
 from tomstats.stories.questions import wm_answer
@@ -240,3 +241,50 @@ def test_no_one_hops_back_and_forth(paper_items) -> None:
             last[who] = (src, loc)
             moves += 1
     assert moves > 1000 and back / moves < 0.005
+
+
+def test_every_place_about_equally_often_each_answer() -> None:
+    """Every location is each belief question's answer (per belief status) and the
+    world-model answer about equally often within a length: the 48 stories of one length,
+    24 per belief status, hold each place 4 times on average; the counts differ by 3 at
+    most (a rotation per scenario pair,
+    the places chosen blind to what the other pairs took, leaves 2 against 6 or worse)."""
+    items = build_design_items(48, seed=5, contexts=(200,), setting="calls", tellings=1,
+                               question_types=("tom", "wm_human"))
+    cells = collections.defaultdict(collections.Counter)
+    for it in items:
+        scenario = SCENARIOS[it.metadata["scenario"]]
+        places = [it.metadata["roles"]["X"], *(it.metadata["roles"][f"P{i}"]
+                                               for i in range(1, len(it.candidates)))]
+        key = "wm" if it.question_type == "wm_human" else \
+            {0: "reality", 1: "S1", 2: "S1S2"}[it.tom_order]
+        if key != "reality":  # (T's unseen moves after the scenario's steps move it on)
+            assert it.answer == places[scenario.answers[key]]  # the scenario's places
+            cells[(it.question_type, it.tom_order, it.belief_status)][it.answer] += 1
+    assert len(cells) == 5  # order 1 and 2, true and false; world model
+    for key, counts in cells.items():
+        n = [counts[x] for x in items[0].candidates]
+        assert max(n) - min(n) <= 3, (key, n)
+
+
+def test_the_place_most_named_with_t_is_a_decoy(paper_items) -> None:
+    """After T's final move, T's last remarks name one place (drawn at random, whatever
+    the answer) until it is the place most often named in the sentences that name T: the
+    last such sentence is a remark after T's final move, and its place is the mode (ties
+    go to the place named last). Without the decoy, T's final place, named in T's last
+    move, would win the ties in the true-belief stories."""
+    decoys = collections.Counter()
+    for it in paper_items:
+        if it.question_type != "reality":
+            continue
+        p = item_parse(it)
+        t = p.roles["T"]
+        counts = collections.Counter(p.story.comentions_of(t))
+        last = max(i for i in p.story.named(t) if p.story.places[i])
+        final = max(m.sentence for m in p.story.moves_of(t))
+        assert last > final and last not in {m.sentence for m in p.story.moves}
+        decoy = p.story.places[last][-1]
+        assert counts[decoy] == max(counts.values()), it.item_id
+        assert mode(p.story.comentions_of(t)) == decoy
+        decoys[decoy == it.answer] += 1
+    assert 0 < decoys[True] < decoys[False]  # the reality answer: now and then

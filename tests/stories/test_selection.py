@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import random
 
 import numpy as np
 import pytest
 
-from tomstats.stories import build_design_items
+from tomstats.stories import build_design_items, selection
 from tomstats.stories.audit_adversary import candidate_features, fit_ranker, pack_features
 from tomstats.stories.audit_parse import item_parse
 from tomstats.stories.selection import N_FOLDS, select_tellings
@@ -77,10 +78,13 @@ def _top(items):
     return out
 
 
-def test_select_tellings_avoids_the_telling_the_ranker_finds(one_and_three) -> None:
+def test_select_tellings_avoids_the_telling_the_ranker_finds(one_and_three,
+                                                            monkeypatch) -> None:
     """Of three tellings of every pair — the story, the same story again, and the story
     with its false-belief answers moved to the place a ranker rates highest — the first is
-    kept (a tie keeps the first; the third is what the ranker finds)."""
+    kept (a tie keeps the first; the third is what the ranker finds). The adversary term
+    alone: moving the answers also changes what the rules find."""
+    monkeypatch.setattr(selection, "RULE_WEIGHT", 0.0)
     one, _three = one_and_three
     pairs = collections.defaultdict(list)
     for it in one:
@@ -96,6 +100,23 @@ def test_select_tellings_avoids_the_telling_the_ranker_finds(one_and_three) -> N
     assert all(v in (0, 2) for v, _s in got)  # never the copy: ties keep the first
     # (a choice blind to the answers would keep the third in a third of the pairs)
     assert sum(v == 0 for v, _s in got) >= 0.7 * len(groups)
+
+
+def test_descent_brings_a_rule_down_to_chance_not_below() -> None:
+    """Ten pairs, one pool of ten items at chance 0.5: the first telling of every pair
+    is a hit of the rule, the second not. From all first tellings (10 hits, excess 0.5),
+    pairs switch while the share is above chance and stop at it: five hits, the cost
+    ``b/2 * n * excess**2`` is then 0 and a further switch gains nothing."""
+    counts = [[np.array([1.0]), np.array([0.0])] for _ in range(10)]
+    kept = selection._descend([[0.0, 0.0]] * 10, counts, np.array([10.0]), np.array([0.5]),
+                              random.Random(0))
+    assert sum(v == 0 for v in kept) == 5
+    # the adversary term outweighs a rule at chance: a pair whose second telling the
+    # ranker finds less keeps it, however the rule's hits fall
+    adv = [[1.0, 0.0]] + [[0.0, 0.0]] * 9
+    kept = selection._descend(adv, counts, np.array([10.0]), np.array([0.5]),
+                              random.Random(0))
+    assert kept[0] == 1 and sum(v == 0 for v in kept) == 5
 
 
 def test_tellings_must_be_a_positive_integer() -> None:

@@ -7,6 +7,8 @@
   ``tomstats.power``;
 - :mod:`tomstats.planning.result` — :class:`~tomstats.planning.result.PowerResult`, its text
   table and files;
+- :mod:`tomstats.planning.story_designs` — between- against within-story designs: the
+  questions, LLM calls and stories each needs for a target power;
 - :mod:`tomstats.planning.figure` — the power figure;
 - :mod:`tomstats.planning.cli` — ``tomstats power``.
 

@@ -64,6 +64,13 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-warnings", action="store_true",
                    help="use a Bayesian fit (--posterior, --from-fit FIT.nc) that failed its "
                         "own checks (divergences, R-hat, ESS; refused otherwise)")
+    p.add_argument("--compare-story-designs", nargs="*", default=None, metavar="TOML",
+                   help="run the tests for a between-story design (a new story at every "
+                        "context length) and a within-story one (length ladders) along "
+                        "questions_per_cell, at the config's parameters and at those of each "
+                        "simulation TOML given, and print the questions per cell, questions "
+                        "per LLM, LLM calls and stories each needs for the target power "
+                        "(default: off)")
     p.add_argument("--allow-failures", action="store_true",
                    help="report power among valid fits even when more than 1 %% fail")
     g = p.add_argument_group(
@@ -120,7 +127,8 @@ def _progress(args: argparse.Namespace) -> bool:
 #: Options of the TOML mode that do not apply with --from-fit (dest, flag).
 _TOML_ONLY = (("questions_per_cell", "--questions-per-cell"), ("posterior", "--posterior"),
               ("items_per_cell", "--items-per-cell"), ("n_llms", "--n-llms"),
-              ("path", "--path"), ("correction", "--correction"))
+              ("path", "--path"), ("correction", "--correction"),
+              ("compare_story_designs", "--compare-story-designs"))
 _FIT_ONLY = (("data", "--data"), ("term", "--term"), ("set", "--set"), ("refit", "--refit"),
              ("compare", "--compare"), ("interval", "--interval"))
 
@@ -211,6 +219,8 @@ def run_power(args: argparse.Namespace) -> int:
                          "summary.json); write the power run into another folder, e.g. "
                          f"{str(Path(args.out) / 'power')!r}, where `tomstats report "
                          "--simulation` finds it")
+    if args.compare_story_designs is not None:
+        return _run_compare(args)
     if args.posterior is not None:  # a fit that failed its checks: refused before any work
         from tomstats.glmm.verdict import load_sound_fit
 
@@ -230,4 +240,42 @@ def run_power(args: argparse.Namespace) -> int:
         print(format_power(result))
         print(f"wrote {len(files)} files to {args.out} "
               f"({result.data.attrs['seconds']:.1f} s)")
+    return 0
+
+
+#: Options of a power curve that do not apply with --compare-story-designs (dest, flag).
+_CURVE_ONLY = (("story_design", "--story-design (both designs are run)"),
+               ("by", "--by"), ("posterior", "--posterior"), ("draws", "--draws"),
+               ("path", "--path"), ("correction", "--correction"))
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    """``tomstats power CONFIG --compare-story-designs [TOML ...]``: the questions and LLM
+    calls of a between- and a within-story design (nothing is written on bad input)."""
+    from tomstats.planning.story_designs import compare_story_designs
+
+    for dest, flag in _CURVE_ONLY:
+        if getattr(args, dest, None) is not None:
+            raise ValueError(f"{flag} does not apply with --compare-story-designs")
+    values = None
+    if args.along is not None:
+        (name, values), = _parse_along(args.along).items()
+        if name != "questions_per_cell":
+            raise ValueError(f"--along {name}: --compare-story-designs varies the questions "
+                             "per cell; give --along questions_per_cell=V1,V2,...")
+    if args.questions_per_cell is not None:
+        raise ValueError("--questions-per-cell does not apply with --compare-story-designs "
+                         "(give the values with --along questions_per_cell=V1,V2,...)")
+    prepare_out_dir(args.out, force=args.force)
+    result = compare_story_designs(
+        [args.config, *args.compare_story_designs], values=values, tests=args.tests,
+        alpha=args.alpha, replicates=args.replicates, seed=args.seed, target=args.target,
+        n_llms=args.n_llms, items_per_cell=args.items_per_cell,
+        allow_failures=args.allow_failures, progress=_progress(args),
+        allow_large=args.allow_large)
+    with replaced_dir(args.out) as tmp:
+        files = result.write(tmp)
+    if not args.quiet:
+        print(result)
+        print(f"wrote {len(files)} files to {args.out}")
     return 0

@@ -16,7 +16,7 @@ from tomstats.planning.analyses import PlannedTest, parse_test
 from tomstats.planning.studies import CELLS_PER_CHUNK, StudySize, per_item
 from tomstats.simulation.study import PowerSpec, StudyConfig
 
-__all__ = ["CurvePlan", "curve_variants", "plan_curve", "power_footprint"]
+__all__ = ["CurvePlan", "capability_spread", "curve_variants", "plan_curve", "power_footprint"]
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,7 @@ def plan_curve(cfg: StudyConfig, spec: PowerSpec, pdraws: Any, fixed: Mapping[st
     parsed = tuple(parse_test(t) for t in spec.tests)
     design = cfg.design
     capability = np.asarray(design.capability, dtype=float)
-    cap_sd = spec.capability_sd if spec.capability_sd is not None else (
-        float(np.std(capability, ddof=1)) if capability.size > 1 else 0.15)
+    cap_sd = capability_spread(spec, capability)
     n_fit = None if pdraws is None else len(pdraws.llm)
     settings = tuple(study_size(spec, design, v, n_fit) for v in spec.values)
     check_design(parsed, design, settings)
@@ -79,6 +78,15 @@ def plan_curve(cfg: StudyConfig, spec: PowerSpec, pdraws: Any, fixed: Mapping[st
     fp = power_footprint(spec, parsed, design, settings, len(kinds))
     return CurvePlan(cfg, spec, parsed, settings, tuple(kinds), capability, cap_sd, fixed, pdraws,
                  fp)
+
+
+def capability_spread(spec: PowerSpec, capability: np.ndarray) -> float:
+    """:math:`s_m`, the sd of the capabilities drawn per study when ``n_llms`` is set:
+    ``spec.capability_sd``, else the sd of the design's levels (``ddof=1``), else 0.15 for a
+    design with one level."""
+    if spec.capability_sd is not None:
+        return float(spec.capability_sd)
+    return float(np.std(capability, ddof=1)) if capability.size > 1 else 0.15
 
 
 def study_size(spec: PowerSpec, design: Design, value: float, n_fit_llms: int | None

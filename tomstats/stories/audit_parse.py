@@ -156,14 +156,36 @@ _ACTOR = r"((?:[Tt]he )?[A-Za-z][\w'-]*(?: [a-z][\w'-]*){0,2})"
 _HOSTS = r"([A-Z][\w'-]*(?:(?:, | and )[A-Z][\w'-]*)*)"
 
 
+@dataclass(frozen=True)
+class _Branch:
+    """The regex of the move forms that share a kind and a head: group 1 the actor, group
+    2 the place (``move``) or the joined names (``join``); ``needs``: the head without its
+    first letter (which an adverbial may lower-case), a text every match contains."""
+
+    kind: str
+    regex: re.Pattern[str]
+    needs: str
+
+
+def _inner_words(text: str) -> list[str]:
+    """The words of ``text`` with a space on both sides (a sentence that contains ``text``
+    has each of them as a whole whitespace-separated word)."""
+    parts = text.split(" ")
+    return [w for w in parts[1:-1] if w]
+
+
 @lru_cache(maxsize=64)
 def _move_regexes(forms: tuple[str, ...], place_alt: str
-                  ) -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """One regex per (kind, text before the actor) of the forms: ``(kind, regex)`` with
-    group 1 the actor and group 2 the place (``move``) or the joined names (``join``).
+                  ) -> tuple[tuple[_Branch, ...], dict[str, tuple[int, ...]]]:
+    """One :class:`_Branch` per (kind, text before the actor) of the forms, and an index:
+    word → the branches that can match only a sentence with that word.
 
     A form is ``HEAD {a} MID {l}`` (or ``{b}``); forms that share a kind and a head share a
-    regex whose middle part is the alternation of their ``MID`` texts.
+    regex whose middle part is the alternation of their ``MID`` texts. A branch is indexed
+    under the last inner word of its head when the head has one, else under the first word
+    of each of its ``MID`` texts (a match contains one of them). A sentence is tried
+    against the branches in this order, skipping those it cannot match
+    (:func:`_match_move`).
     """
     groups: dict[tuple[str, str], list[str]] = {}
     for f in forms:
@@ -174,15 +196,35 @@ def _move_regexes(forms: tuple[str, ...], place_alt: str
         head, mid, slot = m.groups()
         groups.setdefault(("move" if slot == "l" else "join", head), []).append(mid)
     out = []
-    for (kind, head), mids in groups.items():
+    index: dict[str, list[int]] = {}
+    for i, ((kind, head), mids) in enumerate(groups.items()):
         lit = re.escape(head)
         if head[:1].isalpha():  # a form may start a sentence or follow an adverbial
             lit = f"[{head[0].upper()}{head[0].lower()}]" + re.escape(head[1:])
-        mid_alt = "|".join(re.escape(x) for x in sorted(set(mids), key=len, reverse=True))
+        uniq = sorted(set(mids), key=len, reverse=True)
+        mid_alt = "|".join(re.escape(x) for x in uniq)
         slot = rf"((?i:the )?(?i:{place_alt}))" if kind == "move" else _HOSTS
-        out.append((kind, re.compile(rf'^(?:[^,"]+, )?{lit}{_ACTOR}(?:{mid_alt}){slot}'
-                                     rf'(?:, [^"]+)?\.$')))
-    return tuple(out)
+        # (the adverbial holds no comma: it can only end at the first ", ", possessively)
+        out.append(_Branch(kind, re.compile(rf'^(?:[^,"]++, )?{lit}{_ACTOR}(?:{mid_alt})'
+                                            rf'{slot}(?:, [^"]+)?\.$'), head[1:]))
+        keys = _inner_words(head[1:])[-1:] or [(_inner_words(x) or [""])[0] for x in uniq]
+        for w in dict.fromkeys(keys):
+            index.setdefault(w, []).append(i)
+    return tuple(out), {w: tuple(v) for w, v in index.items()}
+
+
+def _match_move(s: str, branches: Sequence[_Branch], index: dict[str, tuple[int, ...]]
+                ) -> tuple[_Branch, re.Match[str]] | None:
+    """The first branch (in order) that matches the sentence ``s``, and its match (only
+    the branches indexed under a word of ``s`` are tried, see :func:`_move_regexes`)."""
+    tried = sorted({i for w in {"", *s.split()} for i in index.get(w, ())})
+    for i in tried:
+        br = branches[i]
+        if br.needs in s:
+            m = br.regex.match(s)
+            if m is not None:
+                return br, m
+    return None
 
 
 @dataclass(frozen=True)
@@ -273,7 +315,7 @@ def _parse(text: str, candidates: tuple[str, ...], forms: tuple[str, ...]) -> St
         if i >= 0:
             places[i].append(lforms[m.group(1).lower()])
     place_alt = "|".join(re.escape(f) for f in sorted(lforms, key=len, reverse=True) if f)
-    regexes = _move_regexes(forms, place_alt or "(?!x)x")
+    branches, index = _move_regexes(forms, place_alt or "(?!x)x")
     moves = []
     for i, (a, b) in enumerate(spans):
         if b - a > MAX_MOVE_CHARS:  # no move sentence is this long; bounds the matching
@@ -281,19 +323,19 @@ def _parse(text: str, candidates: tuple[str, ...], forms: tuple[str, ...]) -> St
         s = text[a:b]
         if not places[i] and " join" not in s and " be with " not in s:
             continue
-        for kind, rx in regexes:
-            m = rx.match(s)
-            if m is None:
-                continue
-            if kind == "move":
-                where = m.group(2).lower()
-                if where not in lforms:
-                    where = where.removeprefix("the ")
-                moves.append(Move(i, _key(m.group(1)), lforms[where]))
-            else:
-                hosts = tuple(_key(h) for h in re.split(r", | and ", m.group(2)))
-                moves.append(Move(i, _key(m.group(1)), None, hosts))
-            break
+        got = _match_move(s, branches, index)
+        if got is None:
+            continue
+        br, m = got
+        actor, slot = m.group(1), m.group(2)
+        if br.kind == "move":
+            where = slot.lower()
+            if where not in lforms:
+                where = where.removeprefix("the ")
+            moves.append(Move(i, _key(actor), lforms[where]))
+        else:
+            hosts = tuple(_key(h) for h in re.split(r", | and ", slot))
+            moves.append(Move(i, _key(actor), None, hosts))
     return StoryParse(text, tuple(spans), tuple(tuple(p) for p in places), tuple(moves),
                       candidates)
 

@@ -7,14 +7,16 @@ asked at every requested order, so that order and length are crossed within stor
 order 0 "Where is T?", order 1 "Where does S1 think T is?", order 2 "Where does S1 think
 S2 thinks T is?", and optionally the world-model questions. Within each context length the
 scenarios cycle (:data:`~tomstats.stories.plot.CYCLE`: half true beliefs at orders 1 and 2,
-order-2 answers that differ from every simpler question's in 8 stories of 24) and the
-scenario's places rotate through the locations, so each location is each answer equally
-often. With ``within_story`` a story is drawn once per replicate and told at every
-context length instead (a length ladder, :mod:`tomstats.stories.ladder`). Gold answers
-always come from the belief tracker — its integer-coded form
-:mod:`tomstats.stories.coded_tracker`, which gives the answers of the readable
-:func:`tomstats.stories.beliefs.belief` and :func:`tomstats.stories.questions.wm_answer`
-(tested) — and are cross-checked against the scenario's expected answers.
+order-2 answers that differ from every simpler question's in 8 stories of 24) and each
+pair of stories takes the order of the locations, of several drawn, whose answers have
+been each question's answer least often so far in its length (:func:`_balanced_places`),
+so each location is each answer about equally often in every cell. With ``within_story``
+a story is drawn once per replicate and told at every context length instead (a length
+ladder, :mod:`tomstats.stories.ladder`). Gold answers always come from the belief
+tracker — its integer-coded form :mod:`tomstats.stories.coded_tracker`, which gives the
+answers of the readable :func:`tomstats.stories.beliefs.belief` and
+:func:`tomstats.stories.questions.wm_answer` (tested) — and are cross-checked against
+the scenario's expected answers.
 
 :func:`design_storyboard` is the storyboard of the first (format-1) design, StorySim's
 second-order storyboard with filler from the other characters; the storyboard engine's
@@ -69,6 +71,11 @@ DEFAULT_CONTEXTS = (200, 500, 1000, 2000, 5000)
 DEFAULT_ORDERS = (0, 1, 2)
 #: Extra question types a story can also be asked (world-model controls, order 0).
 QUESTION_TYPES = ("tom", "wm_human", "wm_object")
+
+
+#: Random orders of the locations a pair of stories chooses its places from
+#: (:func:`_balanced_places`).
+PLACE_DRAWS = 64
 
 
 def derive_seed(*parts: object) -> int:
@@ -285,7 +292,9 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
     jobs = [(c, r) for c in keys for r in range(n_per_cell)]
     extra_q = [q for q in question_types if q != "tom"]
     tom_orders = list(orders) if "tom" in question_types else []
-    kinds: dict[tuple[int | str, str], int] = {}
+    # per context: how often each place is each question's answer so far (the balance)
+    tally: dict[int | str, dict[tuple[str, str], dict[str, int]]] = {}
+    pair_places: dict[tuple[int | str, int], list[str]] = {}
     ff_seen: dict[tuple[int | str, str], int] = {}
     groups: dict[tuple[int | str, int], list[dict[str, object]]] = {}
     for context, r in jobs:
@@ -296,11 +305,12 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         # stays prefix-stable)
         pair = r // 2
         story_seed = derive_seed(seed, setting, context, "pair", pair)
-        kind = "|".join(sorted(_scenario(2 * pair + v, true_belief_share) for v in (0, 1)))
-        if r % 2 == 0:
-            kinds[(context, kind)] = kinds.get((context, kind), -1) + 1
-        places = _balanced_places(st, derive_seed(seed, setting, context, kind),
-                                  kinds[(context, kind)])
+        if r % 2 == 0:  # (both versions counted, built or not: the set stays prefix-stable)
+            pair_places[(context, pair)] = _balanced_places(
+                st, random.Random(derive_seed(seed, setting, context, "places", pair)),
+                tally.setdefault(context, {}),
+                [_scenario(2 * pair + v, true_belief_share) for v in (0, 1)])
+        places = pair_places[(context, pair)]
         extra = 0
         sc = SCENARIOS[scenario]
         if "false" in (sc.order1, sc.order2):
@@ -492,16 +502,40 @@ def _join_places(st: NaturalSetting, rng: random.Random, places: Sequence[str],
     return sorted({*(x for x in drawn if x not in golds), *(golds if golds_joined else ())})
 
 
-def _balanced_places(st: NaturalSetting, seed: int, k: int) -> list[str]:
-    """The ``k``-th rotation of a seeded permutation of the locations.
+def _answer_roles(scenario: str) -> list[tuple[tuple[str, str], int]]:
+    """The questions of a story of ``scenario`` — reality, order 1 and order 2 (with their
+    belief status), the world-model question — and the index of each one's answer among
+    the scenario's places."""
+    sc = SCENARIOS[scenario]
+    return [(("reality", "none"), sc.answers["reality"]), (("S1", sc.order1), sc.answers["S1"]),
+            (("S1S2", sc.order2), sc.answers["S1S2"]), (("wm", "none"), sc.answers["wm"])]
 
-    Stories ``k = 0, 1, …`` of one scenario in one cell take successive rotations, so
-    each location plays each role of the scenario (each answer) once in every
-    ``len(locations)`` stories: the gold answers are balanced by construction.
+
+def _balanced_places(st: NaturalSetting, rng: random.Random,
+                     tally: dict[tuple[str, str], dict[str, int]],
+                     scenarios: Sequence[str]) -> list[str]:
+    """The places of a pair of stories (``scenarios``, which share them): of
+    :data:`PLACE_DRAWS` random orders of the locations, the first that makes the pair's
+    answers least frequent so far, and ``tally`` updated.
+
+    ``tally[(question, status)][place]`` counts how often ``place`` has been the answer
+    to a question (``reality``, ``S1``, ``S1S2``, ``wm``) with that belief status in the
+    context length; the cost of an order is the sum of these counts over the pair's
+    answers (both versions, every question). The order is drawn (seeded), so the places'
+    roles stay random; choosing the least used places keeps every location about equally
+    often each question's answer in every cell, whichever scenarios the cell holds.
     """
-    base = random.Random(seed).sample(list(st.locations), len(st.locations))
-    n = len(base)
-    return [base[(i + k) % n] for i in range(n)]
+    locs = list(st.locations)
+    roles = [a for sc in scenarios for a in _answer_roles(sc)]
+
+    def cost(order: list[str]) -> int:
+        return sum(tally.get(q, {}).get(order[i], 0) for q, i in roles)
+
+    best = min((rng.sample(locs, len(locs)) for _ in range(PLACE_DRAWS)), key=cost)
+    for q, i in roles:
+        counts = tally.setdefault(q, {})
+        counts[best[i]] = counts.get(best[i], 0) + 1
+    return best
 
 
 def _scenario(r: int, true_belief_share: float) -> str:

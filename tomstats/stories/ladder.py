@@ -208,8 +208,10 @@ class _Grower(_Teller):
     def repeats(self, s: str, *, anywhere: bool = True) -> bool:
         if super().repeats(s, anywhere=anywhere):
             return True
-        w = word_set(s)
-        return any(len(w & x) >= 0.8 * (len(w) + len(x) - len(w & x)) for x in self.ahead)
+        w = self.words_of(s)
+        n = len(w)
+        return any(0.8 * n <= len(x) and 0.8 * len(x) <= n  # (as in the teller)
+                   and len(w & x) >= 0.8 * (n + len(x) - len(w & x)) for x in self.ahead)
 
 
 def _fit(tl: _Grower, lo: int, hi: int) -> None:

@@ -41,7 +41,11 @@ The places of a scenario are a random permutation of the setting's locations, so
 location is equally likely to be each answer. Between the scripted steps, and all through
 the story, sentences that do not move anyone (actions, object handling, dialogue,
 descriptions, remarks about other places; :mod:`tomstats.stories.narrative`) carry the
-length; after ``T``'s final move, ``T`` is named only in sentences that do not place it.
+length; after ``T``'s final move, ``T`` is named only in sentences that do not place it,
+the last of them remarks about ``T``'s *decoy*, a place drawn at random whatever the
+answers, until it is the place named most often with ``T`` (:meth:`_Teller.decoy_remarks`;
+else ``T``'s final place, named in ``T``'s last move, would win the ties of that count by
+being named last, and it is the answer of every true belief).
 The gold answers are never taken from the scenario: :mod:`tomstats.stories.coded_tracker` computes
 them, and the scenario's expected answers are a cross-check.
 """
@@ -165,6 +169,10 @@ MAX_MOVE_RUN = 4
 EXTRA_UNSEEN = (0, 1, 2, 3, 4)
 
 _MAX_STEPS = 8
+#: Words a remark about a place takes, about (room kept for the decoy's remarks).
+REMARK_WORDS = 10
+#: At most this many tries at the remarks that make a decoy the place most named with T.
+_MAX_DECOY_REMARKS = 12
 #: ``lively`` stories: moves each observer makes after the block (into places the sentence
 #: names, where it can), as many as the told-destination rules look back
 #: (:mod:`tomstats.stories.audit_rules`: the 1st to 3rd last).
@@ -291,46 +299,78 @@ class _Teller:
         self.words = len(self.sents[0].split())
         self.described: set[str] = set()
         self.plain = density == 0  # the shortest telling: plain moves, few extra sentences
+        # the opening names every character, in the hub: counted as any other sentence
         self.named = dict.fromkeys(self.chars, 1)  # sentences naming each character
-        self.with_place = {c: dict.fromkeys(st.locations, 0) for c in self.chars}
-        self.mentions = dict.fromkeys(st.locations, 0)
+        self.with_place = {c: {x: int(x == st.hub) for x in st.locations} for c in self.chars}
+        self.mentions = {x: int(x == st.hub) for x in st.locations}
+        #: character -> the place its remarks name from now on (:meth:`decoy_remarks`)
+        self.decoys: dict[str, str] = {}
         self.run = 0  # move sentences in a row
         self.said: set[str] = set()  # no sentence is told twice
         self.wsets = [word_set(self.sents[0])]  # word sets of the sentences
+        self._last_words: tuple[str, frozenset[str]] = ("", frozenset())
         # per sentence: the event it tells (-1: none) and the characters and places it
         # counts as named (:func:`tomstats.stories.ladder.grow_story` replays them)
-        self.marks: list[Mark] = [(-1, (), ())]
+        self.marks: list[Mark] = [(-1, self.chars, (st.hub,))]
 
     # ---- primitives
     def say(self, s: str, *, move: bool = False) -> None:
         self.said.add(s)
         self.sents.append(s)
         self.marks.append((len(self.events) - 1 if move else -1, (), ()))
-        self.wsets.append(word_set(s))
+        self.wsets.append(self.words_of(s))
         self.words += len(s.split())
         self.run = self.run + 1 if move else 0
 
     def _count(self, s: str, who: Sequence[str], places: Sequence[str]) -> None:
         """Count the names of the sentence just said (and record them in its mark)."""
         self.marks[-1] = (self.marks[-1][0], tuple(who), tuple(places))
+        self._tally(who, places, 1)
+
+    def _tally(self, who: Sequence[str], places: Sequence[str], sign: int) -> None:
         for c in who:
-            self.named[c] += 1
+            self.named[c] += sign
             for p in places:
-                self.with_place[c][p] += 1
+                self.with_place[c][p] += sign
         for p in places:
-            self.mentions[p] += 1
+            self.mentions[p] += sign
+
+    def unsay(self, n: int) -> None:
+        """Take back every sentence from the ``n``-th on (sentences that move no one: a
+        decor sentence that overflows the length), their names uncounted."""
+        for i in range(len(self.sents) - 1, n - 1, -1):
+            event, who, places = self.marks[i]
+            if event >= 0:
+                raise RuntimeError(f"sentence {i} tells a move; it cannot be taken back")
+            self._tally(who, places, -1)
+            self.words -= len(self.sents[i].split())
+            self.said.discard(self.sents[i])
+        del self.sents[n:], self.wsets[n:], self.marks[n:]
+        self.run = 0
+        while self.run < len(self.marks) - 1 and self.marks[-1 - self.run][0] >= 0:
+            self.run += 1
+
+    def words_of(self, s: str) -> frozenset[str]:
+        """:func:`~tomstats.stories.narrative.word_set` of ``s`` (the last one kept: a
+        sentence checked for repeats is then said)."""
+        if self._last_words[0] != s:
+            self._last_words = (s, word_set(s))
+        return self._last_words[1]
 
     def repeats(self, s: str, *, anywhere: bool = True) -> bool:
         """Whether ``s`` was told already (``anywhere``: in the whole story) or nearly
         repeats one of the last ten sentences."""
         if anywhere and s in self.said:
             return True
-        w = word_set(s)
+        w = self.words_of(s)
         n = len(w)
         for x in self.wsets[-10:]:  # Jaccard >= 0.8, as near_duplicate
-            both = len(w & x)
-            if both >= 0.8 * (n + len(x) - both):
-                return True
+            m = len(x)
+            # (the index is at most min(n, m) / max(n, m): sets of unlike sizes never are)
+            if 0.8 * n <= m and 0.8 * m <= n:
+                both = len(w & x)
+                if both >= 0.8 * (n + m - both):
+                    return True
         return False
 
     def decor_say(self, make: Callable[[], str], who: Sequence[str] = (),
@@ -475,9 +515,29 @@ class _Teller:
             self.decor_say(lambda: ph.action(who), (who,))
 
     def about(self, who: str) -> None:
-        """``who`` talks about the place least named with it so far."""
-        loc = self._least(self.with_place[who])
+        """``who`` talks about the place least named with it so far (its decoy, once it has
+        one: :meth:`decoy_remarks`)."""
+        loc = self.decoys.get(who) or self._least(self.with_place[who])
         self.decor_say(lambda: self.ph.about(who, loc), (who,), (loc,))
+
+    def decoy_lead(self, who: str, place: str) -> int:
+        """How many more sentences must name ``who`` with ``place`` for ``place`` to be
+        named with ``who`` at least as often as any other place."""
+        counts = self.with_place[who]
+        return max(counts[x] for x in counts if x != place) - counts[place]
+
+    def decoy_remarks(self, who: str, place: str, at_least: int = 1) -> None:
+        """Remarks of ``who`` about ``place`` (``at_least`` of them) until ``place`` is
+        named with ``who`` at least as often as any other place; every later remark of
+        ``who`` names it too. Told last, it is then the place named most often in the
+        sentences that name ``who`` (ties go to the place named last)."""
+        self.decoys[who] = place
+        for _ in range(_MAX_DECOY_REMARKS):
+            if at_least <= 0 and self.decoy_lead(who, place) <= 0:
+                return
+            n = len(self.sents)
+            self.about(who)
+            at_least -= len(self.sents) > n
 
     def decor_run(self, mean: float) -> None:
         """A geometric number of decor sentences with mean ``mean × density``."""
@@ -594,7 +654,12 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                else block_words) + 40 + (2 * LIVELY_TAIL * 9 if lively else 0)
     free = max(0.0, target_words - tl.words - reserve)
     stop_before = tl.words + critical_position * free
-    while tl.words + 8 < stop_before:
+    # T's decoy: a place drawn at random, whatever the scenario, that T's last remarks name
+    # (the words they will take, beyond what the words after the block hold, are kept)
+    decoy = rng.choice(st.locations)
+    tail_room = (1 - critical_position) * free
+    while tl.words + 8 + max(0.0, REMARK_WORDS * (2 + max(0, tl.decoy_lead(t, decoy)))
+                             - tail_room) < stop_before:
         tl.beat("before")
     if lively and not any(e.actor == t for e in tl.events):
         # into a named place, where it can, and not the scenario's final place of T (named
@@ -717,7 +782,7 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
             if not tl.key_move(c, avoid=sorted(asked | hidden)):
                 tl.key_move(c, avoid=sorted(asked))
     tail_about = 0
-    while tl.words + 40 < lo:
+    while tl.words + 40 + REMARK_WORDS * max(0, tl.decoy_lead(t, decoy)) < lo:
         if tl.plain:  # the shortest telling moves no one after the block
             tl.decor()
         else:
@@ -725,10 +790,11 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
         if rng.random() < 0.15:
             tl.about(t)
             tail_about += 1
-    # T is named after its final move in remarks about places (the least named with it),
-    # so that the places of the last sentences naming T are not T's last moves
-    for _ in range(max(0, 2 - tail_about)):
-        tl.about(t)
+    # T is named after its final move in remarks about places (two at least), so that the
+    # places of the last sentences naming T are not T's last moves; the last of them name
+    # the decoy until it is the place named most often with T (T's final place would
+    # otherwise be: named in T's last move, it wins the ties by being named last)
+    tl.decoy_remarks(t, decoy, at_least=max(1, 2 - tail_about))
     _fit(tl, lo, hi)
     if not lo <= tl.words <= hi:
         raise ValueError(f"cannot tell a {scenario!r} story in {target_words} words "
@@ -755,14 +821,11 @@ def _fit(tl: _Teller, lo: int, hi: int) -> None:
             return
         room = hi - tl.words
         for _try in range(12):
-            saved = (len(tl.sents), tl.words)
+            n = len(tl.sents)
             tl.decor()
             if tl.words <= hi:
                 break
-            tl.sents.pop()
-            tl.wsets.pop()
-            tl.marks.pop()
-            tl.words = saved[1]
+            tl.unsay(n)
         else:
             s = tl.ph.fill(max(1, lo - tl.words), room)
             if s is None:

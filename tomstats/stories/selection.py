@@ -1,5 +1,5 @@
-r"""Adversarial storyboard selection: of several tellings of a story, keep the one whose
-false-belief answers the audit's learned adversary finds least.
+r"""Adversarial storyboard selection: of several tellings of a story, keep those that leave
+the audit's learned adversary and rules least to find, over the whole item set.
 
 ExploreToM keeps the stories a model fails on. The design generator does the same with the
 item audit's own adversary (:mod:`tomstats.stories.audit_adversary`) and rules
@@ -10,42 +10,61 @@ the characters before and around the critical block, the filler, the sentences t
 no one), the number of ``T``'s unseen moves shifted and the other join places drawn anew
 (:func:`tomstats.stories.items_design.build_design_items`) — and one telling is kept. The
 choice is made on text only, by the ranker the audit fits, cross-fitted by pair, and by
-the audit's rules:
+the audit's rules, on the pools the audit checks (question kind and belief status; the
+pairs of one call are one setting's):
 
-1. the pairs of a design cell set are dealt into :data:`N_FOLDS` folds at random (seeded);
-2. for each question kind :math:`q` that has false-belief items (order 1, order 2) and
-   each fold :math:`f`, the *blind* ranker (:func:`~tomstats.stories.audit_adversary.\
-fit_ranker`, no belief status, as the audit fits it) is fitted on every telling of
-   every pair outside :math:`f`, true- and false-belief items together;
-3. each telling :math:`v` of a pair :math:`j` in :math:`f` gets the score
+1. the pairs are dealt into :data:`N_FOLDS` folds at random (seeded); for each question
+   kind :math:`q` that has false-belief items (order 1, order 2) and each fold :math:`f`,
+   the *blind* ranker (:func:`~tomstats.stories.audit_adversary.fit_ranker`, no belief
+   status, as the audit fits it) is fitted on every telling of every pair outside
+   :math:`f`, true- and false-belief items together; telling :math:`v` of pair :math:`j`
+   in :math:`f` gets the adversary term
 
    .. math::
 
-       s_{jv} = a \sum_{q} \sum_{i \in \mathrm{false}(j, v, q)} P_{q,-f}(y_i \mid i),
+       a_{jv} = a \sum_{q} \sum_{i \in \mathrm{false}(j, v, q)} P_{q,-f}(y_i \mid i),
 
    the probability the held-out ranker gives the gold answer of each false-belief item
    of the telling, summed, with weight :math:`a` = :data:`ADVERSARY_WEIGHT`;
-4. to it is added the rule term (:func:`_rule_scores`): for each item of the telling
-   (both versions, every question) and each rule the audit checks on it that the item's
-   gold answer, the rule's excess over chance on its pool (question kind, belief status)
-   among the first tellings;
+2. every telling adds to each *check* :math:`k` — a pool :math:`g` (question kind, belief
+   status) with a rule :math:`r` the audit checks on it — its hits :math:`h_{jvk}`, the
+   items of the telling in :math:`g` whose gold answer :math:`r` gives;
+3. the kept tellings :math:`v_j` minimise
 
-and the telling of smallest score is kept (ties: the first). Nothing that the audit
-balances by design changes: the scenario (hence the belief statuses and the order-2
-answers that equal simpler ones), the places (the gold balance) and which belief answers
-are join places (the share of answers reached only through joins) are the same in every
-telling. Each item records the selection in ``metadata["selection"]``:
-``{"tellings": k, "kept": v, "score": s}``.
+   .. math::
+
+       F(v) = \sum_j a_{j v_j} + \frac{b}{2} \sum_k n_k \max\Bigl(0,
+       \frac{1}{n_k}\sum_j h_{j v_j k} - c_k\Bigr)^2,
+
+   :math:`n_k` the items of the pool, :math:`c_k` its chance (the mean of
+   :math:`1/|\text{candidates}|`), :math:`b` = :data:`RULE_WEIGHT`: a hit of rule
+   :math:`r` on pool :math:`g` costs about :math:`b` times the rule's excess over chance
+   on the kept items, so only a share above chance costs, and the larger the excess, the
+   more (a rule at chance is left alone: no rule is pushed below chance, which would
+   point away from the gold answer);
+4. :math:`F` is minimised by coordinate descent: from the first telling of every pair,
+   the pairs are visited in a seeded random order, each switched to its telling of least
+   :math:`F` given the others (ties keep the current one, then the first), until a sweep
+   changes nothing (at most :data:`MAX_SWEEPS` sweeps).
+
+Nothing that the audit balances by design changes: the scenario (hence the belief
+statuses and the order-2 answers that equal simpler ones), the places (the gold balance)
+and which belief answers are join places (the share of answers reached only through
+joins) are the same in every telling. Each item records the selection in
+``metadata["selection"]``: ``{"tellings": k, "kept": v, "score": s}``, ``s`` the kept
+telling's own cost, :math:`a_{j v_j} + b \sum_k e_k\, h_{j v_j k}` with :math:`e_k` the
+check's final excess over chance (0 at or below chance).
 
 The final audit fits its adversary anew on the kept items, so a pattern the selection
 leaves behind is still found: the selection lowers what the ranker can read off the
-gold answer, the audit measures what is left.
+gold answer, the audit measures what is left. The rules are fixed functions, fitted to
+nothing: a rule's share on the kept items is what that rule scores on them.
 """
 
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 import numpy as np
@@ -55,12 +74,16 @@ from tomstats.stories.audit_parse import item_parse
 from tomstats.stories.audit_rules import RULES, Rule
 from tomstats.stories.items import Item
 
-__all__ = ["ADVERSARY_WEIGHT", "N_FOLDS", "select_tellings"]
+__all__ = ["ADVERSARY_WEIGHT", "MAX_SWEEPS", "N_FOLDS", "RULE_WEIGHT", "select_tellings"]
 
 #: Folds of the cross-fitting of the selection (by pair).
 N_FOLDS = 5
-#: Weight of the adversary term beside the rule term.
+#: Weight of the adversary's checks beside the rules'.
 ADVERSARY_WEIGHT = 2.0
+#: Weight of the rules' checks beside the adversary's.
+RULE_WEIGHT = 4.0
+#: At most this many sweeps of the coordinate descent.
+MAX_SWEEPS = 20
 
 
 def _kind(it: Item) -> str:
@@ -85,38 +108,54 @@ def select_tellings(tellings: Sequence[Sequence[Sequence[Item]]], seed: int
     tellings : sequence over pairs, of sequences over tellings, of item lists
         ``tellings[j][v]``: every item of telling ``v`` of pair ``j`` (both versions).
     seed : int
-        Seeds the folds.
+        Seeds the folds and the order of the descent.
 
     Returns
     -------
     list of (int, float)
-        Per pair: the kept telling and its score :math:`s_{jv}`.
+        Per pair: the kept telling and its cost :math:`s_j`.
     """
     n_pairs = len(tellings)
     k = max((len(t) for t in tellings), default=1)
     if k <= 1 or n_pairs < 2 * N_FOLDS:
         return [(0, 0.0)] * n_pairs
+    rng = random.Random(seed)
     order = list(range(n_pairs))
-    random.Random(seed).shuffle(order)
+    rng.shuffle(order)
     fold = np.empty(n_pairs, dtype=int)
     fold[order] = np.arange(n_pairs) % N_FOLDS
-    scores = np.zeros((n_pairs, k))
+    adversary = [[0.0] * len(t) for t in tellings]
+    for (j, v, _i), p in _adversary_probs(tellings, fold).items():
+        adversary[j][v] += ADVERSARY_WEIGHT * p
+    counts, size, chance = _rule_counts(tellings)
+    kept = _descend(adversary, counts, size, chance, rng)
+    excess = np.maximum(0.0, sum(counts[j][v] for j, v in enumerate(kept)) / size - chance)
+    return [(v, adversary[j][v] + RULE_WEIGHT * float(counts[j][v] @ excess))
+            for j, v in enumerate(kept)]
+
+
+def _adversary_probs(tellings: Sequence[Sequence[Sequence[Item]]], fold: np.ndarray
+                     ) -> dict[tuple[int, int, int], float]:
+    """``(pair, telling, item index) -> P(gold)`` of every false-belief item, from the
+    blind ranker fitted on the other folds (step 1 of the module docstring)."""
+    out: dict[tuple[int, int, int], float] = {}
     kinds = {_kind(it) for t in tellings for v in t for it in v if it.belief_status == "false"}
     for q in sorted(kinds):
         train = [(j, it) for j, t in enumerate(tellings) for its in t for it in its
                  if _kind(it) == q and it.answer in it.candidates]
         if len(train) < 20:
             continue
-        x, mask = pack_features([candidate_features(item_parse(it)) for _j, it in train])
+        feats = {id(it): candidate_features(item_parse(it)) for _j, it in train}
+        x, mask = pack_features([feats[id(it)] for _j, it in train])
         y = np.array([list(it.candidates).index(it.answer) for _j, it in train])
         tf = np.array([fold[j] for j, _it in train])
-        scored: dict[int, list[tuple[int, int, Item]]] = defaultdict(list)
+        scored: dict[int, list[tuple[int, int, int, Item]]] = defaultdict(list)
         for j, t in enumerate(tellings):
             for v, its in enumerate(t):
-                for it in its:
+                for i, it in enumerate(its):
                     if _kind(it) == q and it.belief_status == "false" \
                             and it.answer in it.candidates:
-                        scored[int(fold[j])].append((j, v, it))
+                        scored[int(fold[j])].append((j, v, i, it))
         for f in range(N_FOLDS):
             tr = tf != f
             if tr.sum() < 10 or not scored[f]:
@@ -124,15 +163,64 @@ def select_tellings(tellings: Sequence[Sequence[Sequence[Item]]], seed: int
             mu, sd, keep = _standardise(x[tr], mask[tr])
             z = np.where(mask[..., None], (x[..., keep] - mu[keep]) / sd[keep], 0.0)
             w = fit_ranker(z[tr], mask[tr], y[tr])
-            for j, v, it in scored[f]:
-                c = (candidate_features(item_parse(it))[:, keep] - mu[keep]) / sd[keep]
+            for j, v, i, it in scored[f]:
+                c = (feats[id(it)][:, keep] - mu[keep]) / sd[keep]
                 s = c @ w
                 p = np.exp(s - s.max())
-                scores[j, v] += ADVERSARY_WEIGHT * p[list(it.candidates).index(it.answer)] \
-                    / p.sum()
-    scores += _rule_scores(tellings)
-    return [(int(np.argmin(row[:len(t)])), float(row[:len(t)].min()))
-            for row, t in zip(scores, tellings, strict=True)]
+                out[(j, v, i)] = float(p[list(it.candidates).index(it.answer)] / p.sum())
+    return out
+
+
+def _rule_counts(tellings: Sequence[Sequence[Sequence[Item]]]
+                 ) -> tuple[list[list[np.ndarray]], np.ndarray, np.ndarray]:
+    """Per pair and telling, the hits :math:`h_{jvk}` of every check :math:`k` (a pool and
+    a rule the audit checks on it); per check its items :math:`n_k` (from the first
+    tellings) and chance :math:`c_k` (step 2 of the module docstring)."""
+    rows: list[list[Counter[tuple[tuple[str, str], str]]]] = []
+    size: Counter[tuple[tuple[str, str], str]] = Counter()
+    chance: dict[tuple[tuple[str, str], str], float] = defaultdict(float)
+    for t in tellings:
+        rows.append([])
+        for v, its in enumerate(t):
+            h: Counter[tuple[tuple[str, str], str]] = Counter()
+            for it in its:
+                pool = (_kind(it), it.belief_status)
+                p = item_parse(it)
+                for r in _checked_rules(it):
+                    h[(pool, r.name)] += r.fn(p) == it.answer
+                    if v == 0:
+                        size[(pool, r.name)] += 1
+                        chance[(pool, r.name)] += 1 / max(len(it.candidates), 1)
+            rows[-1].append(h)
+    keys = sorted(size)
+    n = np.array([size[key] for key in keys], dtype=float)
+    c = np.array([chance[key] for key in keys]) / n
+    counts = [[np.array([h.get(key, 0) for key in keys], dtype=float) for h in t]
+              for t in rows]
+    return counts, n, c
+
+
+def _descend(adversary: list[list[float]], counts: list[list[np.ndarray]],
+             size: np.ndarray, chance: np.ndarray, rng: random.Random) -> list[int]:
+    """The tellings that minimise :math:`F` by coordinate descent (steps 3 and 4)."""
+    def cost(j: int, v: int, rest: np.ndarray) -> float:
+        excess = np.maximum(0.0, (rest + counts[j][v]) / size - chance)
+        return adversary[j][v] + 0.5 * RULE_WEIGHT * float(size @ excess ** 2)
+
+    kept = [0] * len(counts)
+    total = sum(t[0] for t in counts)
+    for _sweep in range(MAX_SWEEPS):
+        changed = False
+        for j in rng.sample(range(len(counts)), len(counts)):
+            rest = total - counts[j][kept[j]]
+            costs = [cost(j, v, rest) for v in range(len(counts[j]))]
+            best = min(range(len(costs)), key=lambda v: (costs[v], v != kept[j], v))
+            if best != kept[j]:
+                kept[j], changed = best, True
+            total = rest + counts[j][kept[j]]
+        if not changed:
+            break
+    return kept
 
 
 def _checked_rules(it: Item) -> list[Rule]:
@@ -144,37 +232,3 @@ def _checked_rules(it: Item) -> list[Rule]:
         or it.belief_status == "true"
     return [r for r in RULES.values() if not r.exempt and (not r.role or r.role in roles)
             and not (r.tracks_reality and reality)]
-
-
-def _rule_scores(tellings: Sequence[Sequence[Sequence[Item]]]) -> np.ndarray:
-    r"""The rule term of the selection: per pair and telling,
-    :math:`\sum_i \sum_r e_{q(i), r}\,[r(i) = y_i]`, over the telling's items :math:`i`
-    and the rules :math:`r` checked on them, where :math:`e_{q, r} = \max(0, h_{q, r} -
-    \text{chance}_q)` is how far rule :math:`r` scores above chance on the pool
-    :math:`q` (question kind, belief status) of the first tellings."""
-    hits: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
-    chance: dict[tuple[str, str], list[float]] = defaultdict(list)
-    answers: list[list[list[tuple[tuple[str, str], dict[str, bool]]]]] = []
-    for t in tellings:
-        answers.append([])
-        for v, its in enumerate(t):
-            got = []
-            for it in its:
-                pool = (_kind(it), it.belief_status)
-                p = item_parse(it)
-                h = {r.name: r.fn(p) == it.answer for r in _checked_rules(it)}
-                got.append((pool, h))
-                if v == 0:
-                    chance[pool].append(1 / max(len(it.candidates), 1))
-                    for name, ok in h.items():
-                        hits[pool][name].append(ok)
-            answers[-1].append(got)
-    excess = {pool: {name: max(0.0, sum(v) / len(v) - sum(chance[pool]) / len(chance[pool]))
-                     for name, v in rules.items()} for pool, rules in hits.items()}
-    k = max(len(t) for t in tellings)
-    out = np.zeros((len(tellings), k))
-    for j, t in enumerate(answers):
-        for v, got in enumerate(t):
-            out[j, v] = sum(excess.get(pool, {}).get(name, 0.0) for pool, h in got
-                            for name, ok in h.items() if ok)
-    return out
