@@ -333,7 +333,7 @@ def test_cli_refuses_a_damaged_netcdf_and_a_wrong_log(fit, tmp_path):
                                                                  index=False)
     res = _cli("--from-fit", "fit.json", "--data", "other.csv", "--term", "x", "--out", "out",
                cwd=tmp_path)
-    assert res.returncode == 2 and "not the data the fit" in res.stderr
+    assert res.returncode == 2 and "'other.csv' is not the log the fit 'fit.json'" in res.stderr
     assert not (tmp_path / "out").exists()
 
 

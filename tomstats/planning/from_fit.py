@@ -908,6 +908,11 @@ def _log_of(fit: Any, log: Any) -> pd.DataFrame:
     return whole if _hash_matches(fit, whole) else df
 
 
+def _not_the_log(log: Any, fit_path: Any) -> str:
+    return (f"--data: {str(log)!r} is not the log the fit {str(fit_path)!r} was made from "
+            f"(its data hash differs); pass the same log, with the same selection")
+
+
 def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
     """A Laplace fit's JSON and the log it was made from, ready for :func:`power_from_fit`.
 
@@ -942,7 +947,10 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
                          f"--model FORMULA --backend laplace") from None
     if fmt == "tomstats-lme-fit":
         fit = LaplaceFit.from_dict(d)
-        return fit, _log_of(fit, log)
+        df = _log_of(fit, log)
+        if fit.data_hash and not _hash_matches(fit, df):  # before anything else is read
+            raise InputError(_not_the_log(log, p))
+        return fit, df
     formula = d["formula"]
     import warnings
 
@@ -959,9 +967,7 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
             not _hash_agrees(formula, d.get("family"), stored_hash,
                              _read_table(log, errors="drop")):
         # first: another log may not even fit (a single level of a grouping factor)
-        raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
-                         f"from (its data hash differs); pass the same log, with the same "
-                         f"selection")
+        raise InputError(_not_the_log(log, p))
     fit = refit(df)
     if d.get("data_hash") and d.get("data_hash") != fit.data_hash:
         # a fit made in Python on the log's frame: its hash covers the standard columns the
@@ -973,9 +979,7 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
                 df, fit = whole, again
     stored = d.get("loglik")
     if d.get("data_hash") and d.get("data_hash") != fit.data_hash:
-        raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
-                         f"from (its data hash differs); pass the same log, with the same "
-                         f"selection")
+        raise InputError(_not_the_log(log, p))
     if not isinstance(stored, (int, float)) or abs(fit.loglik - stored) > 1e-3 * max(
             1.0, abs(stored)):
         raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
