@@ -1,11 +1,20 @@
 """One maximum-likelihood GLMM fit in a new process: ``tomstats fit --backend laplace`` against
 ``Rscript`` running lme4's ``glmer`` on the same log, in the same run.
 
-The log (issue 25): 41 LLMs × 192 passages, crossed, one row per pair (7,872 rows); each
-passage has a belief (true/false) and a cue (absent/present), 48 passages per cell; the
-outcome is simulated from ``correct ~ belief * cue + (1 | model) + (1 | item)`` with LLM
-SD 0.8 and passage SD 0.6 (seeded). ``../shared/data`` holds no log of this shape, so it is
-simulated; ``--log FILE --formula F`` times any CSV instead.
+Two designs (``--design``), each a crossed log with one row per LLM and passage; each
+passage has a belief (true/false) and a cue (absent/present); the outcome is simulated
+(seeded) with LLM SD 0.8 and passage SD 0.6:
+
+- ``intercepts`` (issue 25): 41 LLMs × 192 passages (7,872 rows),
+  ``correct ~ belief * cue + (1 | model) + (1 | item)``; similar log 43 × 190;
+- ``slopes``: 40 LLMs × 200 passages (8,000 rows), each LLM with its own belief effect
+  (SD 0.5, correlation 0.3 with its intercept),
+  ``correct ~ belief * cue + (1 + belief | model) + (1 | item)``; similar log 38 × 196
+  (the same buckets of sizes: 40 and 38 LLMs both pad to 40, while 42 would pad to 48
+  and compile anew).
+
+``../shared/data`` holds no log of these shapes, so they are simulated; ``--log FILE
+--formula F`` times any CSV instead.
 
 Each round runs, each in a fresh process, in this order:
 
@@ -14,19 +23,20 @@ Each round runs, each in a fresh process, in this order:
 - ``cold``: ``tomstats fit`` with an empty compilation cache (``TOMSTATS_JAX_CACHE`` set to a
   new folder): XLA compiles the fit;
 - ``warm``: the same command with the cache the cold run filled;
-- ``warm, similar log``: 43 LLMs × 190 passages (another simulated log) with that cache:
-  its shapes pad to the same buckets (48 × 192), so the compiled fit is reused.
+- ``warm, similar log``: another simulated log of a slightly different size with that
+  cache: its shapes pad to the same buckets, so the compiled fit is reused.
 
 Times are medians over ``--repeats`` rounds: wall seconds, and CPU seconds (user + system of
 the command's process and its threads: steadier on a shared machine). Ratios are R's median
 over tomstats'. Before the rounds the script checks that both fits agree (fixed effects and
 standard errors within 2e-3, the SDs within 1 %).
 
-    python benchmarks/bench_fit_startup.py [--repeats 5] [--log FILE --formula F]
-        [--write-docs]
+    python benchmarks/bench_fit_startup.py [--repeats 5] [--design intercepts|slopes]
+        [--log FILE --formula F] [--write-docs]
 
-``--write-docs`` puts the table into docs/glmm.md between this script's markers, with the
-command, the machine and its load (:mod:`benchmarks._docs`).
+``--write-docs`` puts the table into docs/glmm.md between this script's markers (those of
+``[slopes]`` for the slopes design), with the command, the machine and its load
+(:mod:`benchmarks._docs`).
 """
 
 from __future__ import annotations
@@ -44,9 +54,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _docs import add_write_docs_argument, markdown_table, write_docs
+from _docs import add_write_docs_argument, markdown_table, require_markers, write_docs
 
 FORMULA = "correct ~ belief * cue + (1 | model) + (1 | item)"
+#: Design -> (formula, (LLMs, passages), similar log's (LLMs, passages), belief slope SD).
+DESIGNS = {
+    "intercepts": (FORMULA, (41, 192), (43, 190), 0.0),
+    "slopes": ("correct ~ belief * cue + (1 + belief | model) + (1 | item)", (40, 200),
+               (38, 196), 0.5),
+}
 
 #: Runs a command in a child process; prints "<wall seconds> <CPU seconds> <exit code>".
 _WRAP = ("import resource, subprocess, sys, time\n"
@@ -59,13 +75,16 @@ _CLI = "import sys; from tomstats.cli import main; sys.exit(main(sys.argv[1:]))"
 _R = ("suppressMessages(library(lme4)); args <- commandArgs(TRUE); d <- read.csv(args[1]); "
       "m <- glmer(as.formula(args[2]), data = d, family = binomial); "
       "s <- summary(m)$coefficients; "
+      "vc <- as.data.frame(VarCorr(m)); vc <- vc[is.na(vc$var2), ]; "
       "cat(jsonlite::toJSON(list(beta = unname(s[, 1]), se = unname(s[, 2]), "
-      "sd = as.list(sapply(VarCorr(m), function(v) attr(v, 'stddev'))), "
+      "sd = list(group = vc$grp, effect = vc$var1, sd = vc$sdcor), "
       "loglik = as.numeric(logLik(m))), digits = NA))")
 
 
-def simulate_log(path: Path, n_llms: int, n_items: int, seed: int) -> Path:
-    """The crossed belief × cue log described in the module docstring, as CSV."""
+def simulate_log(path: Path, n_llms: int, n_items: int, seed: int,
+                 slope_sd: float = 0.0) -> Path:
+    """The crossed belief × cue log described in the module docstring, as CSV: the LLM's
+    belief effect has SD ``slope_sd`` (correlation 0.3 with its intercept; none at 0)."""
     rng = np.random.default_rng(seed)
     belief = np.repeat(["false", "true"], n_items // 2 + 1)[:n_items]
     cue = np.tile(["absent", "present"], n_items // 2 + 1)[:n_items]
@@ -73,7 +92,12 @@ def simulate_log(path: Path, n_llms: int, n_items: int, seed: int) -> Path:
     item = np.tile(np.arange(n_items), n_llms)
     fb = (belief[item] == "false").astype(float)
     cp = (cue[item] == "present").astype(float)
-    eta = (1.0 - 1.2 * fb + 0.3 * cp - 0.5 * fb * cp + rng.normal(0, 0.8, n_llms)[llm]
+    a = rng.normal(0, 1, n_llms)
+    llm_sd = 0.8 * a
+    llm_slope = np.zeros(n_llms)
+    if slope_sd > 0:  # (no draw otherwise: the intercepts log stays the one of issue 25)
+        llm_slope = slope_sd * (0.3 * a + np.sqrt(1 - 0.3**2) * rng.normal(0, 1, n_llms))
+    eta = (1.0 - 1.2 * fb + 0.3 * cp - 0.5 * fb * cp + llm_sd[llm] + llm_slope[llm] * fb
            + rng.normal(0, 0.6, n_items)[item])
     y = (rng.random(llm.size) < 1 / (1 + np.exp(-eta))).astype(int)
     pd.DataFrame({"model": [f"llm{k:02d}" for k in llm], "item": [f"p{j:03d}" for j in item],
@@ -107,17 +131,31 @@ def check_agreement(log: Path, formula: str, work: Path) -> str:
     out = work / "check.json"
     subprocess.run(_tomstats(log, formula, out), capture_output=True, check=True,
                    env=dict(os.environ, TOMSTATS_JAX_CACHE="off"))
-    t = json.loads(out.read_text())
-    d_beta = float(np.max(np.abs(np.subtract(t["beta"], r["beta"]))))
-    d_se = float(np.max(np.abs(np.subtract(t["se"], r["se"]))))
-    # lme4 orders the random terms by their number of levels: match them by name
-    r_sd = [r["sd"][f"{g}.(Intercept)"][0] for g in t["groups"]]
-    d_sd = float(np.max(np.abs(np.divide(t["sd"], r_sd) - 1)))
+    from tomstats.glmm.lme_result import LaplaceFit
+
+    t = LaplaceFit.from_json(out)
+    d_beta = float(np.max(np.abs(np.subtract(t.beta, r["beta"]))))
+    d_se = float(np.max(np.abs(np.subtract(t.se, r["se"]))))
+    # lme4 orders the random terms by their number of levels: match them by group, the
+    # effects of a group in the formula's order (their names differ: R reads "true" as
+    # TRUE and names a level's column "beliefTRUE" where formulaic writes "belief")
+    r_sd: dict[str, list[float]] = {}
+    for g, s in zip(r["sd"]["group"], r["sd"]["sd"], strict=True):
+        r_sd.setdefault(g, []).append(s)
+    vc = t.VarCorr()
+    vc = vc[vc["var2"] == ""]
+    t_sd: dict[str, list[float]] = {}
+    for g, s in zip(vc["group"], vc["sdcor"], strict=True):
+        t_sd.setdefault(g, []).append(s)
+    if sorted(t_sd) != sorted(r_sd):
+        raise SystemExit(f"the fits have other groups: {sorted(t_sd)} and {sorted(r_sd)}")
+    ratio = [a / b for g in t_sd for a, b in zip(t_sd[g], r_sd[g], strict=True)]
+    d_sd = float(np.max(np.abs(np.subtract(ratio, 1))))
     if d_beta > 2e-3 or d_se > 2e-3 or d_sd > 1e-2:
         raise SystemExit(f"the fits differ: |d beta| {d_beta:.2g}, |d se| {d_se:.2g}, "
                          f"SD ratio - 1 {d_sd:.2g}")
     return (f"agreement with glmer: max |d beta| {d_beta:.1e}, max |d se| {d_se:.1e}, "
-            f"max |SD ratio - 1| {d_sd:.1e}, d logLik {t['loglik'] - r['loglik'][0]:.1e}")
+            f"max |SD ratio - 1| {d_sd:.1e}, d logLik {t.loglik - r['loglik'][0]:.1e}")
 
 
 #: Columns of the table (printed, and written by ``--write-docs``).
@@ -128,11 +166,15 @@ R_ROW = "R: Rscript + glmer"
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "glmm.md"
 
 
-def row_keys(args: argparse.Namespace) -> list[str]:
-    """The table's rows for these arguments (the similar log only with the simulated one)."""
+def row_keys(args: argparse.Namespace, part: str = "") -> list[str]:
+    """The table's rows for these arguments (the similar log only with the simulated one);
+    ``part`` is the docs block's (``""``: the intercepts design, ``"slopes"``)."""
+    if part not in ("", "slopes") or (part or "intercepts") != args.design:
+        raise ValueError(f"part {part!r} is not the table of --design {args.design}")
     rows = [R_ROW, "tomstats fit, cold cache", "tomstats fit, warm cache"]
     if args.log is None:
-        rows.append("tomstats fit, warm cache, similar log (43 x 190)")
+        n_llms, n_items = DESIGNS[args.design][2]
+        rows.append(f"tomstats fit, warm cache, similar log ({n_llms} x {n_items})")
     return rows
 
 
@@ -140,7 +182,9 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5, help="rounds (medians are reported)")
     ap.add_argument("--log", type=Path, help="a CSV to time instead of the simulated log")
-    ap.add_argument("--formula", default=FORMULA)
+    ap.add_argument("--design", choices=sorted(DESIGNS), default="intercepts",
+                    help="the simulated log and its formula (module docstring)")
+    ap.add_argument("--formula", help="the formula of --log (default: the design's)")
     add_write_docs_argument(ap)
     return ap
 
@@ -150,14 +194,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if shutil.which("Rscript") is None:
         raise SystemExit("Rscript is not on the PATH (R with lme4 and jsonlite is needed)")
+    part = "" if args.design == "intercepts" else args.design
+    if args.write_docs:
+        require_markers("bench_fit_startup.py", PAGE, part)
+    formula, (n_llms, n_items), (s_llms, s_items), slope_sd = DESIGNS[args.design]
+    formula = args.formula or formula
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        log = args.log or simulate_log(work / "log.csv", 41, 192, 25)
-        similar = None if args.log else simulate_log(work / "similar.csv", 43, 190, 26)
+        log = args.log or simulate_log(work / "log.csv", n_llms, n_items, 25, slope_sd)
+        similar = None if args.log else simulate_log(work / "similar.csv", s_llms, s_items,
+                                                     26, slope_sd)
         rows = len(pd.read_csv(log))
-        print(f"log: {rows:,} rows ({'simulated 41 LLMs x 192 passages' if not args.log else log})"
-              f"; formula: {args.formula}")
-        agreement = check_agreement(log, args.formula, work)
+        what = log if args.log else f"simulated {n_llms} LLMs x {n_items} passages"
+        print(f"log: {rows:,} rows ({what}); formula: {formula}")
+        agreement = check_agreement(log, formula, work)
         print(agreement)
         print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
               f"{os.getloadavg()[0]:.1f} at the start")
@@ -165,11 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(args.repeats):
             cache = work / f"cache{k}"
             env = dict(os.environ, TOMSTATS_JAX_CACHE=str(cache))
-            cmds = [_rscript(log, args.formula), _tomstats(log, args.formula, work / "f.json"),
-                    _tomstats(log, args.formula, work / "f.json")]
+            cmds = [_rscript(log, formula), _tomstats(log, formula, work / "f.json"),
+                    _tomstats(log, formula, work / "f.json")]
             if similar is not None:
-                cmds.append(_tomstats(similar, args.formula, work / "g.json"))
-            for name, cmd in zip(row_keys(args), cmds, strict=True):
+                cmds.append(_tomstats(similar, formula, work / "g.json"))
+            for name, cmd in zip(row_keys(args, part), cmds, strict=True):
                 times.setdefault(name, []).append(_timed(cmd, env))
             shutil.rmtree(cache, ignore_errors=True)
     r_wall = statistics.median(w for w, _ in times[R_ROW])
@@ -185,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             f"the end. {agreement[0].upper() + agreement[1:]}.\n")
     print(table + note)
     if args.write_docs:
-        write_docs("bench_fit_startup.py", argv, table + note, PAGE)
+        write_docs("bench_fit_startup.py", argv, table + note, PAGE, part)
     return 0
 
 

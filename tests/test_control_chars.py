@@ -81,15 +81,14 @@ def test_reports_write_names_escaped(tmp_path: Path, fmt: str) -> None:
 
 def test_compare_prints_fit_names_escaped(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from tomstats.glmm.laplace_backend import LaplaceFit
+    from _ml_fits import intercepts_fit
 
     def fit(formula: str, p: int, loglik: float) -> Path:
         names = ("Intercept", "tom_order")[:p]
-        f = LaplaceFit(formula=formula, family="bernoulli", n_obs=4, coef_names=names,
-                       beta=np.zeros(p), se=np.ones(p), cov=np.eye(p), groups=("model",),
-                       sd=np.array([0.5]), n_levels=(2,), levels=(("a", "b"),),
-                       ranef=np.zeros(2), loglik=loglik, converged=True, iterations=3,
-                       n_rows=4)
+        f = intercepts_fit(formula=formula, family="bernoulli", n_obs=4, coef_names=names,
+                           beta=np.zeros(p), se=np.ones(p), cov=np.eye(p), groups=("model",),
+                           sd=np.array([0.5]), levels=(("a", "b"),), ranef=np.zeros(2),
+                           loglik=loglik, converged=True, iterations=3, n_rows=4)
         return f.to_json(tmp_path / f"f{p}.json")
 
     small = fit("correct ~ 1 + (1 | model)", 1, -3.0)

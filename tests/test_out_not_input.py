@@ -78,16 +78,15 @@ def test_out_naming_the_input_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
 
 def _other_inputs(tmp: Path) -> dict[str, tuple[list[str], list[str]]]:
     """Commands whose input is not a table: (argv, files that must keep their content)."""
+    from _ml_fits import intercepts_fit
     from _report_data import make_formula_fit, save_fit, write_simulation_dir
 
-    from tomstats.glmm.laplace_backend import LaplaceFit
-
-    fit = LaplaceFit(formula="correct ~ tom_order + (1 | model)", family="bernoulli",
-                     n_obs=4, coef_names=("Intercept", "tom_order"),
-                     beta=np.array([1.0, -0.5]), se=np.array([0.1, 0.1]),
-                     cov=np.eye(2) * 0.01, groups=("model",), sd=np.array([0.5]),
-                     n_levels=(2,), levels=(("a", "b"),), ranef=np.array([0.1, -0.1]),
-                     loglik=-2.0, converged=True, iterations=3, n_rows=4)
+    fit = intercepts_fit(formula="correct ~ tom_order + (1 | model)", family="bernoulli",
+                         n_obs=4, coef_names=("Intercept", "tom_order"),
+                         beta=np.array([1.0, -0.5]), se=np.array([0.1, 0.1]),
+                         cov=np.eye(2) * 0.01, groups=("model",), sd=np.array([0.5]),
+                         levels=(("a", "b"),), ranef=np.array([0.1, -0.1]),
+                         loglik=-2.0, converged=True, iterations=3, n_rows=4)
     fit.to_json(tmp / "a.json")
     os.symlink(tmp / "a.json", tmp / "table.csv")
     save_fit(make_formula_fit(), tmp / "f.nc")

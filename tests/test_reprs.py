@@ -19,12 +19,12 @@ def _one_line(text: str, *facts: str) -> None:
 
 
 def test_laplace_fit() -> None:
-    from tomstats.glmm.laplace_backend import LaplaceFit
+    from _ml_fits import intercepts_fit
 
-    fit = LaplaceFit(
+    fit = intercepts_fit(
         formula="correct ~ x + (1 | model)", family="bernoulli", n_obs=1000,
         coef_names=("Intercept", "x"), beta=np.array([0.5, -1.25]), se=np.array([0.1, 0.2]),
-        cov=np.diag([0.01, 0.04]), groups=("model",), sd=np.array([0.0]), n_levels=(400,),
+        cov=np.diag([0.01, 0.04]), groups=("model",), sd=np.array([0.0]),
         levels=(tuple(f"m{i}" for i in range(400)),), ranef=np.zeros(400), loglik=-612.345,
         converged=True, iterations=7, n_rows=1000)
     _one_line(repr(fit), "LaplaceFit", "correct ~ x + (1 | model)", "1000 rows",

@@ -316,8 +316,10 @@ def test_fit_paired_on_units(tmp_path, capsys) -> None:
                  "correct ~ tom_order + (1 | item)", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "120 paired units" in err
-    fit = json.loads(out.read_text())
-    assert fit["n_obs"] == 120 and fit["groups"] == ["item"] and fit["n_levels"] == [60]
+    from tomstats.glmm import LaplaceFit
+
+    fit = LaplaceFit.from_json(out)
+    assert fit.n_obs == 120 and fit.groups == ("item",) and fit.n_levels == (60,)
     # the units by pandas; with the story variance at its boundary (0 here) the ML fixed
     # effects are the logistic regression's (statsmodels)
     import statsmodels.api as sm
@@ -325,5 +327,5 @@ def test_fit_paired_on_units(tmp_path, capsys) -> None:
     df = pd.DataFrame(rows)
     units = df.groupby(["pair_id", "tom_order"])["correct"].min().reset_index()
     ref = sm.Logit(units["correct"], sm.add_constant(units["tom_order"])).fit(disp=0)
-    assert np.max(fit["sd"]) < 1e-3
-    np.testing.assert_allclose(fit["beta"], ref.params.to_numpy(), rtol=1e-3)
+    assert np.max(fit.sd) < 1e-3
+    np.testing.assert_allclose(fit.fixef().to_numpy(), ref.params.to_numpy(), rtol=1e-3)

@@ -19,24 +19,26 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _ml_fits import old_intercepts_dict
 from _report_data import make_fit, make_formula_fit, save_fit
 
 from tomstats.cli import main
 from tomstats.glmm.fit_file import FAMILIES, JSON_FIELDS, NULLABLE, FitFileError
 from tomstats.glmm.fit_reader import read_fit, read_ml_fit
-from tomstats.glmm.laplace_backend import LaplaceFit
-from tomstats.glmm.lme_result import LmeFit, LmeTerm
+from tomstats.glmm.lme_result import LaplaceFit, LmeFit, LmeTerm
 
 
 def laplace_dict() -> dict[str, Any]:
-    """A valid random-intercepts fit's JSON (:meth:`LaplaceFit.to_dict`)."""
+    """A valid random-intercepts fit's JSON in the format of earlier versions
+    (``tomstats-laplace-fit``, still read)."""
     se = np.array([0.3, 0.4, 0.5])
-    return LaplaceFit(
+    return old_intercepts_dict(
         formula="correct ~ fb + implicit + (1 | model)", family="bernoulli", n_obs=64,
         coef_names=("Intercept", "fb", "implicit"), beta=np.array([1.5, -2.0, 0.1]), se=se,
-        cov=np.diag(se ** 2), groups=("model",), sd=np.array([0.7]), n_levels=(4,),
+        cov=np.diag(se ** 2), groups=("model",), sd=np.array([0.7]),
         levels=(("m0", "m1", "m2", "m3"),), ranef=np.array([-0.5, 0.1, 0.2, 0.2]),
-        loglik=-30.0, converged=True, iterations=7, n_rows=64).to_dict()
+        loglik=-30.0, converged=True, iterations=7, n_rows=64, aic=70.0, bic=80.0,
+        separation=[])
 
 
 def lme_dict() -> dict[str, Any]:
@@ -147,12 +149,12 @@ def test_tampered_json_fit_is_refused_by_every_reader(
     good = _write(tmp_path, "good.json", _dump(lme_dict() if lme else laplace_dict()))
     bad = _write(tmp_path, "bad.json", tamper(lme_dict() if lme else laplace_dict()))
     # the library readers
-    assert type(read_ml_fit(good)) is (LmeFit if lme else LaplaceFit)
+    assert type(read_ml_fit(good)) is LaplaceFit and LmeFit is LaplaceFit
     with pytest.raises(FitFileError, match="bad.json") as info:
         read_ml_fit(bad)
     assert message in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(ValueError, match="bad.json"):
-        (LmeFit if lme else LaplaceFit).from_json(bad)
+        LaplaceFit.from_json(bad)
     # report: exit 2, one line naming the field and the value, nothing written
     out = tmp_path / "r.html"
     assert main(["report", str(bad), "--out", str(out)]) == 2
@@ -181,8 +183,10 @@ def test_valid_json_fits_still_report(tmp_path: Path) -> None:
 
 
 def test_schema_tables_agree_with_the_writers() -> None:
-    """Every field the writers put in a fit is in the schema, and nothing else."""
-    assert set(JSON_FIELDS["tomstats-laplace-fit"]) == set(laplace_dict())
+    """Every field the writers put in a fit is in the schema, and nothing else (the
+    random-intercept format: the fields of a file its writer, in an earlier version, wrote)."""
+    old = Path(__file__).resolve().parents[1] / "fixtures" / "fits" / "laplace_fit_v1.json"
+    assert set(JSON_FIELDS["tomstats-laplace-fit"]) == set(json.loads(old.read_text()))
     assert set(JSON_FIELDS["tomstats-lme-fit"]) == set(lme_dict())
     assert NULLABLE <= set(JSON_FIELDS["tomstats-lme-fit"]) | set(
         JSON_FIELDS["tomstats-laplace-fit"])

@@ -266,10 +266,11 @@ def test_bad_input():
         laplace_fit(X, y, None, g, (4, 10), se="sandwich")
 
 
-def test_grid_layout_fast_path_equals_general_path():
-    """A fully crossed log in small-factor-major row order takes the reshape path (no
-    scatter); the same rows shuffled take the general path: the fits must agree."""
-    from tomstats.glmm.laplace import _is_grid
+def test_grid_layout_fast_path_equals_general_path(monkeypatch):
+    """A fully crossed log (one row per LLM and item) takes the reshape path (no scatter)
+    whatever the order of its rows; with the layout switched off the general segment sums:
+    the fits must agree."""
+    from tomstats.glmm import lme_fit
 
     rng = np.random.default_rng(5)
     n_items, n_llms = 120, 4
@@ -281,11 +282,14 @@ def test_grid_layout_fast_path_equals_general_path():
     y = (rng.random(item.size) < 1 / (1 + np.exp(-eta))).astype(float)
     groups = np.column_stack([item, llm])
     perm = rng.permutation(item.size)
-    assert _is_grid(groups, (n_items, n_llms))
-    assert not _is_grid(groups[perm], (n_items, n_llms))
+    shapes = tuple(lme_fit.TermShape(1, q, True) for q in (n_items, n_llms))
+    lay = lme_fit._plan((groups[perm, 0], groups[perm, 1]), shapes, bucket=False)
+    assert lay.blocked and lay.crossed == 1
     with jax.enable_x64(True):
-        a = laplace_fit(X, y, None, groups, (n_items, n_llms))
-        b = laplace_fit(X[perm], y[perm], None, groups[perm], (n_items, n_llms))
+        a = laplace_fit(X[perm], y[perm], None, groups[perm], (n_items, n_llms))
+        monkeypatch.setattr(lme_fit, "_BLOCK_PAD", -1.0)
+        assert not lme_fit._plan((groups[:, 0], groups[:, 1]), shapes, bucket=False).blocked
+        b = laplace_fit(X, y, None, groups, (n_items, n_llms))
     assert bool(a.converged) and bool(b.converged)
     for f in ("beta", "se", "sd", "loglik", "ranef"):
         np.testing.assert_allclose(np.asarray(getattr(a, f)), np.asarray(getattr(b, f)),

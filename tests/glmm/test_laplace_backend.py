@@ -1,10 +1,11 @@
-"""``tomstats.glmm.fit(..., backend="laplace")``: the maximum-likelihood GLMM as a backend.
+"""``tomstats.glmm.fit(..., backend="laplace")`` with random intercepts: the one Laplace
+engine as a backend.
 
-The agreement of :func:`tomstats.glmm.laplace.laplace_fit` itself with lme4 is tested in
-the Laplace module's own tests; here: the backend builds the same problem from a formula
-(centred design mapped back, aggregation, binomial form), reports it like lme4's summary,
-refuses what it cannot fit, round-trips through JSON, and runs from the command line.
-Two compiled programs (crossed K = 2, one factor K = 1) keep the file fast.
+The agreement of the solver with lme4 is tested in the solver's own tests (test_laplace,
+test_glmm_lme); here: the backend builds the same problem from a formula (centred design
+mapped back, aggregation, binomial form), reports it like lme4's summary, refuses what it
+cannot fit, round-trips through JSON, and runs from the command line. Two compiled programs
+(crossed K = 2, one factor K = 1) keep the file fast.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def test_crossed_recovers_and_equals_laplace_fit(crossed, fit_crossed):
 
     f = fit_crossed
     assert f.converged and f.iterations >= 1
-    assert f.coef_names == ("Intercept", "x") and f.groups == ("model", "item")
+    assert f.coef_names == ("(Intercept)", "x") and f.groups == ("model", "item")
     assert f.n_levels == (4, 60) and f.n_rows == f.n_obs == 720 and not f.aggregated
     # roughly recovered: slope within 3 SE, SDs of the right size
     assert abs(f.beta[1] - BETA[1]) < 3 * f.se[1]
@@ -83,8 +84,9 @@ def test_crossed_recovers_and_equals_laplace_fit(crossed, fit_crossed):
                         (4, 60))
         ref = {k: np.asarray(getattr(r, k)) for k in ("beta", "se", "cov", "sd", "ranef",
                                                       "loglik")}
-    for k in ("beta", "se", "cov", "sd", "ranef"):
+    for k in ("beta", "se", "cov", "sd"):
         np.testing.assert_allclose(getattr(f, k), ref[k], rtol=1e-6, atol=1e-7, err_msg=k)
+    np.testing.assert_allclose(f.b, ref["ranef"], rtol=1e-6, atol=1e-7)
     assert f.loglik == pytest.approx(float(ref["loglik"]), abs=1e-7)
     # lme4's definitions: d = p + K parameters, N = rows
     assert f.aic == pytest.approx(-2 * f.loglik + 2 * 4)
@@ -95,9 +97,10 @@ def test_summary_tables(fit_crossed):
     from scipy.stats import norm
 
     f = fit_crossed
-    s = f.summary()
+    s = f.summary()  # the name of earlier versions of fixed_effects()
+    pd.testing.assert_frame_equal(s, f.fixed_effects())
     assert list(s.columns) == ["estimate", "se", "z", "p", "ci_lower", "ci_upper"]
-    assert list(s.index) == ["Intercept", "x"]
+    assert list(s.index) == ["(Intercept)", "x"]
     np.testing.assert_allclose(s["z"], f.beta / f.se)
     np.testing.assert_allclose(s["p"], 2 * norm.sf(np.abs(f.beta / f.se)))
     np.testing.assert_allclose(s["ci_upper"] - s["estimate"], 1.959963984540054 * f.se)
@@ -106,14 +109,19 @@ def test_summary_tables(fit_crossed):
     with pytest.raises(ValueError, match="level"):
         f.summary(level=95)
     vc = f.variance_components()
-    assert list(vc.columns) == ["group", "n_levels", "sd", "variance"]
+    assert list(vc.columns) == ["group", "effect", "n_levels", "sd", "variance"]
     assert vc["group"].tolist() == ["model", "item"] and vc["n_levels"].tolist() == [4, 60]
     np.testing.assert_allclose(vc["variance"], f.sd ** 2)
-    re = f.random_effects()
-    assert list(re.columns) == ["group", "level", "estimate"] and len(re) == 64
+    np.testing.assert_allclose(f.VarCorr()["sdcor"], f.sd)
+    re = f.ranef()
+    pd.testing.assert_frame_equal(re, f.random_effects())
+    assert list(re.columns) == ["group", "level", "effect", "estimate", "cond_sd"]
+    assert len(re) == 64 and (re["effect"] == "(Intercept)").all()
     assert re["level"].iloc[:4].tolist() == ["llm0", "llm1", "llm2", "llm3"]
     assert re["level"].iloc[4] == "q00" and (re["group"].iloc[4:] == "item").all()
-    np.testing.assert_allclose(re["estimate"], f.ranef)
+    np.testing.assert_allclose(re["estimate"], f.b)
+    prior_sd = f.sd[re["group"].map({"model": 0, "item": 1}).to_numpy()]
+    assert ((re["cond_sd"] > 0) & (re["cond_sd"] < prior_sd)).all()  # below the prior SD
     text = str(f)
     for part in ("Laplace", "Random effects:", "Fixed effects:", "Number of obs: 720",
                  "item, 60", "logLik", "Std. Error", FORMULA):
@@ -133,8 +141,8 @@ def test_no_random_terms_equals_statsmodels_logit(crossed):
     assert f.loglik == pytest.approx(ref.llf, abs=1e-6)
     assert f.aic == pytest.approx(ref.aic, abs=1e-6) and f.bic == pytest.approx(ref.bic,
                                                                                   abs=1e-6)
-    assert f.groups == () and f.random_effects().empty and f.variance_components().empty
-    assert "Random effects" not in str(f)
+    assert f.groups == () and f.ranef().empty and f.variance_components().empty
+    assert "Random effects" not in str(f) and "Generalized linear model" in str(f)
 
 
 def test_binomial_form_and_aggregated_rows_agree(one_factor):
@@ -147,7 +155,7 @@ def test_binomial_form_and_aggregated_rows_agree(one_factor):
     binom = glmm.fit(cells, "k | trials(n) ~ tom_order + (1 | model)", backend="laplace")
     assert binom.family == "binomial" and rows.family == "bernoulli"
     assert binom.n_rows == binom.n_obs == 24 and binom.converged and rows.converged
-    for k in ("beta", "se", "sd", "ranef"):
+    for k in ("beta", "se", "sd", "b"):
         np.testing.assert_allclose(getattr(rows, k), getattr(binom, k), rtol=1e-8,
                                    atol=1e-10, err_msg=k)
     # ℓ of 0/1 rows = ℓ of the cells without their binomial coefficients (lme4's logLik)
@@ -160,7 +168,7 @@ def test_binomial_form_and_aggregated_rows_agree(one_factor):
 
 
 def test_rejects_what_it_cannot_fit(crossed):
-    with pytest.raises(ValueError, match="random intercepts only.*structural"):
+    with pytest.raises(ValueError, match="lme4-style formula models.*structural"):
         glmm.fit(crossed, "structural", backend="laplace")
     # random slopes go to lme4's general terms, which refuse a slope the data cannot support
     per_model = crossed.assign(z=crossed["model"].str[3:].astype(float))
@@ -177,15 +185,17 @@ def test_rejects_what_it_cannot_fit(crossed):
     assert "laplace" in glmm.BACKENDS
 
 
+def _stuck(monkeypatch) -> None:
+    """Every fit of the engine reports no convergence."""
+    import tomstats.glmm.lme as lme
+
+    real = lme._solve
+    monkeypatch.setattr(lme, "_solve", lambda *a, **k: dataclasses.replace(
+        real(*a, **k), converged=np.asarray(False)))
+
+
 def test_not_converged_warns(monkeypatch, one_factor):
-    import tomstats.glmm.laplace as lap
-
-    real = lap.laplace_fit
-
-    def stuck(*a, **k):
-        return dataclasses.replace(real(*a, **k), converged=np.asarray(False))
-
-    monkeypatch.setattr(lap, "laplace_fit", stuck)
+    _stuck(monkeypatch)
     with pytest.warns(LaplaceConvergenceWarning, match="did not converge"):
         f = glmm.fit(one_factor, "correct ~ tom_order + (1 | model)", backend="laplace")
     assert not f.converged and "did not converge" in str(f)
@@ -199,6 +209,9 @@ def test_json_round_trip(tmp_path, fit_crossed):
     assert d["aic"] == pytest.approx(fit_crossed.aic)
     back = LaplaceFit.from_json(path)
     for f in dataclasses.fields(LaplaceFit):
+        if f.name == "design":  # the data, kept in memory only
+            assert back.design is None and fit_crossed.design is not None
+            continue
         a, b = getattr(fit_crossed, f.name), getattr(back, f.name)
         if isinstance(a, np.ndarray):
             np.testing.assert_array_equal(a, b, err_msg=f.name)
@@ -248,15 +261,11 @@ def test_cli(tmp_path, capsys, monkeypatch, crossed, fit_crossed):
     rc = main(["fit", str(csv), "--model", "structural", "--backend",
                "laplace", "--out", str(tmp_path / "s.json"), "--map", "correct=is_correct"])
     err = capsys.readouterr().err
-    assert rc == 2 and "random intercepts only" in err and "structural" in err, err
+    assert rc == 2 and "lme4-style formula models" in err and "structural" in err, err
     assert "backend='laplace'" not in err  # the command line's syntax, not Python's
     assert not (tmp_path / "s.json").exists()
     # not converged: JSON written, exit 1, the last line says so
-    import tomstats.glmm.laplace as lap
-
-    real = lap.laplace_fit
-    monkeypatch.setattr(lap, "laplace_fit", lambda *a, **k: dataclasses.replace(
-        real(*a, **k), converged=np.asarray(False)))
+    _stuck(monkeypatch)
     bad = tmp_path / "bad.json"
     rc = main(["fit", str(csv), "--model", FORMULA, "--backend", "laplace", "--out", str(bad),
                "--map", "correct=is_correct"])
@@ -290,10 +299,12 @@ def test_bucket_sizes_are_a_ladder():
 @pytest.mark.parametrize("layout", ["grid", "rows"])
 def test_padding_to_bucket_shapes_changes_no_estimate(crossed, layout):
     """Padded rows (zero trials) and levels (no rows) leave every reported number as it was:
-    9 × 50 grid → 10 × 56; 720 rows of 4 × 60 levels with repeats → 768 rows, 4 × 64."""
+    9 × 50 grid → 10 × 56 (crossed reshapes); 720 rows of 4 × 60 levels with repeats: 64
+    item levels of 12 rows (blocked by item)."""
     import jax
 
-    from tomstats.glmm.laplace import _padded, laplace_fit
+    from tomstats.glmm.laplace import laplace_fit
+    from tomstats.glmm.lme_fit import TermShape, _plan
 
     if layout == "grid":
         X, y, codes = crossed_grid(9, 50, 3)
@@ -303,10 +314,11 @@ def test_padding_to_bucket_shapes_changes_no_estimate(crossed, layout):
                                  for c in ("model", "item")])
         X = np.column_stack([np.ones(len(crossed)), crossed["x"].to_numpy()])
         y, levels = crossed["correct"].to_numpy(float), (4, 60)
-    padded = _padded(X, y, np.ones_like(y), codes, levels, layout == "grid")
-    assert padded[4] == ((10, 56) if layout == "grid" else (4, 64))
-    assert padded[0].shape[0] == (560 if layout == "grid" else 768)
-    assert padded[5] == (layout == "grid")
+    lay = _plan((codes[:, 0], codes[:, 1]), tuple(TermShape(1, q, True) for q in levels),
+                bucket=True)
+    assert [s.q for s in lay.shapes] == ([10, 56] if layout == "grid" else [4, 64])
+    assert lay.rows == (560 if layout == "grid" else 768)
+    assert lay.blocked and lay.crossed == (0 if layout == "grid" else -1)
     with jax.enable_x64(True):
         a = laplace_fit(X, y, None, codes, levels)
         b = laplace_fit(X, y, None, codes, levels, bucket=True)
@@ -316,25 +328,6 @@ def test_padding_to_bucket_shapes_changes_no_estimate(crossed, layout):
         np.testing.assert_allclose(np.asarray(getattr(b, f)), np.asarray(getattr(a, f)),
                                    rtol=1e-9, atol=1e-10, err_msg=f)
     assert np.asarray(b.ranef).shape == (sum(levels),)
-
-
-def test_grid_reshapes_equal_scatter_sums_on_a_padded_grid():
-    """The padded grid's reshape sums (no scatter) against the general segment sums on the
-    same padded rows."""
-    import jax
-
-    from tomstats.glmm.laplace import _fit_single, _padded
-
-    X, y, codes = crossed_grid(9, 50, 4)
-    Xp, yp, n_p, gp, levels, grid = _padded(X, y, np.ones_like(y), codes, (9, 50), True)
-    static = dict(n_levels=levels, max_iter=100, tol=1e-10, inner_tol=1e-12, max_inner=50,
-                  se="hessian")
-    with jax.enable_x64(True):
-        a = _fit_single(Xp, yp, n_p, gp, grid=True, **static)
-        b = _fit_single(Xp, yp, n_p, gp, grid=False, **static)
-    for f in ("beta", "se", "sd", "ranef", "loglik"):
-        np.testing.assert_allclose(np.asarray(getattr(a, f)), np.asarray(getattr(b, f)),
-                                   rtol=1e-9, atol=1e-10, err_msg=f)
 
 
 def test_a_fit_compiles_one_program(caplog):
@@ -369,6 +362,6 @@ def test_singular_fit_says_it_as_lme4_does(fit_crossed):
     text = str(f)
     assert SINGULAR_MESSAGE == "boundary (singular) fit: see help('isSingular')"
     assert SINGULAR_MESSAGE in text and "(1 | model): SD of (Intercept) ~ 0" in text
-    assert "(1 | item)" not in f.singular_advice() and "drop the term" in text
+    assert "(1 | item)" not in f.singular_advice() and "drop the effect" in text
     assert not fit_crossed.singular and fit_crossed.singular_advice() == ""
     assert "singular" not in str(fit_crossed)

@@ -2,9 +2,11 @@
 
 Rows are reordered level by level of the term with the most random effects and padded (rows
 of no trials) to the same count per level, so that the sums over a level's rows are
-reshapes; the fit must not depend on it: the same estimates as the segment-sum layout, for
-rows in any order, with unequal level sizes, a second crossed term, binomial trials, and
-under ``jax.jit`` (traced codes: no reordering).
+reshapes (a term fully crossed with it, every pair of levels once, has reshape sums too);
+with ``bucket=True`` levels and rows are padded to the sizes of the bucket ladder. The fit
+must not depend on it: the same estimates as the segment-sum layout, for rows in any order,
+with unequal level sizes, a second crossed term, a full grid, binomial trials, padded
+buckets, and under ``jax.jit`` (traced codes: no reordering).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from tomstats.glmm import lme_fit
 from tomstats.glmm.lme_fit import TermShape, lme_fit_arrays
 
 
-def _design(seed: int, sizes: list[int], crossed: bool = False, binomial: bool = False):
+def _design(seed: int, sizes: list[int], crossed: bool = False, binomial: bool = False,
+            grid: int = 0):
     """Rows of len(sizes) groups (sizes[j] rows each), a slope x, optionally a crossed item
-    factor of 7 levels and trials of 1 to 4, shuffled."""
+    factor of 7 levels (or, with ``grid``, of ``grid`` levels each group holds once: a full
+    grid) and trials of 1 to 4, shuffled."""
     rng = np.random.default_rng(seed)
     g = np.repeat(np.arange(len(sizes)), sizes)
     n_obs = g.size
@@ -29,12 +33,14 @@ def _design(seed: int, sizes: list[int], crossed: bool = False, binomial: bool =
     eta = -0.3 + 0.6 * x + b[g, 0] + b[g, 1] * x
     Zs, gs = [X], [g]
     shapes = [TermShape(2, len(sizes), True)]
-    if crossed:
-        item = rng.integers(0, 7, n_obs)
-        eta = eta + rng.normal(0.0, 0.5, 7)[item]
+    if crossed or grid:
+        n_items = grid or 7
+        item = (np.tile(np.arange(grid), len(sizes)) if grid else
+                rng.integers(0, 7, n_obs))
+        eta = eta + rng.normal(0.0, 0.5, n_items)[item]
         Zs.append(np.ones((n_obs, 1)))
         gs.append(item)
-        shapes.append(TermShape(1, 7, True))
+        shapes.append(TermShape(1, n_items, True))
     trials = rng.integers(1, 5, n_obs).astype(float) if binomial else None
     p = 1.0 / (1.0 + np.exp(-eta))
     y = rng.binomial(np.ones(n_obs, int) if trials is None else trials.astype(int), p)
@@ -48,7 +54,12 @@ CASES = {
     "unequal levels (padded)": dict(seed=2, sizes=[28, 30, 25, 30, 27, 30, 29, 24]),
     "crossed second term": dict(seed=3, sizes=[40] * 10, crossed=True),
     "binomial, unequal": dict(seed=4, sizes=[20, 18, 20, 17, 20, 19], binomial=True),
+    "full grid": dict(seed=7, sizes=[9] * 30, grid=9),
 }
+
+
+def _n(y, trials):
+    return np.ones_like(y) if trials is None else trials
 
 
 def _same(a, b, scale: float = 1.0) -> None:
@@ -66,15 +77,29 @@ def _same(a, b, scale: float = 1.0) -> None:
 @pytest.mark.parametrize("name", list(CASES))
 def test_layout_does_not_change_the_fit(name, monkeypatch):
     X, y, trials, Zs, gs, shapes = _design(**CASES[name])
+    lay = lme_fit._plan(gs, shapes, bucket=False)
+    assert lay.blocked and (lay.crossed == 1) == (name == "full grid")
     with jax.enable_x64(True):
         laid_out = lme_fit_arrays(X, y, trials, Zs, gs, shapes)
-        assert lme_fit._block_rows(X, y, np.ones_like(y) if trials is None else trials,
-                                   np.zeros_like(y), Zs, gs, shapes) is not None
         monkeypatch.setattr(lme_fit, "_BLOCK_PAD", -1.0)  # never laid out: segment sums
+        assert not lme_fit._plan(gs, shapes, bucket=False).blocked
         plain = lme_fit_arrays(X, y, trials, Zs, gs, shapes)
-        assert lme_fit._block_rows(X, y, np.ones_like(y), np.zeros_like(y), Zs, gs,
-                                   shapes) is None
     _same(laid_out, plain)
+
+
+def test_bucket_padding_changes_no_estimate():
+    """Levels and rows padded to the bucket ladder (30 groups -> 32, 9 items -> 10, the
+    rows with them): every result as without padding, the padded levels left out."""
+    X, y, trials, Zs, gs, shapes = _design(**CASES["full grid"])
+    lay = lme_fit._plan(gs, shapes, bucket=True)
+    assert lay.shapes != shapes and lay.rows > len(y)
+    assert [s.q for s in lay.shapes] == [lme_fit.bucket_size(s.q) for s in shapes]
+    with jax.enable_x64(True):
+        plain = lme_fit_arrays(X, y, trials, Zs, gs, shapes)
+        padded = lme_fit_arrays(X, y, trials, Zs, gs, shapes, bucket=True)
+    assert padded.b.shape == plain.b.shape and padded.b_var.shape == plain.b_var.shape
+    assert int(padded.iterations) == int(plain.iterations)
+    _same(padded, plain)
 
 
 def test_sequential_refits_with_start_and_traced_codes():
@@ -96,11 +121,12 @@ def test_sequential_refits_with_start_and_traced_codes():
 
 def test_padding_rows_carry_no_trials():
     X, y, trials, Zs, gs, shapes = _design(**CASES["binomial, unequal"])
-    laid = lme_fit._block_rows(X, y, trials, np.zeros_like(y), Zs, gs, shapes)
-    assert laid is not None
-    Xp, yp, n_p, _, Zp, gp = laid
+    lay = lme_fit._plan(gs, shapes, bucket=False)
+    assert lay.blocked and lay.crossed == -1
+    Xp, yp, n_p = (lme_fit._place(lay, a) for a in (X, y, trials))
+    gp = lay.gs
     q, r = shapes[0].q, max(np.bincount(gs[0]))
-    assert Xp.shape == (q * r, 2)
+    assert Xp.shape == (q * r, 2) and lay.rows == q * r
     np.testing.assert_array_equal(np.asarray(gp[0]), np.repeat(np.arange(q), r))
     pad = np.asarray(n_p) == 0
     assert pad.sum() == q * r - len(y)
@@ -112,8 +138,8 @@ def test_padding_rows_carry_no_trials():
 
 def test_too_much_padding_keeps_the_segment_sums():
     X, y, trials, Zs, gs, shapes = _design(seed=6, sizes=[60, 5, 5, 5, 5, 5])
-    assert lme_fit._block_rows(X, y, np.ones_like(y), np.zeros_like(y), Zs, gs,
-                               shapes) is None
+    lay = lme_fit._plan(gs, shapes, bucket=False)
+    assert not lay.blocked and lay.identity
     with jax.enable_x64(True):
         assert bool(lme_fit_arrays(X, y, trials, Zs, gs, shapes).converged)
 

@@ -34,7 +34,7 @@ def _rows(p_correct, seed: int = 1) -> pd.DataFrame:
 # (id, accuracy by (order, item), the separated terms expected)
 CASES = [
     ("order-0-always-right", lambda t, k: 1.0 if t == 0 else 0.4,
-     ("Intercept", "C(tom_order)[T.1]", "C(tom_order)[T.2]")),
+     ("(Intercept)", "C(tom_order)[T.1]", "C(tom_order)[T.2]")),
     ("order-2-always-wrong", lambda t, k: 0.0 if t == 2 else 0.6, ("C(tom_order)[T.2]",)),
     ("no-separation", lambda t, k: (0.8, 0.6, 0.4)[t], ()),
 ]

@@ -60,7 +60,7 @@ def test_story_crossed_with_length_order_and_llms_matches_lme4(reference, fitted
     case = reference["ladder_intercepts"]
     assert case["formula"] == FORMULA and fitted.converged
     assert fitted.groups == ("model", "story") and fitted.n_levels == (4, 16)
-    assert fitted.coef_names == ("Intercept", "tom_order", "log_context")
+    assert fitted.coef_names == ("(Intercept)", "tom_order", "log_context")
     np.testing.assert_allclose(fitted.beta, case["beta"], atol=1e-3, rtol=0)
     np.testing.assert_allclose(fitted.se, case["se"], atol=1e-3, rtol=0)
     ref = _varcorr(case)
@@ -81,7 +81,8 @@ def test_cli_fit_reads_story_id_for_story(reference, fitted, ladder, tmp_path, c
     assert main(["fit", str(log), "--model", FORMULA, "--backend", "laplace", "--out",
                  str(out)]) == 0
     text = capsys.readouterr().out
-    assert "model, 4; story, 16" in text
+    # lme4's line: the groups by number of levels, most first
+    assert "Number of obs: 1152, groups:  story, 16; model, 4" in text, text
     back = glmm.LaplaceFit.from_json(out)
     np.testing.assert_allclose(back.beta, fitted.beta, rtol=1e-8)
     renamed = tmp_path / "renamed.csv"

@@ -333,7 +333,7 @@ def test_cli_refuses_a_damaged_netcdf_and_a_wrong_log(fit, tmp_path):
                                                                  index=False)
     res = _cli("--from-fit", "fit.json", "--data", "other.csv", "--term", "x", "--out", "out",
                cwd=tmp_path)
-    assert res.returncode == 2 and "not the data the fit" in res.stderr
+    assert res.returncode == 2 and "'other.csv' is not the log the fit 'fit.json'" in res.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -396,23 +396,34 @@ def test_docs_numbers_are_the_commands(fit):
     assert _page_table("<!-- table: barr -->") == tables["barr"]
 
 
-def test_a_random_intercepts_fit_json_is_refitted_from_its_log(fit, tmp_path):
-    """`tomstats fit --backend laplace` writes a random-intercepts formula with its own
-    backend's JSON; --from-fit refits it from the log (and refuses another log)."""
+def test_a_random_intercepts_fit_json_is_read_and_an_old_one_refitted(fit, tmp_path):
+    """`tomstats fit --backend laplace` writes a random-intercepts formula in the one JSON
+    format, read as it is; a fit in the random-intercept format of earlier versions is
+    refitted from the log (and another log refused)."""
+    from _ml_fits import old_intercepts_dict
+
     from tomstats.glmm import fit as glmm_fit
     from tomstats.planning.from_fit import load_laplace_fit
 
     log = fit.design.train[["y", "x", "g"]]
     log.to_csv(tmp_path / "log.csv", index=False)
-    glmm_fit(log, "y ~ x + (1 | g)", "laplace").to_json(tmp_path / "ri.json")
+    ri = glmm_fit(log, "y ~ x + (1 | g)", "laplace")
+    ri.to_json(tmp_path / "ri.json")
     back, df = load_laplace_fit(tmp_path / "ri.json", tmp_path / "log.csv")
-    assert isinstance(back, LmeFit) and back.formula == "y ~ x + (1 | g)"
+    assert isinstance(back, LmeFit) and back.terms == ri.terms and back.design is None
     res = power_from_fit(back, "x", data=df, n_sims=10, seed=1, type_one=False,
                          progress=False)
     assert res.table["n_sims"].iloc[0] == 10
+    old = old_intercepts_dict(
+        formula=ri.formula, family=ri.family, n_obs=ri.n_obs, n_rows=ri.n_rows,
+        coef_names=("Intercept", "x"), beta=ri.beta, se=ri.se, cov=ri.cov, groups=ri.groups,
+        sd=ri.sd, levels=ri.levels, ranef=ri.b, loglik=ri.loglik, data_hash=ri.data_hash)
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    again, _ = load_laplace_fit(tmp_path / "old.json", tmp_path / "log.csv")
+    assert again.design is not None and again.loglik == pytest.approx(ri.loglik, abs=1e-8)
     log.assign(y=1 - log["y"]).to_csv(tmp_path / "other.csv", index=False)
     with pytest.raises(InputError, match="is not the log the fit"):
-        load_laplace_fit(tmp_path / "ri.json", tmp_path / "other.csv")
+        load_laplace_fit(tmp_path / "old.json", tmp_path / "other.csv")
 
 
 def test_all_columns_of_a_factor_are_tested_together(ref):

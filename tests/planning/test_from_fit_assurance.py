@@ -251,9 +251,23 @@ def test_a_model_the_laplace_path_cannot_refit(pilot):
     idata = posterior(pilot, INTERCEPTS, {"Intercept": np.zeros(n), "x": np.zeros(n)},
                       np.ones((n, 1)))
     spec = json.loads(idata.posterior.attrs["spec"])
+    spec.update(formula="y ~ x + (1 | h)")  # a grouping column the log does not have
+    idata.posterior.attrs["spec"] = json.dumps(spec)
+    with pytest.raises(InputError, match=r"the Laplace path cannot refit its model "
+                                         r"'y ~ x \+ \(1 \| h\)' to this log: .*'h'"):
+        power_from_fit(idata, "x", data=pilot, progress=False)
+
+
+def test_a_changed_model_is_not_the_fit_of_the_data(pilot):
+    """A posterior whose model now reads other columns (here no group) was not fitted to
+    this log as it stands: its data hash differs, and the message names the fit once."""
+    n = 4
+    idata = posterior(pilot, INTERCEPTS, {"Intercept": np.zeros(n), "x": np.zeros(n)},
+                      np.ones((n, 1)))
+    spec = json.loads(idata.posterior.attrs["spec"])
     spec.update(formula="y ~ x", random=[], noncentered=[])
     idata.posterior.attrs["spec"] = json.dumps(spec)
-    with pytest.raises(InputError, match="the Laplace path cannot refit its model 'y ~ x'"):
+    with pytest.raises(InputError, match=r"^data: not the data the fit of 'y ~ x' was made"):
         power_from_fit(idata, "x", data=pilot, progress=False)
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _ml_fits import intercepts_fit
 from scipy.stats import norm
 
-from tomstats.glmm.laplace_backend import LaplaceFit
+from tomstats.glmm.lme_result import LaplaceFit
 from tomstats.report.laplace import fixed_effects_table, is_laplace_fit, laplace_document
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,10 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _fit(converged: bool = True) -> LaplaceFit:
     beta, se = np.array([1.5, -2.0, 0.1]), np.array([0.3, 0.4, 0.5])
-    return LaplaceFit(
+    return intercepts_fit(
         formula="correct ~ fb + implicit + (1 | model)", family="bernoulli", n_obs=512,
         coef_names=("Intercept", "fb", "implicit"), beta=beta, se=se, cov=np.diag(se ** 2),
-        groups=("model",), sd=np.array([0.7]), n_levels=(8,),
+        groups=("model",), sd=np.array([0.7]),
         levels=(tuple(f"m{i}" for i in range(8)),), ranef=np.linspace(-1, 1, 8),
         loglik=-250.0, converged=converged, iterations=7, n_rows=512)
 

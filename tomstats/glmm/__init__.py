@@ -8,15 +8,16 @@ Typical use (``df`` one row per question with ``correct``, ``model``, ``item``,
     idata = fit(df, model="structural", backend="numpyro")
     idata = fit(df, "correct ~ tom_order * log_context + (1 | model) + (1 | item)")
     ml = fit(df, "correct ~ tom_order + (1 | model) + (1 | item)", backend="laplace")
-    print(ml)                             # lme4-like summary; ml.summary() is a DataFrame
+    print(ml)                             # lme4-like summary; ml.fixef(), ml.VarCorr()
     save_fit(idata, "fit.nc")
     idata = load_fit("fit.nc")
     p = predict(idata, new_rows)          # posterior draws of P(correct)
 
 Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
 :mod:`~tomstats.glmm.data` (columns, validation, design), one file per backend
-(:mod:`~tomstats.glmm.numpyro_backend`, :mod:`~tomstats.glmm.pymc_backend`,
-:mod:`~tomstats.glmm.laplace_backend`),
+(:mod:`~tomstats.glmm.numpyro_backend`, :mod:`~tomstats.glmm.pymc_backend`; maximum
+likelihood: :mod:`~tomstats.glmm.lme` on the solver :mod:`~tomstats.glmm.lme_fit`, its result
+:mod:`~tomstats.glmm.lme_result`),
 :mod:`~tomstats.glmm.fitting` (fit/save/load/predict), :mod:`~tomstats.glmm.diagnostics`,
 :mod:`~tomstats.glmm.ppc` (calibration, separation, cell accuracy),
 :mod:`~tomstats.glmm.compare` (the LOO/WAIC comparison of fits),
@@ -38,8 +39,8 @@ __getattr__, __dir__, __all__ = lazy_face(__name__, {
     "DiagnosticsReport": "tomstats.glmm.diagnostics",
     "DiagnosticsWarning": "tomstats.glmm.diagnostics",
     "FormulaSpec": "tomstats.glmm.spec",
-    "LaplaceConvergenceWarning": "tomstats.glmm.laplace_backend",
-    "LaplaceFit": "tomstats.glmm.laplace_backend",
+    "LaplaceConvergenceWarning": "tomstats.glmm.lme_result",
+    "LaplaceFit": "tomstats.glmm.lme_result",
     "Prior": "tomstats.glmm.spec",
     "RandomTerm": "tomstats.glmm.spec",
     "STANDARD_COLUMNS": "tomstats.glmm.data",

@@ -1,10 +1,13 @@
 r"""lme4's :math:`\theta`: the elements of a random-effects term's relative covariance factor
 :math:`T` (d × d, lower triangular for a correlated term, diagonal for ``||``), in lme4's
-order (column-major lower triangle). The one definition that the fit (:mod:`lme_fit`) and
-its result (:mod:`lme_result`) share (NumPy only).
+order (column-major lower triangle), and the static shape of a term (:class:`TermShape`).
+The one definition that the fit (:mod:`lme_fit`), its driver (:mod:`lme`) and its result
+(:mod:`lme_result`) share (NumPy only).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,3 +31,32 @@ def theta_onehot(d: int, correlated: bool) -> np.ndarray:
     for k, (i, j) in enumerate(idx):
         E[k, i, j] = 1.0
     return E
+
+
+@dataclass(frozen=True)
+class TermShape:
+    """Static shape of one random-effects term.
+
+    Attributes
+    ----------
+    d : int
+        Effects per level (columns of the term's :math:`Z_k`).
+    q : int
+        Levels of the grouping factor.
+    correlated : bool
+        Lower-triangular :math:`T_k` (``|``) or diagonal (``||``).
+    """
+
+    d: int
+    q: int
+    correlated: bool
+
+    @property
+    def n_theta(self) -> int:
+        """Number of :math:`\\theta` elements: :math:`d(d+1)/2` or :math:`d`."""
+        return n_theta(self.d, self.correlated)
+
+    def theta_index(self) -> tuple[tuple[int, int], ...]:
+        """(row, column) of :math:`T_k` of each :math:`\\theta` element, lme4's order
+        (column-major lower triangle)."""
+        return theta_index(self.d, self.correlated)

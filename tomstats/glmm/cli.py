@@ -85,8 +85,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                         "\"correct ~ tom_order * log_context + (1 | model) + (1 | item)\"")
     p.add_argument("--backend", default="numpyro", choices=BACKENDS,
                    help="a NUTS sampler (Bayesian; default numpyro) or 'laplace' (maximum "
-                        "likelihood as lme4's glmer; random intercepts only; no sampler "
-                        "options)")
+                        "likelihood as lme4's glmer: random intercepts, slopes, '||', nested "
+                        "and crossed terms, cbind(); no sampler options; writes JSON)")
     p.add_argument("--chains", type=int, default=4, help="Markov chains (default 4)")
     p.add_argument("--draws", type=int, default=1000,
                    help=f"draws per chain after tuning (at least {MIN_DRAWS}; default 1000)")
@@ -376,7 +376,7 @@ def _run_laplace(args: argparse.Namespace, df: Any, columns: dict[str, str],
     Exit status 0, or 1 (the JSON is written, its ``converged`` false) when the fit did not
     converge; the last line printed (stderr) says so.
     """
-    from tomstats.glmm.laplace_backend import LaplaceConvergenceWarning
+    from tomstats.glmm.lme_result import LaplaceConvergenceWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LaplaceConvergenceWarning)  # reported below instead

@@ -164,8 +164,7 @@ def _var_name(fits: Mapping[str, Any]) -> str | None:
 def load_ml_fit(path: str | os.PathLike[str]) -> Any:
     """A maximum-likelihood fit's JSON (:data:`ML_FORMATS`), checked whole by the one fit
     reader (:func:`tomstats.glmm.fit_reader.read_ml_fit`): a
-    :class:`~tomstats.glmm.laplace_backend.LaplaceFit` or a
-    :class:`~tomstats.glmm.lme_result.LmeFit`, by its ``"format"``.
+    :class:`~tomstats.glmm.lme_result.LaplaceFit` (either JSON format).
 
     Raises
     ------

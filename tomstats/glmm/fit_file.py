@@ -7,9 +7,9 @@ before anything is computed from it.
 A fit file is shared like a script, so it is read as hostile input. Two kinds exist:
 
 - **maximum-likelihood fits** (``tomstats fit --backend laplace``): JSON with
-  ``"format": "tomstats-laplace-fit"`` (random intercepts,
-  :class:`~tomstats.glmm.laplace_backend.LaplaceFit`) or ``"tomstats-lme-fit"`` (lme4's
-  general terms, :class:`~tomstats.glmm.lme_result.LmeFit`), ``"format_version": 1``;
+  ``"format": "tomstats-lme-fit"`` (every fit, :class:`~tomstats.glmm.lme_result.LaplaceFit`)
+  or ``"tomstats-laplace-fit"`` (random intercepts, written by earlier versions; read into
+  the same type), ``"format_version": 1``;
 - **sampler fits** (``tomstats fit``): an ArviZ InferenceData in netCDF whose posterior
   carries ``tomstats_glmm_format = "1"``.
 
@@ -59,7 +59,8 @@ __all__ = ["FAMILIES", "FORMAT_KEY", "FORMAT_VERSION", "JSON_FIELDS", "ML_FORMAT
            "is_netcdf", "load_ml_dict", "netcdf_engine", "open_netcdf", "read_fit_json",
            "read_netcdf_fit"]
 
-#: JSON formats of maximum-likelihood fits (random intercepts; lme4's general terms).
+#: JSON formats of maximum-likelihood fits (the random-intercept one of earlier versions; the
+#: one written now).
 ML_FORMATS = ("tomstats-laplace-fit", "tomstats-lme-fit")
 #: The format version of both JSON formats this tomstats reads.
 JSON_FORMAT_VERSION = 1
@@ -267,6 +268,7 @@ JSON_FIELDS: dict[str, dict[str, _Check]] = {
         "b": _array_of(lambda d: (_term_sizes(d)[1],)),
         "b_var": _array_of(lambda d: (_term_sizes(d)[2],)), "singular": _boolean,
         "grad_norm": _scalar, "hess_min_eig": _scalar, "pearson": _array_of(lambda d: None),
+        "separation": _strings,
     },
 }
 #: Fields a JSON fit may leave out (written by every tomstats, but not needed to read it).

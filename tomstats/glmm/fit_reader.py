@@ -16,19 +16,15 @@ from tomstats.glmm.fit_file import (
     load_ml_dict,
     read_netcdf_fit,
 )
-from tomstats.glmm.laplace_backend import LaplaceFit
-from tomstats.glmm.lme_result import LmeFit
+from tomstats.glmm.lme_result import LaplaceFit
 
 __all__ = ["read_fit", "read_ml_fit"]
-
-#: The class of each JSON format.
-_CLASSES = {"tomstats-laplace-fit": LaplaceFit, "tomstats-lme-fit": LmeFit}
 
 
 def read_ml_fit(path: str | os.PathLike[str], field: str = "") -> Any:
     """A maximum-likelihood fit's JSON, checked whole
-    (:func:`tomstats.glmm.fit_file.load_ml_dict`): a :class:`LaplaceFit` or an
-    :class:`LmeFit`, by its ``"format"``.
+    (:func:`tomstats.glmm.fit_file.load_ml_dict`): a :class:`LaplaceFit` (either JSON
+    format: the one written now, or the random-intercept format of earlier versions).
 
     Raises
     ------
@@ -37,8 +33,8 @@ def read_ml_fit(path: str | os.PathLike[str], field: str = "") -> Any:
     FitFileError
         Anything else wrong, one line naming the file, the field and the value.
     """
-    fmt, d = load_ml_dict(path, field)
-    return _CLASSES[fmt].from_dict(d)
+    _, d = load_ml_dict(path, field)
+    return LaplaceFit.from_dict(d)
 
 
 def read_fit(path: str | os.PathLike[str], field: str = "") -> Any:

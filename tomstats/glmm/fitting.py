@@ -4,8 +4,7 @@
 (:mod:`tomstats.glmm.data`) → backend (:mod:`tomstats.glmm.numpyro_backend` or
 :mod:`tomstats.glmm.pymc_backend`) → one ArviZ ``InferenceData`` whose layout does not
 depend on the backend (``backend="laplace"`` instead returns a maximum-likelihood
-:class:`~tomstats.glmm.laplace_backend.LaplaceFit`, saved as JSON; see
-:mod:`tomstats.glmm.laplace_backend`):
+:class:`~tomstats.glmm.lme_result.LaplaceFit`, saved as JSON; see :mod:`tomstats.glmm.lme`):
 
 =======================  =================================================================
 group                    content
@@ -60,8 +59,7 @@ if TYPE_CHECKING:  # annotations only: the backends' stacks load when a fit runs
     import xarray as xr
     from arviz import InferenceData
 
-    from tomstats.glmm.laplace_backend import LaplaceFit
-    from tomstats.glmm.lme_result import LmeFit
+    from tomstats.glmm.lme_result import LaplaceFit
 
 __all__ = ["BACKENDS", "SAMPLER_BACKENDS", "FORMAT_VERSION", "MAX_TREE_DEPTH", "fit", "save_fit",
            "load_fit", "predict", "fit_spec", "training_data", "structural_param_draws"]
@@ -69,7 +67,7 @@ __all__ = ["BACKENDS", "SAMPLER_BACKENDS", "FORMAT_VERSION", "MAX_TREE_DEPTH", "
 #: The samplers (Bayesian posterior as ArviZ ``InferenceData``).
 SAMPLER_BACKENDS = ("numpyro", "pymc", "pymc-numpyro")
 #: Every backend of :func:`fit`: the samplers and ``"laplace"`` (maximum likelihood,
-#: :class:`~tomstats.glmm.laplace_backend.LaplaceFit`).
+#: :class:`~tomstats.glmm.lme_result.LaplaceFit`).
 BACKENDS = SAMPLER_BACKENDS + ("laplace",)
 #: Options of :func:`fit` that configure a sampler; ``backend="laplace"`` rejects values
 #: other than their defaults (``progress`` is ignored).
@@ -168,7 +166,7 @@ def fit(
     posterior_predictive: bool = True,
     dense_mass: bool | str = "auto",
     **spec_options: Any,
-) -> InferenceData | LaplaceFit | LmeFit:
+) -> InferenceData | LaplaceFit:
     """Fit a Bayesian GLMM (or, with ``backend="laplace"``, a maximum-likelihood GLMM) to
     per-question (or binomial) outcomes.
 
@@ -186,8 +184,9 @@ def fit(
     backend : {"numpyro", "pymc", "pymc-numpyro", "laplace"}
         NumPyro NUTS (default), PyMC's NUTS, NumPyro's NUTS on the PyMC model, or
         ``"laplace"``: maximum likelihood by the Laplace approximation (lme4's ``glmer``;
-        :func:`~tomstats.glmm.laplace_backend.fit_laplace`), for formula models with
-        random intercepts ``(1 | g)`` only. ``"laplace"`` takes no sampler options: the
+        :func:`~tomstats.glmm.lme.fit_lme`), for formula models with any lme4
+        random-effects terms (intercepts, slopes, ``||``, nested, crossed) or none, and
+        ``cbind()`` responses. ``"laplace"`` takes no sampler options: the
         ones below from ``chains`` to ``dense_mass`` (``seed`` included) must keep their
         defaults (else ``ValueError``), ``progress`` is ignored, priors and
         ``noncentered`` are refused; it takes ``max_iter``, ``tol``, ``se``
@@ -243,10 +242,10 @@ def fit(
         Samplers: see the module docstring for its groups and provenance attributes. A
         :class:`~tomstats.glmm.diagnostics.DiagnosticsWarning` is issued when any sampler
         diagnostic fails (:func:`~tomstats.glmm.diagnostics.check_diagnostics`).
-        ``backend="laplace"``: a :class:`~tomstats.glmm.laplace_backend.LaplaceFit`
-        (a :class:`~tomstats.glmm.laplace_backend.LaplaceConvergenceWarning`, a
-        ``DiagnosticsWarning``, when it did not converge); with random slopes, ``||`` terms
-        or ``cbind()``, a :class:`~tomstats.glmm.lme_result.LmeFit`.
+        ``backend="laplace"``: a :class:`~tomstats.glmm.lme_result.LaplaceFit`, the one
+        result type of every formula (a
+        :class:`~tomstats.glmm.lme_result.LaplaceConvergenceWarning`, a
+        ``DiagnosticsWarning``, when it did not converge).
 
     Raises
     ------
@@ -274,9 +273,8 @@ def fit(
     if backend == "laplace":
         import inspect
 
-        # the maximum-likelihood backends, imported when asked for
-        from tomstats.glmm.laplace_backend import fit_laplace
-        from tomstats.glmm.lme import fit_lme, needs_lme
+        # the maximum-likelihood engine, imported when asked for
+        from tomstats.glmm.lme import fit_lme
 
         given = dict(chains=chains, draws=draws, tune=tune, seed=seed,
                      target_accept=target_accept, chain_method=chain_method,
@@ -288,9 +286,7 @@ def fit(
             raise ValueError(f"backend='laplace' is a deterministic maximum-likelihood fit; "
                              f"the sampler option(s) {changed} do not apply (leave them at "
                              f"their defaults or choose a sampler backend)")
-        if needs_lme(model):  # random slopes, '||' terms, cbind(): lme4's general terms
-            return fit_lme(data, model, family=family, columns=columns, **spec_options)
-        return fit_laplace(data, model, family=family, columns=columns, **spec_options)
+        return fit_lme(data, model, family=family, columns=columns, **spec_options)
     chains = _check_int("chains", chains, 1)
     draws = _check_int("draws", draws, 1)
     tune = _check_int("tune", tune, 0)

@@ -25,24 +25,39 @@ data rows or more (lme4's ``check.nobs.vs.nRE``), a grouping factor with as many
 rows (``check.nobs.vs.nlev``), and a slope that does not vary within the levels of its factor
 next to that factor's intercept (the slope's effects cannot be told from the intercepts').
 
-The result is a :class:`tomstats.glmm.lme_result.LmeFit`.
+Every Laplace fit goes through here (``tomstats.glmm.fit(..., backend="laplace")``), random
+intercepts as any other term; a formula without random terms is a logistic regression
+(:func:`tomstats.glmm.glm.logistic_fit`). The design's shapes are padded to buckets, so that
+a log of similar size reuses the compiled fit, kept in JAX's persistent cache
+(:func:`tomstats.glmm.lme_fit.lme_fit_arrays` with ``bucket=True``). Separated data (a
+fixed effect whose estimate is infinite) are named (:mod:`tomstats.glmm.separation`) and
+the fit is marked as not converged. The result is a
+:class:`tomstats.glmm.lme_result.LaplaceFit`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tomstats._expr import CBIND
-from tomstats.glmm._hints import InputError
-from tomstats.glmm.lme_result import LmeConvergenceWarning, LmeFit, LmeTerm
+from tomstats.glmm._hints import InputError, hint
+from tomstats.glmm._theta import TermShape
+from tomstats.glmm.lme_result import (
+    LaplaceConvergenceWarning,
+    LaplaceFit,
+    LaplaceSeparationWarning,
+    LmeTerm,
+    _effect_name,
+)
 
 __all__ = ["fit_lme", "needs_lme", "rewrite_cbind", "LME_OPTIONS"]
 
@@ -98,10 +113,10 @@ def rewrite_cbind(formula: str, df: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 
 def needs_lme(formula: str) -> bool:
-    """Whether ``tomstats.glmm.fit(..., backend="laplace")`` needs this module for
-    ``formula``: an lme4 ``cbind(...)`` response, or a random term other than a plain
-    intercept ``(1 | g)`` (slopes, ``0 + x``, ``||`` with several effects). Formulas outside
-    the formula language are left to the caller's checks (False)."""
+    """Whether ``formula`` has more than random intercepts: an lme4 ``cbind(...)`` response,
+    or a random term other than a plain intercept ``(1 | g)`` (slopes, ``0 + x``, ``||`` with
+    several effects). Formulas outside the formula language give False. (Earlier versions
+    sent only these formulas here; every Laplace fit now goes through :func:`fit_lme`.)"""
     from tomstats._expr import ExpressionError, check_formula
 
     if not isinstance(formula, str) or "~" not in formula:
@@ -113,10 +128,6 @@ def needs_lme(formula: str) -> bool:
     except ExpressionError:
         return False
     return any(" ".join(expr.split()) != "1" for expr, _, _ in parts.random)
-
-
-def _effect_name(name: str) -> str:
-    return "(Intercept)" if name == "Intercept" else name
 
 
 def _check_terms(spec: Any, md: Any, n_rows: int) -> None:
@@ -177,8 +188,9 @@ def fit_lme(
     max_inner: int = 50,
     aggregate: bool | str = "auto",
     center: bool = True,
+    trials: str | None = None,
     **options: Any,
-) -> LmeFit:
+) -> LaplaceFit:
     """Maximum-likelihood (Laplace) fit of a logit GLMM with lme4 random-effects terms.
 
     Parameters
@@ -187,7 +199,9 @@ def fit_lme(
         The log (standard or mapped columns, as for :func:`tomstats.glmm.fit`).
     formula : str
         lme4-style formula, e.g. ``"correct ~ tom_order + (1 + tom_order | model) +
-        (1 | item)"``, ``"cbind(k, n - k) ~ x + (1 + x || g)"``, ``"y ~ x + (1 | a/b)"``.
+        (1 | item)"``, ``"cbind(k, n - k) ~ x + (1 + x || g)"``, ``"y ~ x + (1 | a/b)"``;
+        without a random term, a logistic regression
+        (:func:`tomstats.glmm.glm.logistic_fit`, covariance :math:`(X^\\top W X)^{-1}`).
     family : {"bernoulli", "binomial"}, optional
         As for :func:`tomstats.glmm.fit` (implied by the left-hand side otherwise).
     columns : mapping, optional
@@ -204,30 +218,36 @@ def fit_lme(
         log-likelihood is reported for the rows as given.
     center : bool
         Centre the fixed predictors for the fit (no reported number changes).
+    trials : str, optional
+        The trials column of a binomial response (as for :func:`tomstats.glmm.fit`).
     **options
         None accepted (named here so that a wrong option is refused in one line).
 
     Returns
     -------
-    LmeFit
-        A :class:`~tomstats.glmm.lme_result.LmeConvergenceWarning` is issued when the fit
-        did not converge.
+    LaplaceFit
+        A :class:`~tomstats.glmm.lme_result.LaplaceConvergenceWarning` is issued when the
+        fit did not converge (a :class:`~tomstats.glmm.lme_result.LaplaceSeparationWarning`
+        when the data are separated).
     """
     import jax
 
     from tomstats._compile_cache import enable_compilation_cache
     from tomstats._expr import check_formula
     from tomstats.glmm.data import build_design, prepare_data, response_arrays
-    from tomstats.glmm.laplace_backend import _log_binom
-    from tomstats.glmm.lme_fit import TermShape, lme_fit_arrays
     from tomstats.glmm.provenance import data_hash, package_versions, used_columns
 
+    laplace = hint("backend='laplace'", "--backend laplace")
     if options:
-        raise InputError(f"the Laplace fit takes no option(s) {sorted(options)}; it takes "
-                         f"{sorted(('aggregate', 'center') + LME_OPTIONS)}")
+        raise InputError(f"{laplace} does not take the option(s) {sorted(options)} (priors "
+                         f"and parametrisation concern the Bayesian samplers); it takes "
+                         f"{sorted(('aggregate', 'center', 'trials') + LME_OPTIONS)}")
     if not isinstance(formula, str) or "~" not in formula:
-        raise InputError(f"fit_lme: formula must be an lme4-style formula 'y ~ x + (1 + x | "
-                         f"g)', got {formula!r}")
+        raise InputError(
+            f"{laplace} fits lme4-style formula models, e.g. 'correct ~ tom_order + "
+            f"(1 + tom_order | model) + (1 | item)'; got "
+            f"{hint(f'model={formula!r}', f'--model {formula}')} (the structural model needs "
+            f"a sampler backend: numpyro or pymc)")
     if se not in ("hessian", "conditional"):
         raise InputError(f"se must be 'hessian' or 'conditional', got {se!r}")
     for name, v in (("max_iter", max_iter), ("max_inner", max_inner)):
@@ -241,10 +261,10 @@ def fit_lme(
     shown = formula
     formula, df = rewrite_cbind(formula, df)
     check_formula(formula)
-    spec, md = build_design(formula, df, family=family, aggregate=aggregate, center=center)
-    if not spec.random:
-        raise InputError(f"formula {shown!r} has no random-effects term '(... | group)'; "
-                         f"fit it as a logistic regression (tomstats fit --backend laplace)")
+    opts: dict[str, Any] = dict(aggregate=aggregate, center=center)
+    if trials is not None:
+        opts["trials"] = trials
+    spec, md = build_design(formula, df, family=family, **opts)
     n_rows = len(df)
     _check_terms(spec, md, n_rows)
 
@@ -258,14 +278,20 @@ def fit_lme(
     Xc = np.asarray(md.arrays["X"], dtype=np.float64)
     mean = np.asarray(md.arrays["X_mean"], dtype=np.float64)
     y = md.y.astype(np.float64)
-    trials = None if md.trials is None else md.trials.astype(np.float64)
+    n_trials = None if md.trials is None else md.trials.astype(np.float64)
     Zs = tuple(np.asarray(md.arrays[f"Z_{t.key}"], dtype=np.float64) for t in spec.random)
     gs = tuple(np.asarray(md.arrays[f"g_{t.key}"], dtype=np.int32) for t in spec.random)
+    coef_names = tuple(_effect_name(c) for c in md.coords["coef"])
     enable_compilation_cache()
     with jax.enable_x64(True):
-        r = lme_fit_arrays(Xc, y, trials, Zs, gs, shapes, max_iter=int(max_iter), tol=tol,
-                           se=se, max_inner=int(max_inner))
-        r = jax.tree_util.tree_map(np.asarray, r)
+        r = (_solve(Xc, y, n_trials, Zs, gs, shapes, max_iter=int(max_iter), tol=tol, se=se,
+                    max_inner=int(max_inner)) if terms else
+             _solve_glm(Xc, y, n_trials, max_iter=int(max_iter), tol=tol))
+    separated: tuple[str, ...] = ()
+    if _separation_possible(Xc, r, Zs, gs, shapes, tol):
+        from tomstats.glmm.separation import separation
+
+        separated = separation(Xc, y, n_trials, coef_names)
     # centred design -> the user's columns: beta = A beta_c, V = A V_c A'
     A = np.eye(Xc.shape[1])
     if md.intercept is not None:
@@ -282,29 +308,126 @@ def fit_lme(
         loglik += (_log_binom(y_rows.astype(float), n_tr.astype(float))
                    - _log_binom(md.y.astype(float), n_cells.astype(float)))
     used = used_columns(spec, df)
-    fit = LmeFit(
+    fit = LaplaceFit(
         formula=shown, family=spec.family, n_obs=md.n_obs, n_rows=n_rows,
-        coef_names=tuple(_effect_name(c) for c in md.coords["coef"]),
-        beta=beta, se=np.sqrt(np.clip(np.diagonal(cov), 0.0, None)), cov=cov,
-        se_method="hessian" if int(r.cov_method) == 0 else "conditional",
+        coef_names=coef_names, beta=beta, se=np.sqrt(np.clip(np.diagonal(cov), 0.0, None)),
+        cov=cov, se_method="hessian" if int(r.cov_method) == 0 else "conditional",
         terms=terms, theta=np.asarray(r.theta, float), b=np.asarray(r.b, float),
-        b_var=np.asarray(r.b_var, float), loglik=loglik, converged=bool(r.converged),
-        iterations=int(r.iterations), grad_norm=float(r.grad_norm),
-        hess_min_eig=float(r.hess_min_eig), aggregated=bool(spec.aggregate),
-        data_hash=data_hash(df, used),
+        b_var=np.asarray(r.b_var, float), loglik=loglik,
+        converged=bool(r.converged) and not separated, iterations=int(r.iterations),
+        grad_norm=float(r.grad_norm), hess_min_eig=float(r.hess_min_eig),
+        aggregated=bool(spec.aggregate), data_hash=data_hash(df, used),
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         versions=package_versions("laplace"),
         pearson=_pearson(r, Xc, Zs, gs, tuple(t.q for t in terms), md.row_obs,
                          *response_arrays(df, spec.response, spec.trials, spec.family)),
-        design=_Design(spec=spec, train=df, Xc=Xc, mean=mean, y=y, trials=trials, Zs=Zs,
+        separation=separated,
+        design=_Design(spec=spec, train=df, Xc=Xc, mean=mean, y=y, trials=n_trials, Zs=Zs,
                        gs=gs, shapes=shapes))
-    if not fit.converged:
+    if separated:
         warnings.warn(
-            f"fit_lme: the fit of {shown!r} did not converge after {fit.iterations} "
-            f"iteration(s) (max_iter={max_iter}); do not trust the estimates. Try: rescale "
-            f"predictors, raise max_iter, simplify the random effects, or check for "
-            f"separation", LmeConvergenceWarning, stacklevel=2)
+            f"tomstats.glmm.fit(backend='laplace'): fitted probabilities numerically 0 or 1 "
+            f"occurred: the data are separated by {', '.join(separated)} (a level or a value "
+            f"range with all 0s or all 1s), so their maximum-likelihood estimates are "
+            f"infinite; do not trust the estimates. Try: drop or merge the separating "
+            f"level, or a Bayesian fit (its priors keep the estimates finite)",
+            LaplaceSeparationWarning, stacklevel=3)
+    elif not fit.converged:
+        warnings.warn(
+            f"tomstats.glmm.fit(backend='laplace'): the fit of {shown!r} did not converge "
+            f"after {fit.iterations} iteration(s) (max_iter={max_iter}); do not trust the "
+            f"estimates. Try: rescale predictors, raise max_iter, simplify the random "
+            f"effects, or check for separation (a group or predictor value with all 0s or "
+            f"all 1s)", LaplaceConvergenceWarning, stacklevel=3)
     return fit
+
+
+def _solve(Xc: np.ndarray, y: np.ndarray, trials: np.ndarray | None,
+           Zs: tuple[np.ndarray, ...], gs: tuple[np.ndarray, ...], shapes: tuple[Any, ...],
+           **options: Any) -> Any:
+    """The one Laplace solver (:func:`tomstats.glmm.lme_fit.lme_fit_arrays`) on the design,
+    shapes padded to buckets (a log of similar size reuses the compiled program), results
+    on the host."""
+    import jax
+
+    from tomstats.glmm.lme_fit import lme_fit_arrays
+
+    r = lme_fit_arrays(Xc, y, trials, Zs, gs, shapes, bucket=True, **options)
+    return jax.tree_util.tree_map(np.asarray, r)
+
+
+@dataclass(frozen=True)
+class _GlmResult:
+    """:func:`tomstats.glmm.glm.logistic_fit`'s result in the solver's field names (no
+    random effects)."""
+
+    beta: np.ndarray
+    cov: np.ndarray
+    loglik: float
+    converged: bool
+    iterations: int
+    theta: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    b: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    b_var: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cov_method: int = 0
+    grad_norm: float = float("nan")
+    hess_min_eig: float = float("nan")
+
+
+def _solve_glm(Xc: np.ndarray, y: np.ndarray, trials: np.ndarray | None, *, max_iter: int,
+               tol: float | None) -> _GlmResult:
+    """A formula without random terms: logistic regression by Newton's method."""
+    from tomstats.glmm.glm import logistic_fit
+
+    r = logistic_fit(Xc, y, 1.0 if trials is None else trials, max_iter=max_iter, tol=tol)
+    return _GlmResult(beta=np.asarray(r.beta, float), cov=np.asarray(r.cov, float),
+                      loglik=float(r.loglik), converged=bool(r.converged),
+                      iterations=int(r.iterations))
+
+
+def _log_binom(y: np.ndarray, n: np.ndarray) -> float:
+    """:func:`tomstats.glmm.glm.log_binomial_coefficients` of host arrays, in float64."""
+    import jax
+    import jax.numpy as jnp
+
+    from tomstats.glmm.glm import log_binomial_coefficients
+
+    with jax.enable_x64(True):
+        return float(log_binomial_coefficients(jnp.asarray(y, jnp.float64),
+                                               jnp.asarray(n, jnp.float64)))
+
+
+#: Largest fitted :math:`|\eta|` of a fit that may skip the separation check (see
+#: :func:`_separation_possible`).
+_SEPARATION_ETA = 8.0
+
+
+def _separation_possible(X: np.ndarray, r: Any, Zs: tuple[np.ndarray, ...],
+                         gs: tuple[np.ndarray, ...], shapes: tuple[Any, ...],
+                         tol: float | None) -> bool:
+    r"""Whether a fit needs the separation check (a linear program,
+    :func:`tomstats.glmm.separation.separation`, whose SciPy import costs more than the fit).
+
+    Separated data have no maximum: along the separating direction :math:`d` the deviance
+    keeps falling, with gradient and curvature both proportional to the weights
+    :math:`p_i(1-p_i) \approx e^{-|\eta_i|}` of the separated rows, so the Newton decrement
+    there is of order :math:`e^{-|\eta_i|}`. A fit that meets the tolerance ``tol`` on the
+    decrement must therefore have pushed those rows to :math:`|\eta_i| \gtrsim -\ln
+    \mathrm{tol}` (23 at the default :math:`10^{-10}`). So the check is needed only when the
+    fit did not converge, or some fitted :math:`|\eta_i|` (fixed part plus conditional modes,
+    :math:`x_i^\top\hat\beta + \sum_k z_{ik}^\top\hat b_{k,g_k(i)}`) exceeds
+    :math:`\min(8, -\tfrac12\ln\mathrm{tol})`.
+    """
+    if not bool(r.converged):
+        return True
+    eta = X @ r.beta
+    o = 0
+    for Z, g, s in zip(Zs, gs, shapes, strict=True):
+        bk = np.asarray(r.b)[o: o + s.q * s.d].reshape(s.q, s.d)
+        eta = eta + np.sum(Z * bk[g], axis=1)
+        o += s.q * s.d
+    limit = min(_SEPARATION_ETA, -0.5 * math.log(1e-10 if tol is None else tol))
+    return not bool(np.all(np.isfinite(eta))) or float(np.max(np.abs(eta))) > limit
 
 
 @dataclass(frozen=True)

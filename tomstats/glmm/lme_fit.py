@@ -27,21 +27,28 @@ Laplace deviance (lme4's ``glmerLaplace``):
 with :math:`\hat u` the conditional mode (penalised IRLS, Newton with step halving) and
 :math:`W = \operatorname{diag}(n_i p_i(1 - p_i))` at :math:`\hat u`.
 
-Structure: with :math:`\tilde z_{ik} = T_k^\top z_{ik}`, the block of :math:`A` for levels
-:math:`a` of term :math:`j` and :math:`c` of term :math:`l` is
-:math:`\delta_{jl}\delta_{ac}I + \sum_{i: g_j(i)=a, g_l(i)=c} w_i\tilde z_{ij}\tilde z_{il}^\top`,
-accumulated by sums over the rows (no rows × effects matrix is formed). The term
+Structure: the block of :math:`A` for levels :math:`a` of term :math:`j` and :math:`c` of
+term :math:`l` is :math:`\delta_{jl}\delta_{ac}I + T_j^\top\big(\sum_{i: g_j(i)=a,
+g_l(i)=c} w_i z_{ij} z_{il}^\top\big)T_l`, accumulated by sums over the rows (no rows ×
+effects matrix is formed); the factors :math:`T_k` enter only after the sums, per level, so
+that derivatives in :math:`\theta` cost no work per row beyond the weights'. The term
 with the most random effects (:math:`q_b d_b`) has a block-diagonal own block :math:`G`
 (:math:`q_b` blocks of :math:`d_b\times d_b`); it is eliminated, leaving the dense Schur
 complement :math:`S - E^\top G^{-1} E` over the other terms' effects:
 :math:`\log\det A = \sum_a\log\det G_a + \log\det(S - E^\top G^{-1}E)`.
 
-Row layout: where the grouping codes are concrete and padding adds at most a quarter of the
-rows, the rows are reordered level by level of the big term and padded to the same number
-per level with rows of no trials (:math:`n_i = y_i = 0`, zero covariates: they add nothing
-to :math:`D` or to any sum). The big term's sums over a level's rows are then a reshape and a
-sum, which XLA fuses with the elementwise work around them; the other terms' sums are
-segment sums. The fit does not depend on the layout (``tests/glmm/test_lme_layout.py``).
+Row layout (:func:`_plan`, where the grouping codes are concrete): the rows are reordered
+level by level of the big term and padded to the same number per level with rows of no
+trials (:math:`n_i = y_i = 0`, zero covariates: they add nothing to :math:`D` or to any sum),
+where that adds at most a quarter of the rows. The big term's sums over a level's rows are
+then a reshape and a sum, which XLA fuses with the elementwise work around them; a term
+fully crossed with it (every pair of levels once: one row per LLM and passage) has its rows
+in level order within every block, so its sums are reshapes too; other terms' sums are
+segment sums. With ``bucket=True`` the levels of every term and the rows are padded to the
+sizes of :func:`bucket_size` (levels without rows: conditional mode 0, a factor 1 of the
+log-determinant), so that a log of similar size reuses the compiled program, which a single
+fit keeps in JAX's persistent cache (:func:`_fit_stored`). The fit depends on neither
+(``tests/glmm/test_lme_layout.py``).
 
 Outer fit: :math:`(\theta, \beta)` jointly minimise :math:`D` (lme4's second stage,
 ``nAGQ = 1``) by Newton's method with the exact Hessian (JAX reverse-over-reverse through
@@ -54,7 +61,10 @@ and not lme4's BOBYQA: the deviance is smooth in :math:`\theta` over all of
 :math:`\Sigma_k`), so no bound is needed, and Newton converges to the optimum to ~1e-10 in
 the deviance in 5–15 iterations, where a derivative-free method stops at its own tolerance;
 with the optimum found exactly the estimates differ from lme4's only by lme4's own
-optimiser tolerance. At the end each column of :math:`T_k` with a negative diagonal element
+optimiser tolerance. Many refits one after another (``sequential=True``, power
+simulations) reuse the previous exact Hessian for a step in the quadratic phase; a single
+fit computes it at every point, a smaller program that compiles faster. At the end each
+column of :math:`T_k` with a negative diagonal element
 is negated (with its :math:`u`), which gives lme4's representative (diagonal
 :math:`\ge 0`).
 
@@ -71,8 +81,11 @@ Everything is pure JAX, so :func:`lme_fit_arrays` works under ``jax.jit`` and ``
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -80,7 +93,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tomstats.glmm._theta import n_theta, theta_index, theta_onehot
+from tomstats._io import atomic_write_bytes
+from tomstats.glmm._theta import TermShape, theta_onehot
 from tomstats.glmm.glm import log_binomial_coefficients
 
 __all__ = ["TermShape", "LmeArrays", "lme_fit_arrays", "lme_deviance", "theta_start",
@@ -96,35 +110,6 @@ _CONTRACT = 0.01
 #: benchmark's designs: faster there, slower for 3 parameters or 7,872 rows).
 _HVP_MAP_ROWS = 4096
 _HVP_MAP_PARAMS = 4
-
-
-@dataclass(frozen=True)
-class TermShape:
-    """Static shape of one random-effects term.
-
-    Attributes
-    ----------
-    d : int
-        Effects per level (columns of the term's :math:`Z_k`).
-    q : int
-        Levels of the grouping factor.
-    correlated : bool
-        Lower-triangular :math:`T_k` (``|``) or diagonal (``||``).
-    """
-
-    d: int
-    q: int
-    correlated: bool
-
-    @property
-    def n_theta(self) -> int:
-        """Number of :math:`\\theta` elements: :math:`d(d+1)/2` or :math:`d`."""
-        return n_theta(self.d, self.correlated)
-
-    def theta_index(self) -> tuple[tuple[int, int], ...]:
-        """(row, column) of :math:`T_k` of each :math:`\\theta` element, lme4's order
-        (column-major lower triangle)."""
-        return theta_index(self.d, self.correlated)
 
 
 def theta_start(shapes: tuple[TermShape, ...]) -> np.ndarray:
@@ -230,48 +215,136 @@ def _big_term(shapes: tuple[TermShape, ...]) -> int:
     return int(np.argmax([s.q * s.d for s in shapes]))
 
 
-#: Rows are laid out level by level of the big term (:func:`_block_rows`) when the padding
-#: this needs adds at most this share of rows.
+def bucket_size(q: int) -> int:
+    r"""The smallest size of the padding ladder at least ``q``: ``q`` itself up to 8, then
+    four sizes per doubling (multiples of :math:`2^{\lfloor\log_2(q-1)\rfloor-2}`: 10, 12,
+    14, 16, 20, ..., 40, 48, 56, 64, ...), so padding adds at most 25 %."""
+    q = int(q)
+    if q <= 8:
+        return q
+    step = 2 ** ((q - 1).bit_length() - 3)
+    return -(-q // step) * step
+
+
+#: Rows are laid out level by level of the big term (:func:`_plan`) when that makes at most
+#: this share more rows than the rows as given (after padding to buckets, if asked).
 _BLOCK_PAD = 0.25
 
 
-def _block_rows(X: Array, y: Array, n: Array, offset: Array, Zs: tuple[Array, ...],
-                gs: tuple[Array, ...], shapes: tuple[TermShape, ...]) -> tuple | None:
-    """The rows reordered level by level of the big term and padded to ``r`` rows per level
-    (``r`` the largest level's rows), or None where the codes are not concrete or the padding
-    would exceed ``_BLOCK_PAD`` of the rows.
+@dataclass(frozen=True)
+class _Layout:
+    """Where each data row goes in the fitted arrays (a host-side plan, :func:`_plan`).
 
-    A padding row has no trials (``n = y = 0``) and zero covariates, so it adds nothing to
-    the deviance, its derivatives or any sum over rows: the fit is the same model. The
-    reordering follows the codes only, so ``X``, ``y`` (with leading batch axes), ``n`` and
-    ``offset`` may be traced."""
-    big = _big_term(shapes)
-    g = gs[big]
-    if isinstance(g, jax.core.Tracer):
-        return None
-    g = np.asarray(g)
-    q, n_obs = shapes[big].q, g.shape[0]
-    counts = np.bincount(g, minlength=q)
-    r = int(counts.max()) if n_obs else 0
-    if n_obs == 0 or q * r > (1.0 + _BLOCK_PAD) * n_obs:
-        return None
-    if q * r == n_obs and np.all(g == np.repeat(np.arange(q), r)):
-        return X, y, n, offset, Zs, gs  # already level by level
+    Attributes
+    ----------
+    shapes : tuple of TermShape
+        The terms' shapes as fitted (levels padded to buckets, or as given).
+    rows : int
+        Rows of the fitted arrays (the data rows plus padding rows of no trials).
+    pos : ndarray of int, shape (n,)
+        The fitted row of each data row.
+    gs : tuple of ndarray
+        Level codes of every fitted row, per term (padding rows: a valid level).
+    blocked : bool
+        Rows level by level of the big term, the same number per level.
+    crossed : int
+        A term whose levels each level of the big term holds once each, in order (its sums
+        are reshapes too), or -1.
+    """
+
+    shapes: tuple[TermShape, ...]
+    rows: int
+    pos: np.ndarray
+    gs: tuple[np.ndarray, ...]
+    blocked: bool = False
+    crossed: int = -1
+
+    @property
+    def identity(self) -> bool:
+        """The rows stay as given: nothing to move or pad."""
+        n = self.pos.shape[0]
+        return self.rows == n and bool(np.array_equal(self.pos, np.arange(n)))
+
+
+def _plan(gs: tuple[np.ndarray, ...], shapes: tuple[TermShape, ...], bucket: bool) -> _Layout:
+    """The row layout of a fit with concrete level codes ``gs``.
+
+    With ``bucket`` every level count and the number of rows (or rows per level) is padded
+    to :func:`bucket_size`: levels without rows (conditional mode 0, a factor 1 of the
+    log-determinant) and rows of no trials (:math:`n_i = y_i = 0`, zero covariates: no term
+    of the deviance or of any sum). The deviance, its derivatives and the estimates are
+    unchanged, and designs of similar size share one compiled program.
+
+    Where the padding stays within :data:`_BLOCK_PAD`, the rows are put level by level of
+    the big term (:func:`_big_term`), ``r`` rows per level (the largest level's count), so
+    that its sums over rows are reshapes; where moreover another term's levels are each
+    held once by every level of the big term (a fully crossed design, one row per pair),
+    that term's rows are in level order within each block (``crossed``), and its sums are
+    reshapes as well.
+    """
+    n = int(gs[0].shape[0]) if gs else 0
+    pad = bucket_size if bucket else int
+    fitted = tuple(TermShape(d=s.d, q=pad(s.q), correlated=s.correlated) for s in shapes)
+    plain_rows = pad(n)
+    plain = _Layout(fitted, plain_rows, np.arange(n),
+                    tuple(np.concatenate([np.asarray(g, np.int32),
+                                          np.zeros(plain_rows - n, np.int32)]) for g in gs))
+    if n == 0:
+        return plain
+    big = _big_term(fitted)
+    g = np.asarray(gs[big])
+    qb = fitted[big].q
+    for j in range(len(gs)):
+        if j == big or shapes[j].q * shapes[big].q != n:
+            continue
+        key = g.astype(np.int64) * shapes[j].q + np.asarray(gs[j])
+        if np.array_equal(np.sort(key), np.arange(n)):  # every pair once: crossed
+            qj = fitted[j].q
+            if qb * qj > (1.0 + _BLOCK_PAD) * plain_rows:
+                break
+            pos = g.astype(np.int64) * qj + np.asarray(gs[j])
+            return _Layout(fitted, qb * qj, pos, _block_codes(gs, pos, qb * qj, big, qb, qj, j),
+                           blocked=True, crossed=j)
+    counts = np.bincount(g, minlength=qb)
+    r = pad(int(counts.max()))
+    if qb * r > (1.0 + _BLOCK_PAD) * plain_rows:
+        return plain
     order = np.argsort(g, kind="stable")
     starts = np.cumsum(counts) - counts
-    pos = g[order] * r + (np.arange(n_obs) - np.repeat(starts, counts))
-    size = q * r
+    pos = np.empty(n, np.int64)
+    pos[order] = g[order] * r + (np.arange(n) - np.repeat(starts, counts))
+    return _Layout(fitted, qb * r, pos, _block_codes(gs, pos, qb * r, big, qb, r, -1),
+                   blocked=True)
 
-    def place(a: Array, axis: int = 0) -> Array:
-        """``a``'s rows (along ``axis``) at their new places, zeros in the padding."""
-        a = jnp.moveaxis(jnp.asarray(a), axis, 0)
-        out = jnp.zeros((size,) + a.shape[1:], a.dtype).at[pos].set(jnp.take(a, order, 0))
+
+def _block_codes(gs: tuple[np.ndarray, ...], pos: np.ndarray, rows: int, big: int, qb: int,
+                 r: int, crossed: int) -> tuple[np.ndarray, ...]:
+    """The level codes of every fitted row of a blocked layout (padding rows: the big term's
+    level of their block, the crossed term's level of their place, else level 0)."""
+    out = []
+    for k, gk in enumerate(gs):
+        if k == big:
+            out.append(np.repeat(np.arange(qb, dtype=np.int32), r))
+        elif k == crossed:
+            out.append(np.tile(np.arange(r, dtype=np.int32), qb))
+        else:
+            c = np.zeros(rows, np.int32)
+            c[pos] = gk
+            out.append(c)
+    return tuple(out)
+
+
+def _place(layout: _Layout, a: Any, axis: int = 0) -> Any:
+    """``a``'s rows (along ``axis``) at their fitted places, zeros in the padding (NumPy for
+    host arrays, JAX for device or traced ones, e.g. replicated outcomes)."""
+    if isinstance(a, jax.Array):
+        a = jnp.moveaxis(a, axis, 0)
+        out = jnp.zeros((layout.rows,) + a.shape[1:], a.dtype).at[layout.pos].set(a)
         return jnp.moveaxis(out, 0, axis)
-
-    gs_new = tuple(jnp.asarray(np.repeat(np.arange(q), r), jnp.int32) if k == big
-                   else place(gk) for k, gk in enumerate(gs))
-    return (place(X), place(y, -1), place(n, -1), place(offset),
-            tuple(place(z) for z in Zs), gs_new)
+    a = np.moveaxis(np.asarray(a), axis, 0)
+    out = np.zeros((layout.rows,) + a.shape[1:], a.dtype)
+    out[layout.pos] = a
+    return np.moveaxis(out, 0, axis)
 
 
 class _Problem:
@@ -279,7 +352,7 @@ class _Problem:
 
     def __init__(self, X: Array, y: Array, n: Array, offset: Array, Zs: tuple[Array, ...],
                  gs: tuple[Array, ...], shapes: tuple[TermShape, ...],
-                 blocked: bool = False) -> None:
+                 blocked: bool = False, crossed: int = -1) -> None:
         self.X, self.y, self.n, self.offset = X, y, n, offset
         self.Zs, self.gs, self.shapes = Zs, gs, shapes
         self.K = len(shapes)
@@ -287,9 +360,11 @@ class _Problem:
         sizes = [s.q * s.d for s in shapes]
         self.big = _big_term(shapes)
         # rows laid out level by level of the big term, the same number per level
-        # (:func:`_block_rows`): its sums over rows are reshapes and sums, which XLA fuses,
-        # where segment sums and gathers are separate (slow) kernels on a CPU
+        # (:func:`_plan`): its sums over rows are reshapes and sums, which XLA fuses, where
+        # segment sums and gathers are separate (slow) kernels on a CPU; so are those of a
+        # term crossed with it (each block holds its levels once each, in order)
         self.blocked = blocked
+        self.crossed = crossed if blocked else -1
         self.rest = tuple(k for k in range(self.K) if k != self.big)
         self.order = (self.big,) + self.rest
         # offsets of each term in the internal vector (big term first)
@@ -319,21 +394,21 @@ class _Problem:
         return [theta_to_factor(theta[a:b], self.shapes[k])
                 for k, (a, b) in sorted(self.tslice.items())]
 
-    def ztilde(self, theta: Array) -> list[Array]:
-        """:math:`\\tilde z_{ik} = T_k^\\top z_{ik}` of every row, per term (n, d_k)."""
-        return [_narrow_matmul(self.Zs[k], T) for k, T in enumerate(self.factors(theta))]
-
     def uterm(self, u: Array, k: int) -> Array:
         s = self.shapes[k]
         return u[self.off[k]: self.off[k] + self.size[k]].reshape(s.q, s.d)
 
     def by_row(self, k: int, per_level: Array) -> Array:
         """Rows' values of a per-level array (q_k, ...) of term ``k``, shape (n, ...)."""
+        tail = per_level.shape[1:]
         if self.blocked and k == self.big:
             q = per_level.shape[0]
             r = self.X.shape[0] // q
-            tail = per_level.shape[1:]
             return jnp.broadcast_to(per_level[:, None], (q, r) + tail).reshape((q * r,) + tail)
+        if k == self.crossed:
+            q = per_level.shape[0]
+            qb = self.X.shape[0] // q
+            return jnp.broadcast_to(per_level[None], (qb, q) + tail).reshape((qb * q,) + tail)
         return per_level[self.gs[k]]
 
     def level_sum(self, k: int, by_rows: Array) -> Array:
@@ -341,41 +416,54 @@ class _Problem:
         q = self.shapes[k].q
         if self.blocked and k == self.big:
             return by_rows.reshape((q, by_rows.shape[0] // q) + by_rows.shape[1:]).sum(axis=1)
+        if k == self.crossed:
+            return by_rows.reshape((by_rows.shape[0] // q, q) + by_rows.shape[1:]).sum(axis=0)
         return jax.ops.segment_sum(by_rows, self.gs[k], q)
 
-    def eta(self, u: Array, zt: list[Array], beta: Array) -> Array:
+    def eta(self, u: Array, Ts: list[Array], beta: Array) -> Array:
+        r""":math:`o_i + x_i^\top\beta + \sum_k z_{ik}^\top b_{k,g_k(i)}`, the modes
+        :math:`b_{k,a} = T_k u_{k,a}` formed per level (the factors enter no per-row work)."""
         e = self.offset + _narrow_matmul(self.X, beta)
         for k in range(self.K):
-            e = e + jnp.sum(zt[k] * self.by_row(k, self.uterm(u, k)), axis=1)
+            b = self.uterm(u, k) @ Ts[k].T
+            e = e + jnp.sum(self.Zs[k] * self.by_row(k, b), axis=1)
         return e
 
-    def ztv(self, v: Array, zt: list[Array]) -> Array:
-        """:math:`\\Lambda^\\top Z^\\top v` in the internal order; ``v`` (n,) or (n, m)."""
+    def ztv(self, v: Array, Ts: list[Array]) -> Array:
+        r""":math:`\Lambda^\top Z^\top v` in the internal order; ``v`` (n,) or (n, m): the sums
+        :math:`\sum_{i \in a} z_{ik} v_i` per level, then :math:`T_k^\top` per level."""
         parts = []
         for k in self.order:
             s = self.shapes[k]
             if v.ndim == 1:
-                prod = zt[k] * v[:, None]
-                parts.append(self.level_sum(k, prod).reshape(-1))
+                sums = self.level_sum(k, self.Zs[k] * v[:, None])
+                parts.append((sums @ Ts[k]).reshape(-1))
             else:
-                prod = zt[k][:, :, None] * v[:, None, :]
-                parts.append(self.level_sum(k, prod).reshape(s.q * s.d, v.shape[1]))
+                sums = self.level_sum(k, self.Zs[k][:, :, None] * v[:, None, :])
+                parts.append(jnp.einsum("adm,de->aem", sums, Ts[k]).reshape(s.q * s.d,
+                                                                            v.shape[1]))
         return jnp.concatenate(parts, axis=0)
 
-    def own(self, w: Array, zt: list[Array], k: int) -> Array:
-        """Diagonal blocks of term ``k``: :math:`I + \\sum w \\tilde z\\tilde z^\\top`,
+    def own(self, w: Array, Ts: list[Array], k: int) -> Array:
+        r"""Diagonal blocks of term ``k``: :math:`I + T_k^\top(\sum w z z^\top)T_k`,
         shape (q, d, d)."""
         s = self.shapes[k]
-        outer = w[:, None, None] * zt[k][:, :, None] * zt[k][:, None, :]
-        return self.level_sum(k, outer) + jnp.eye(s.d, dtype=w.dtype)
+        Z = self.Zs[k]
+        outer = w[:, None, None] * Z[:, :, None] * Z[:, None, :]
+        M = self.level_sum(k, outer)
+        return jnp.einsum("di,ade,ej->aij", Ts[k], M, Ts[k]) + jnp.eye(s.d, dtype=w.dtype)
 
-    def cross(self, w: Array, zt: list[Array], j: int, l: int) -> Array:
-        """Dense block between terms ``j`` and ``l``, shape (q_j d_j, q_l d_l)."""
+    def cross(self, w: Array, Ts: list[Array], j: int, l: int) -> Array:
+        r"""Dense block between terms ``j`` and ``l``, shape (q_j d_j, q_l d_l):
+        :math:`T_j^\top(\sum w z_j z_l^\top)T_l` per pair of levels."""
         sj, sl = self.shapes[j], self.shapes[l]
-        idx = self.gs[j] * sl.q + self.gs[l]
-        outer = w[:, None, None] * zt[j][:, :, None] * zt[l][:, None, :]
-        blk = jax.ops.segment_sum(outer, idx, sj.q * sl.q)
-        return blk.reshape(sj.q, sl.q, sj.d, sl.d).transpose(0, 2, 1, 3).reshape(
+        outer = w[:, None, None] * self.Zs[j][:, :, None] * self.Zs[l][:, None, :]
+        if j == self.big and l == self.crossed:  # rows are (level of j, level of l) in order
+            C = outer
+        else:
+            C = jax.ops.segment_sum(outer, self.gs[j] * sl.q + self.gs[l], sj.q * sl.q)
+        C = jnp.einsum("di,bde,ej->bij", Ts[j], C, Ts[l])
+        return C.reshape(sj.q, sl.q, sj.d, sl.d).transpose(0, 2, 1, 3).reshape(
             sj.q * sj.d, sl.q * sl.d)
 
     @staticmethod
@@ -384,23 +472,23 @@ class _Problem:
         eye = jnp.eye(q, dtype=B.dtype)
         return (eye[:, None, :, None] * B[:, :, None, :]).reshape(q * d, q * d)
 
-    def blocks(self, w: Array, zt: list[Array]) -> tuple[Array, Array | None, Array | None]:
+    def blocks(self, w: Array, Ts: list[Array]) -> tuple[Array, Array | None, Array | None]:
         """``(G^-1, log det G, E, L)``: inverses of the big term's blocks (q_b, d_b, d_b),
         their total log-determinant, the blocks E between the big term and the others, and
         the Cholesky factor L of the Schur complement (E and L are None for one term)."""
         b = self.big
-        Ginv, ldG = _inv_logdet(self.own(w, zt, b))
+        Ginv, ldG = _inv_logdet(self.own(w, Ts, b))
         if not self.rest:
             return Ginv, ldG, None, None
-        E = jnp.concatenate([self.cross(w, zt, b, j) for j in self.rest], axis=1)
+        E = jnp.concatenate([self.cross(w, Ts, b, j) for j in self.rest], axis=1)
         rows = []
         for a, j in enumerate(self.rest):
             row = []
             for c, l in enumerate(self.rest):
                 if a == c:
-                    row.append(self.dense_blockdiag(self.own(w, zt, j)))
+                    row.append(self.dense_blockdiag(self.own(w, Ts, j)))
                 elif a < c:
-                    row.append(self.cross(w, zt, j, l))
+                    row.append(self.cross(w, Ts, j, l))
                 else:
                     row.append(None)
             rows.append(row)
@@ -444,19 +532,19 @@ class _Problem:
         p = jax.nn.sigmoid(eta)
         return self.n * p * (1.0 - p), self.y - self.n * p
 
-    def pdev(self, u: Array, zt: list[Array], beta: Array) -> Array:
-        return self.dev(self.eta(u, zt, beta)) + jnp.sum(u * u)
+    def pdev(self, u: Array, Ts: list[Array], beta: Array) -> Array:
+        return self.dev(self.eta(u, Ts, beta)) + jnp.sum(u * u)
 
-    def laplace(self, u: Array, zt: list[Array], beta: Array) -> Array:
-        eta = self.eta(u, zt, beta)
+    def laplace(self, u: Array, Ts: list[Array], beta: Array) -> Array:
+        eta = self.eta(u, Ts, beta)
         w, _ = self.weights(eta)
-        return self.dev(eta) + jnp.sum(u * u) + self.logdet(self.blocks(w, zt))
+        return self.dev(eta) + jnp.sum(u * u) + self.logdet(self.blocks(w, Ts))
 
     # ------------------------------------------------------------------ solvers
     def pirls(self, u0: Array, theta: Array, beta: Array, tol: Array, max_iter: int) -> Array:
         """Conditional mode by penalised IRLS (Newton with step halving) from ``u0``."""
         eps = jnp.finfo(u0.dtype).eps
-        zt = self.ztilde(theta)
+        Ts = self.factors(theta)
 
         def cond(s):
             _, _, it, dec = s
@@ -464,9 +552,9 @@ class _Problem:
 
         def body(s):
             u, pd, it, _ = s
-            w, res = self.weights(self.eta(u, zt, beta))
-            r = self.ztv(res, zt) - u
-            x = self.solve(self.blocks(w, zt), r)
+            w, res = self.weights(self.eta(u, Ts, beta))
+            r = self.ztv(res, Ts) - u
+            x = self.solve(self.blocks(w, Ts), r)
             dec = jnp.sum(r * x)
             slack = 10 * eps * (jnp.abs(pd) + 1.0)
             quad = dec < 1e-8
@@ -478,16 +566,16 @@ class _Problem:
             def hbody(h):
                 t, _, k = h
                 t = t * 0.5
-                return t, self.pdev(u + t * x, zt, beta), k + 1
+                return t, self.pdev(u + t * x, Ts, beta), k + 1
 
             t, pdn, _ = lax.while_loop(hcond, hbody,
-                                       (jnp.ones((), u.dtype), self.pdev(u + x, zt, beta), 0))
+                                       (jnp.ones((), u.dtype), self.pdev(u + x, Ts, beta), 0))
             ok = ((pdn <= pd + slack) | quad) & jnp.isfinite(pdn)
             u_new = jnp.where(ok, u + t * x, u)
             dec = jnp.where(ok & jnp.isfinite(dec), dec, 0.0)
             return u_new, jnp.where(ok, pdn, pd), it + 1, dec
 
-        init = (u0, self.pdev(u0, zt, beta), 0, jnp.asarray(jnp.inf, u0.dtype))
+        init = (u0, self.pdev(u0, Ts, beta), 0, jnp.asarray(jnp.inf, u0.dtype))
         return lax.while_loop(cond, body, init)[0]
 
     def ddev(self, phi: Array, u0: Array) -> Array:
@@ -497,14 +585,14 @@ class _Problem:
         m = self.m_theta
         theta, beta = phi[:m], phi[m:]
         u = lax.stop_gradient(u0)
-        zt0 = self.ztilde(lax.stop_gradient(theta))
-        w0, _ = self.weights(self.eta(u, zt0, lax.stop_gradient(beta)))
-        blk0 = self.blocks(w0, zt0)
-        zt = self.ztilde(theta)
+        Ts0 = self.factors(lax.stop_gradient(theta))
+        w0, _ = self.weights(self.eta(u, Ts0, lax.stop_gradient(beta)))
+        blk0 = self.blocks(w0, Ts0)
+        Ts = self.factors(theta)
         for _ in range(_DIFF_STEPS):
-            _, res = self.weights(self.eta(u, zt, beta))
-            u = u + self.solve(blk0, self.ztv(res, zt) - u)
-        return self.laplace(u, zt, beta)
+            _, res = self.weights(self.eta(u, Ts, beta))
+            u = u + self.solve(blk0, self.ztv(res, Ts) - u)
+        return self.laplace(u, Ts, beta)
 
     def grad_hess(self, phi: Array, u: Array) -> tuple[Array, Array]:
         """Gradient and Hessian of :meth:`ddev`, reverse over reverse (on CPU the forward
@@ -530,21 +618,18 @@ class _Problem:
 
         return lax.fori_loop(0, iters, body, jnp.zeros(p, self.X.dtype))
 
-    def cond_cov(self, u: Array, theta: Array, beta: Array) -> Array:
-        """Covariance of beta from the penalised system at fixed theta (lme4's RX)."""
-        zt = self.ztilde(theta)
-        w, _ = self.weights(self.eta(u, zt, beta))
+    def conditional(self, u: Array, theta: Array, beta: Array) -> tuple[Array, Array]:
+        """At the mode ``u``: the covariance of beta from the penalised system at fixed theta
+        (lme4's RX), and the diagonal blocks of :math:`\\Lambda A^{-1}\\Lambda^\\top` per term
+        and level in the user's term order, flattened (each block row-major); one
+        factorisation of :math:`A` serves both."""
+        Ts = self.factors(theta)
+        w, _ = self.weights(self.eta(u, Ts, beta))
+        blk = self.blocks(w, Ts)
         wx = w[:, None] * self.X
-        F = self.ztv(wx, zt)
-        M = self.X.T @ wx - F.T @ self.solve(self.blocks(w, zt), F)
-        return jnp.linalg.inv(0.5 * (M + M.T))
-
-    def cond_var(self, u: Array, theta: Array, beta: Array) -> Array:
-        """Diagonal blocks of :math:`\\Lambda A^{-1}\\Lambda^\\top` per term and level, in the
-        user's term order, flattened (each block row-major)."""
-        zt = self.ztilde(theta)
-        w, _ = self.weights(self.eta(u, zt, beta))
-        Ginv, _, E, L = self.blocks(w, zt)
+        F = self.ztv(wx, Ts)
+        M = self.X.T @ wx - F.T @ self.solve(blk, F)
+        Ginv, _, E, L = blk
         out: dict[int, Array] = {}
         b = self.big
         if E is None:
@@ -552,17 +637,18 @@ class _Problem:
         else:
             r = L.shape[0]
             Sinv = jax.scipy.linalg.cho_solve((L, True), jnp.eye(r, dtype=L.dtype))
-            F = self.gsolve(Ginv, E).reshape(self.shapes[b].q, self.shapes[b].d, r)
-            out[b] = Ginv + jnp.einsum("adr,rs,aes->ade", F, Sinv, F)
+            GE = self.gsolve(Ginv, E).reshape(self.shapes[b].q, self.shapes[b].d, r)
+            out[b] = Ginv + jnp.einsum("adr,rs,aes->ade", GE, Sinv, GE)
             o = 0
             for j in self.rest:
                 s = self.shapes[j]
-                blk = Sinv[o: o + s.q * s.d, o: o + s.q * s.d].reshape(s.q, s.d, s.q, s.d)
-                out[j] = jnp.einsum("aiaj->aij", blk)
+                sub = Sinv[o: o + s.q * s.d, o: o + s.q * s.d].reshape(s.q, s.d, s.q, s.d)
+                out[j] = jnp.einsum("aiaj->aij", sub)
                 o += s.q * s.d
         Ts = self.factors(theta)
-        return jnp.concatenate([jnp.einsum("ij,ajk,lk->ail", Ts[k], out[k], Ts[k]).reshape(-1)
-                                for k in range(self.K)])
+        var = jnp.concatenate([jnp.einsum("ij,ajk,lk->ail", Ts[k], out[k], Ts[k]).reshape(-1)
+                               for k in range(self.K)])
+        return jnp.linalg.inv(0.5 * (M + M.T)), var
 
     def to_user(self, u: Array) -> Array:
         """Internal order → the user's term order."""
@@ -591,8 +677,8 @@ def _canonical(pr: _Problem, theta: Array, u: Array) -> tuple[Array, Array]:
 
 
 def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inner, se,
-             theta0=None, beta0=None, blocked=False) -> LmeArrays:
-    pr = _Problem(X, y, n, offset, Zs, gs, shapes, blocked)
+             theta0=None, beta0=None, blocked=False, crossed=-1, reuse=False) -> LmeArrays:
+    pr = _Problem(X, y, n, offset, Zs, gs, shapes, blocked, crossed)
     dtype = X.dtype
     eps = jnp.finfo(dtype).eps
     itol = jnp.asarray(inner_tol, dtype)
@@ -627,31 +713,41 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
 
     def body(s):
         first = s["it"] == 0
+        # a closing pass (``force``): the loop stopped on a reused Hessian, so the exact one
+        # is computed at the same point (t = 0; standard errors and the reported eigenvalue
+        # need it), by the loop's own code rather than a second copy of it in the program
+        force = s["force"]
         cand = s["phi"] + s["t"] * s["d"]
         un = pr.pirls(s["u"], cand[:m], cand[m:], itol, max_inner)
-        Dn = pr.laplace(un, pr.ztilde(cand[:m]), cand[m:])
+        Dn = pr.laplace(un, pr.factors(cand[:m]), cand[m:])
         noise = 1e3 * eps * (jnp.abs(s["D"]) + 1.0)
-        ok = first | (Dn <= s["D"] - 1e-4 * s["t"] * s["dec"] + noise)
+        ok = first | force | (Dn <= s["D"] - 1e-4 * s["t"] * s["dec"] + noise)
         ok = ok & jnp.isfinite(Dn)
-        # the gradient at every candidate, its forward pass kept for the Hessian's rows; the
-        # Hessian only at an accepted point (a rejected step only halves t; under vmap the
-        # cond becomes a select and both sides run)
+        # the gradient at every candidate, its forward pass kept for the Hessian's rows
         gn, hvp = jax.vjp(lambda p: jax.grad(pr.ddev)(p, un), cand)
-        # the previous point's exact Hessian is reused for one step where the decrement it
-        # gives here has fallen fast (the quadratic phase: the step still contracts, without
-        # the Hessian's reverse pass per parameter); never twice in a row, and convergence is
-        # only declared on an exact Hessian (the first time the reused one says "converged",
-        # the exact one is computed and decides from then on)
-        decq = direction(gn, s["H"])[1]
-        stale_ok = (s["fresh"] & ~first & ~s["exact"] & (decq >= tol)
-                    & (decq < _CONTRACT * s["dec"]))
-        fresh = ok & ~stale_ok
-        Hn = lax.cond(fresh, lambda: _sym(hessian_rows(hvp)), lambda: s["H"])
-        exact_phase = s["exact"] | (ok & ~first & (decq < tol))
+        if reuse:
+            # the previous point's exact Hessian is reused for one step where the decrement
+            # it gives here has fallen fast (the quadratic phase: the step still contracts,
+            # without the Hessian's reverse pass per parameter); never twice in a row, and
+            # convergence is only declared on an exact Hessian (the first time the reused
+            # one says "converged", the exact one is computed and decides from then on). The
+            # Hessian only at an accepted point (a rejected step only shortens t)
+            decq = direction(gn, s["H"])[1]
+            stale_ok = (s["fresh"] & ~first & ~force & ~s["exact"] & (decq >= tol)
+                        & (decq < _CONTRACT * s["dec"]))
+            fresh = ok & ~stale_ok
+            Hn = lax.cond(fresh, lambda: _sym(hessian_rows(hvp)), lambda: s["H"])
+            exact_phase = s["exact"] | (ok & ~first & (decq < tol))
+        else:
+            # the exact Hessian at every candidate: a smaller program (it compiles faster;
+            # a rejected step is rare, and under vmap a cond would run both sides anyway)
+            fresh = ok
+            Hn = _sym(hessian_rows(hvp))
+            exact_phase = s["exact"]
         ok = ok & jnp.all(jnp.isfinite(gn)) & jnp.all(jnp.isfinite(Hn))
         dn, decn = direction(gn, Hn)
         pick = lambda new, old: jnp.where(ok, new, old)  # noqa: E731
-        it = s["it"] + ok.astype(s["it"].dtype)
+        it = s["it"] + (ok & ~force).astype(s["it"].dtype)
         dec = pick(decn, s["dec"])
         # a rejected step is shortened to the minimum of the quadratic through D, its slope
         # -dec and Dn along the direction, kept within [0.1 t, 0.5 t] (halving where Dn is
@@ -665,31 +761,31 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
         small = (dec < tol) & now_fresh
         stuck = ~ok & (s["t"] < 2.0 ** -30)
         out_of_steps = it > max_iter
-        conv = small | (stuck & (dec < jnp.maximum(tol, noise)))
+        conv = jnp.where(force, s["conv"] | small,
+                         small | (stuck & (dec < jnp.maximum(tol, noise))))
+        stop = small | stuck | out_of_steps | ~jnp.isfinite(dec)
+        closing = stop & ~now_fresh & ~force
         return dict(phi=pick(cand, s["phi"]), u=pick(un, s["u"]), D=pick(Dn, s["D"]),
                     g=pick(gn, s["g"]), H=pick(Hn, s["H"]), d=pick(dn, s["d"]), dec=dec,
-                    t=t, it=it, done=small | stuck | out_of_steps | ~jnp.isfinite(dec),
-                    conv=conv, fresh=now_fresh, exact=jnp.where(ok, exact_phase, s["exact"]))
+                    t=jnp.where(closing, jnp.zeros((), dtype), t), it=it,
+                    done=force | (stop & ~closing), force=closing, conv=conv,
+                    fresh=now_fresh, exact=jnp.where(ok, exact_phase, s["exact"]))
 
     init = dict(phi=phi0, u=jnp.zeros(pr.q_tot, dtype), D=jnp.asarray(jnp.inf, dtype),
                 g=jnp.zeros(mm, dtype), H=jnp.eye(mm, dtype=dtype), d=jnp.zeros(mm, dtype),
                 dec=jnp.asarray(jnp.inf, dtype), t=jnp.ones((), dtype),
-                it=jnp.zeros((), jnp.int32), done=jnp.asarray(False),
+                it=jnp.zeros((), jnp.int32), done=jnp.asarray(False), force=jnp.asarray(False),
                 conv=jnp.asarray(False), fresh=jnp.asarray(False), exact=jnp.asarray(False))
     s = lax.while_loop(cond, body, init)
-    phi, u, D = s["phi"], s["u"], s["D"]
-    # the exact Hessian at the end (standard errors, the reported eigenvalue) where the loop
-    # stopped on a reused one (out of iterations, or stuck)
-    H = lax.cond(s["fresh"], lambda: s["H"], lambda: pr.grad_hess(phi, u)[1])
-    theta, beta = _canonical(pr, phi[:m], u)[0], phi[m:]
-    sign_u = _canonical(pr, phi[:m], u)[1]
+    phi, u, D, H = s["phi"], s["u"], s["D"], s["H"]
+    (theta, sign_u), beta = _canonical(pr, phi[:m], u), phi[m:]
     # the Hessian in the canonical representative: theta elements of a negated column
     # change sign, so H changes by a diagonal +-1 similarity (beta block unchanged)
     flip = jnp.concatenate([jnp.where(jnp.sign(theta) * jnp.sign(phi[:m]) < 0, -1.0, 1.0)
                             .astype(dtype), jnp.ones(pr.p, dtype)])
     H = H * flip[:, None] * flip[None, :]
     u = sign_u
-    ccov = pr.cond_cov(u, theta, beta)
+    ccov, b_var = pr.conditional(u, theta, beta)
     lam = jnp.linalg.eigvalsh(H)
     if se == "hessian":
         full = 2.0 * jnp.linalg.inv(H)
@@ -708,30 +804,137 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
     return LmeArrays(
         theta=theta, beta=beta, se=se_, cov=cov, cov_method=method.astype(jnp.int32),
         deviance=D, loglik=-0.5 * D + log_binomial_coefficients(y, n), u=pr.to_user(u), b=b,
-        b_var=pr.cond_var(u, theta, beta), grad_norm=jnp.max(jnp.abs(s["g"])),
+        b_var=b_var, grad_norm=jnp.max(jnp.abs(s["g"])),
         hess_min_eig=lam[0], converged=s["conv"] & finite,
         iterations=jnp.maximum(s["it"] - 1, 0))
 
 
-@partial(jax.jit, static_argnames=("shapes", "max_iter", "tol", "inner_tol", "max_inner", "se",
-                                   "batch_trials", "blocked"))
+#: Static arguments of the compiled fits.
+_STATIC = ("shapes", "max_iter", "tol", "inner_tol", "max_inner", "se", "blocked", "crossed")
+
+
+@partial(jax.jit, static_argnames=_STATIC + ("batch_trials",))
 def _fit_batch(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inner, se,
-               batch_trials, blocked):
+               batch_trials, blocked, crossed):
     f = partial(_fit_one, shapes=shapes, max_iter=max_iter, tol=tol, inner_tol=inner_tol,
-                max_inner=max_inner, se=se, blocked=blocked)
+                max_inner=max_inner, se=se, blocked=blocked, crossed=crossed)
     return jax.vmap(lambda yy, nn: f(X, yy, nn, offset, Zs, gs),
                     in_axes=(0, 0 if batch_trials else None))(y, n)
 
 
-@partial(jax.jit, static_argnames=("shapes", "max_iter", "tol", "inner_tol", "max_inner", "se",
-                                   "batch_trials", "blocked"))
+@partial(jax.jit, static_argnames=_STATIC + ("batch_trials",))
 def _fit_map(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inner, se,
-             batch_trials, blocked, theta0=None, beta0=None):
+             batch_trials, blocked, crossed, theta0=None, beta0=None):
     f = partial(_fit_one, shapes=shapes, max_iter=max_iter, tol=tol, inner_tol=inner_tol,
-                max_inner=max_inner, se=se, theta0=theta0, beta0=beta0, blocked=blocked)
+                max_inner=max_inner, se=se, theta0=theta0, beta0=beta0, blocked=blocked,
+                crossed=crossed, reuse=True)
     if batch_trials:
         return lax.map(lambda a: f(X, a[0], a[1], offset, Zs, gs), (y, n))
     return lax.map(lambda yy: f(X, yy, n, offset, Zs, gs), y)
+
+
+#: One data set, no batch axis: one compiled program, without the batching of
+#: :func:`_fit_batch` (whose tracing costs about as much again, and under which every
+#: ``lax.cond`` of the loop runs both of its sides).
+_fit_single = jax.jit(_fit_one, static_argnames=_STATIC)
+
+#: Folder, inside JAX's persistent compilation cache, of the exported single-fit programs.
+_EXPORTED = "tomstats-laplace"
+
+
+@functools.cache
+def _source_hash() -> bytes:
+    """SHA-256 of the solver's source: this module, :mod:`tomstats.glmm.glm` and
+    :mod:`tomstats.glmm._theta`."""
+    import hashlib
+    import sys
+
+    from tomstats.glmm import _theta, glm
+
+    h = hashlib.sha256()
+    for mod in (sys.modules[__name__], glm, _theta):
+        h.update(Path(mod.__file__).read_bytes())
+    return h.digest()
+
+
+#: The exported programs this process has read or written, by :func:`_program_key`.
+_LOADED: dict[str, Any] = {}
+
+
+def _program_key(args: tuple[np.ndarray, ...], static: dict[str, Any]) -> str:
+    """What an exported program depends on: the solver's source (this module,
+    :mod:`tomstats.glmm.glm`, :mod:`tomstats.glmm._theta`), JAX's version and backend, the
+    static arguments and the shapes and dtypes of the data."""
+    import hashlib
+
+    import jaxlib
+
+    h = hashlib.sha256(_source_hash())
+    h.update(repr((jax.__version__, jaxlib.__version__, jax.default_backend(),
+                   sorted(static.items()), [(a.shape, str(a.dtype)) for a in args])).encode())
+    return h.hexdigest()[:32]
+
+
+def _fit_stored(X: np.ndarray, y: np.ndarray, n: np.ndarray, offset: np.ndarray,
+                Zs: tuple[np.ndarray, ...], gs: tuple[np.ndarray, ...], **static: Any
+                ) -> LmeArrays:
+    """:func:`_fit_single` of host arrays, its traced and lowered program kept on disk for
+    the next process.
+
+    When JAX's persistent compilation cache is on (:mod:`tomstats._compile_cache`), the
+    program is exported (:func:`jax.export.export`, StableHLO) into the cache folder under a
+    key of everything it depends on (:func:`_program_key`). A new process that finds it skips
+    tracing and lowering and compiles it from the persistent cache. A file that cannot be
+    read or run is exported again and replaced; without the cache nothing is written.
+    """
+    cache = jax.config.jax_compilation_cache_dir
+    if not cache:
+        return _fit_single(X, y, n, offset, Zs, gs, **static)
+    K = len(Zs)
+    args = (X, y, n, offset, *Zs, *gs)
+    key = _program_key(args, static)
+    if key in _LOADED:  # read before in this process (refits of one design: profiles)
+        return LmeArrays(*_LOADED[key](*args))
+    path = Path(cache) / _EXPORTED / f"fit-{key}.jaxexport"
+    if path.is_file():
+        try:
+            call = jax.export.deserialize(bytearray(path.read_bytes())).call
+            res = LmeArrays(*call(*args))
+            _LOADED[key] = call
+            return res
+        except Exception:  # noqa: BLE001 - a damaged or foreign file: export it again
+            pass
+
+    def fit_program(*a: Array) -> tuple[Array, ...]:
+        r = _fit_one(a[0], a[1], a[2], a[3], a[4: 4 + K], a[4 + K:], **static)
+        return tuple(getattr(r, f.name) for f in dataclasses.fields(r))
+
+    exported = jax.export.export(jax.jit(fit_program))(*args)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, bytes(exported.serialize()))
+    except OSError:
+        pass  # a read-only cache folder: the fit still runs
+    _LOADED[key] = exported.call
+    return LmeArrays(*_LOADED[key](*args))
+
+
+def _unpad(res: LmeArrays, fitted: tuple[TermShape, ...], shapes: tuple[TermShape, ...]
+           ) -> LmeArrays:
+    """The results of a fit with padded levels for the terms' own levels (on the host: a
+    slice in the program would make its shape depend on the exact level counts)."""
+    if fitted == shapes:
+        return res
+    res = jax.tree_util.tree_map(np.asarray, res)
+    cuts = {"u": lambda s: s.d, "b": lambda s: s.d, "b_var": lambda s: s.d * s.d}
+    out = {}
+    for name, per_level in cuts.items():
+        a, o, parts = getattr(res, name), 0, []
+        for f, s in zip(fitted, shapes, strict=True):
+            parts.append(a[..., o: o + s.q * per_level(s)])
+            o += f.q * per_level(f)
+        out[name] = np.concatenate(parts, axis=-1)
+    return dataclasses.replace(res, **out)
 
 
 def _as(a: Any, dtype: Any) -> Any:
@@ -753,7 +956,9 @@ def _arrays(X, y, trials, offset, Zs, gs, shapes):
     n = np.ones(n_obs, dtype) if trials is None else _as(trials, dtype)
     off = np.zeros(n_obs, dtype) if offset is None else _as(offset, dtype)
     Zs = tuple(_as(z, dtype) for z in Zs)
-    gs = tuple(_as(g, np.int32) for g in gs)
+    # concrete codes on the host (the row layout is planned from them)
+    gs = tuple(jnp.asarray(g, jnp.int32) if isinstance(g, jax.core.Tracer)
+               else np.asarray(g, np.int32) for g in gs)
     shapes = tuple(shapes)
     if len(Zs) != len(shapes) or len(gs) != len(shapes) or not shapes:
         raise ValueError("lme_fit_arrays: Zs, gs and shapes need one entry per random term "
@@ -772,9 +977,14 @@ def lme_fit_arrays(
     X: Any, y: Any, trials: Any, Zs: tuple[Any, ...], gs: tuple[Any, ...],
     shapes: tuple[TermShape, ...], *, offset: Any = None, max_iter: int = 100,
     tol: float | None = None, se: str = "hessian", max_inner: int = 50,
-    sequential: bool = False, start: tuple[Any, Any] | None = None,
+    sequential: bool = False, start: tuple[Any, Any] | None = None, bucket: bool = False,
 ) -> LmeArrays:
     """Maximum Laplace-likelihood fit (module docstring) on numeric arrays.
+
+    One data set (``y`` and ``trials`` without batch axes) is fitted by one compiled program
+    without a batch axis; given as host (NumPy) arrays, its traced program is kept in JAX's
+    persistent compilation cache when that is on (:func:`_fit_stored`). With concrete level
+    codes the rows are laid out as :func:`_plan` says (the results do not depend on it).
 
     Parameters
     ----------
@@ -802,37 +1012,59 @@ def lme_fit_arrays(
         data-dependent loops (many refits of a simulation use this).
     start : (theta, beta), optional
         Starting values of the outer Newton iterations (``sequential`` only), e.g. the
-        parameters a simulation drew from; default: lme4's :math:`\theta` start and the
+        parameters a simulation drew from; default: lme4's :math:`\\theta` start and the
         fixed effects of the GLM without random effects.
+    bucket : bool
+        Pad the levels of every term and the rows to the sizes of :func:`bucket_size`
+        (levels without rows, rows of no trials: the estimates are unchanged; needs concrete
+        level codes), so that designs of similar size share one compiled program.
 
     Returns
     -------
     LmeArrays
+        Padded levels (``bucket``) left out: ``u``, ``b`` and ``b_var`` have the terms' own
+        sizes (as NumPy arrays, then).
     """
     if se not in ("hessian", "conditional"):
         raise ValueError(f"se must be 'hessian' or 'conditional', got {se!r}")
     X, y, n, off, Zs, gs, shapes, dtype = _arrays(X, y, trials, offset, Zs, gs, shapes)
+    if start is not None and not sequential:
+        raise ValueError("lme_fit_arrays: start is taken with sequential=True only")
     f64 = dtype == jnp.float64
-    tol = (1e-10 if f64 else 1e-4) if tol is None else tol
-    inner_tol = 1e-12 if f64 else 1e-6
+    static = dict(max_iter=int(max_iter), tol=float((1e-10 if f64 else 1e-4) if tol is None
+                                                     else tol),
+                  inner_tol=1e-12 if f64 else 1e-6, max_inner=int(max_inner), se=se)
+    concrete_codes = all(isinstance(g, np.ndarray) for g in gs)
+    if bucket and not concrete_codes:
+        raise ValueError("lme_fit_arrays: bucket=True needs concrete level codes gs")
+    fitted, blocked, crossed = shapes, False, -1
+    if concrete_codes:
+        lay = _plan(gs, shapes, bucket)
+        fitted, blocked, crossed = lay.shapes, lay.blocked, lay.crossed
+        if not lay.identity:
+            X, off = _place(lay, X), _place(lay, off)
+            Zs = tuple(_place(lay, z) for z in Zs)
+            y, n = _place(lay, y, -1), _place(lay, n, -1)
+        gs = lay.gs
+    static.update(shapes=fitted, blocked=blocked, crossed=crossed)
+    if y.ndim == 1 and n.ndim == 1 and not sequential:
+        if all(isinstance(a, np.ndarray) for a in (X, y, n, off, *Zs)):
+            res = _fit_stored(X, y, n, off, Zs, gs, **static)
+        else:
+            res = _fit_single(X, y, n, off, Zs, gs, **static)
+        return _unpad(res, fitted, shapes)
     batch = y.shape[:-1]
-    laid = _block_rows(X, y, n, off, Zs, gs, shapes)
-    blocked = laid is not None
-    if blocked:
-        X, y, n, off, Zs, gs = laid
     yb = y.reshape((-1, y.shape[-1]))
     batch_trials = n.ndim > 1
     if batch_trials:
         n = (jnp if isinstance(n, jax.Array) else np).broadcast_to(n, y.shape).reshape(yb.shape)
-    args = (X, yb, n, off, Zs, gs, shapes, int(max_iter), float(tol), float(inner_tol),
-            int(max_inner), se, batch_trials, blocked)
-    if start is not None and not sequential:
-        raise ValueError("lme_fit_arrays: start is taken with sequential=True only")
     if sequential:
         th0, be0 = (None, None) if start is None else (jnp.asarray(v, dtype) for v in start)
-        res = _fit_map(*args, theta0=th0, beta0=be0)
+        res = _fit_map(X, yb, n, off, Zs, gs, batch_trials=batch_trials, theta0=th0,
+                       beta0=be0, **static)
     else:
-        res = _fit_batch(*args)
+        res = _fit_batch(X, yb, n, off, Zs, gs, batch_trials=batch_trials, **static)
+    res = _unpad(res, fitted, shapes)
     if batch == yb.shape[:1]:
         return res
     return jax.tree_util.tree_map(lambda a: a.reshape(batch + a.shape[1:]), res)
@@ -843,7 +1075,7 @@ def _deviance(X, y, n, offset, Zs, gs, shapes, theta, beta):
     pr = _Problem(X, y, n, offset, Zs, gs, shapes)
     tol = jnp.asarray(1e-12 if X.dtype == jnp.float64 else 1e-6, X.dtype)
     u = pr.pirls(jnp.zeros(pr.q_tot, X.dtype), theta, beta, tol, 100)
-    return pr.laplace(u, pr.ztilde(theta), beta)
+    return pr.laplace(u, pr.factors(theta), beta)
 
 
 def lme_deviance(X: Any, y: Any, trials: Any, Zs: tuple[Any, ...], gs: tuple[Any, ...],

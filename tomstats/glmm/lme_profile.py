@@ -1,5 +1,5 @@
-r"""Profile-likelihood intervals of the fixed effects of an
-:class:`~tomstats.glmm.lme_result.LmeFit` (lme4's ``confint(m, method = "profile")``).
+r"""Profile-likelihood intervals of the fixed effects of a
+:class:`~tomstats.glmm.lme_result.LaplaceFit` (lme4's ``confint(m, method = "profile")``).
 
 For coefficient :math:`j` the profiled deviance :math:`D_p(b) = \min_{\theta,
 \beta_{-j}} D(\theta, \beta)\,|_{\beta_j = b}` is a refit with the column :math:`x_j` moved
@@ -17,28 +17,27 @@ grid of refits instead; both aim at the same roots.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from tomstats.glmm.lme_result import LmeFit
 
 __all__ = ["profile_intervals"]
 
 
-def profile_intervals(fit: LmeFit, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper profile-likelihood limits of every fixed effect."""
+def profile_intervals(fit: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper profile-likelihood limits of every fixed effect of ``fit`` (a
+    :class:`~tomstats.glmm.lme_result.LaplaceFit` with its data; typed ``Any``: the result's
+    method imports this module, which imports nothing of it)."""
     import jax
     from scipy.optimize import brentq
-    from scipy.stats import norm
+    from scipy.special import ndtri  # scipy.stats would load much more
 
     from tomstats.glmm.lme_fit import lme_fit_arrays
 
     des = fit.design
     X = des.Xc + des.mean[None, :]  # the user's columns (the intercept column is 1)
     p = X.shape[1]
-    zq = float(norm.ppf(0.5 + level / 2.0))
+    zq = float(ndtri(0.5 + level / 2.0))
     lower, upper = np.full(p, np.nan), np.full(p, np.nan)
 
     def deviance(j: int, b: float) -> float:

@@ -1,5 +1,11 @@
-r"""The result of :func:`tomstats.glmm.lme.fit_lme`: what lme4's ``summary(glmer(...))``,
-``VarCorr``, ``ranef(condVar = TRUE)``, ``confint``, ``predict`` and ``anova`` report.
+r"""The one result of a maximum-likelihood (Laplace) GLMM fit, :class:`LaplaceFit`: every
+fit of :func:`tomstats.glmm.lme.fit_lme` (``tomstats.glmm.fit(..., backend="laplace")``),
+random intercepts, slopes, ``||``, nested and crossed terms, or none (a logistic regression).
+It speaks lme4's vocabulary: ``fixef``, ``ranef``, ``VarCorr``, ``vcov``, ``predict``,
+``simulate``, ``confint`` (Wald or profile), ``logLik``/``AIC``/``BIC``/``deviance``,
+``anova`` (likelihood-ratio tests of nested fits) and ``anova_wald`` (``car::Anova``), and
+prints as ``summary(glmer(...))``. It is saved as one JSON format (``tomstats-lme-fit``);
+the random-intercept format of earlier versions (``tomstats-laplace-fit``) is read into it.
 
 - Variance components: per term :math:`\Sigma_k = T_kT_k^\top` (:math:`\sigma = 1` for the
   binomial family), standard deviations :math:`\sqrt{\Sigma_{k,ii}}` and correlations
@@ -37,30 +43,67 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats.glmm._rprint import r_abbreviate, r_coef_table, r_format, r_named
 from tomstats.glmm._theta import n_theta, theta_index, theta_onehot
-from tomstats.glmm.fit_file import JSON_FORMAT_VERSION, FitFileError, check_ml_dict, load_ml_dict
-from tomstats.glmm.laplace_backend import (
-    SINGULAR_MESSAGE,
-    LaplaceConvergenceWarning,
-    _array,
-    _fit_line,
-    _floats,
-    _fmt_p,
-    _stars,
-)
+from tomstats.glmm.diagnostics import DiagnosticsWarning
+from tomstats.glmm.fit_file import JSON_FORMAT_VERSION, check_ml_dict, load_ml_dict
 
-__all__ = ["LmeTerm", "LmeFit", "LmeConvergenceWarning", "lme_anova", "format_anova",
+__all__ = ["LaplaceFit", "LmeFit", "LmeTerm", "LaplaceConvergenceWarning",
+           "LaplaceSeparationWarning", "LmeConvergenceWarning", "lme_anova", "format_anova",
            "format_wald", "wald_text", "fit_structure", "nesting_problem", "SINGULAR_TOL",
-           "SINGULAR_MESSAGE"]
+           "SINGULAR_MESSAGE", "FORMAT", "OLD_FORMAT"]
 
-_FORMAT = "tomstats-lme-fit"
+#: The JSON format of every Laplace fit.
+FORMAT = "tomstats-lme-fit"
+#: The random-intercept JSON format of earlier versions, still read (:meth:`LaplaceFit.from_dict`).
+OLD_FORMAT = "tomstats-laplace-fit"
 _FORMAT_VERSION = JSON_FORMAT_VERSION
 #: lme4's ``isSingular`` tolerance on the diagonal elements of the :math:`T_k`.
 SINGULAR_TOL = 1e-4
+#: What lme4 says of a singular fit.
+SINGULAR_MESSAGE = "boundary (singular) fit: see help('isSingular')"
 
 
-class LmeConvergenceWarning(LaplaceConvergenceWarning):
+class LaplaceConvergenceWarning(DiagnosticsWarning):
     """The maximum-likelihood (Laplace) fit did not converge; its estimates may be wrong."""
+
+
+class LaplaceSeparationWarning(LaplaceConvergenceWarning):
+    """The data are separated: some fixed-effect estimates are infinite (the fit cannot
+    converge; :mod:`tomstats.glmm.separation`)."""
+
+
+#: The name of the same warning in the general-terms path of earlier versions.
+LmeConvergenceWarning = LaplaceConvergenceWarning
+
+
+def _floats(a: Any) -> Any:
+    """Nested lists of floats with non-finite values as ``None`` (strict JSON)."""
+    arr = np.asarray(a, dtype=float)
+    if arr.ndim == 0:
+        v = float(arr)
+        return v if math.isfinite(v) else None
+    return [_floats(v) for v in arr]
+
+
+def _array(v: Any, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """Inverse of :func:`_floats` (``None`` → NaN)."""
+    def conv(x: Any) -> Any:
+        if isinstance(x, list):
+            return [conv(e) for e in x]
+        return np.nan if x is None else float(x)
+
+    arr = np.asarray(conv(v), dtype=float)
+    if shape is not None:
+        arr = arr.reshape(shape)
+    return arr
+
+
+def _stars(p: float) -> str:
+    if not np.isfinite(p):
+        return ""
+    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else \
+        "." if p < 0.1 else ""
 
 
 @dataclass(frozen=True)
@@ -123,45 +166,65 @@ class LmeTerm:
 
 
 @dataclass(frozen=True)
-class LmeFit:
-    r"""A maximum-likelihood (Laplace) GLMM fit with general random-effects terms.
+class LaplaceFit:
+    r"""A maximum-likelihood (Laplace) GLMM fit: lme4's ``glmer`` (``nAGQ = 1``).
+
+    One type for every formula (random intercepts, slopes, ``||``, nested, crossed, or no
+    random term: a logistic regression), with lme4's vocabulary: :meth:`fixef`,
+    :meth:`ranef`, :meth:`VarCorr`, :meth:`vcov`, :meth:`predict`, :meth:`simulate`,
+    :meth:`confint`, :meth:`logLik`, :meth:`AIC`, :meth:`BIC`, :attr:`deviance`,
+    :meth:`anova`, :meth:`anova_wald`; ``print(fit)`` shows ``summary(glmer(...))``.
 
     Attributes
     ----------
     formula : str
         The formula as given.
     family : {"bernoulli", "binomial"}
+        The data rows' likelihood (logit link; lme4 calls both ``binomial``).
     n_obs, n_rows : int
         Observations the likelihood evaluated (binomial cells when aggregated) and data
         rows (lme4's ``nobs()``, the :math:`N` of BIC).
     coef_names : tuple of str
+        Fixed effects, lme4's names (``"(Intercept)"``, ``"x"``, ``"C(g)[T.b]"``).
     beta, se : ndarray, shape (p,)
+        :math:`\hat\beta` and :math:`\sqrt{\operatorname{diag} V}`.
     cov : ndarray, shape (p, p)
-        Covariance of :math:`\hat\beta` (lme4's ``vcov()``).
+        :math:`V`, the covariance of :math:`\hat\beta` (lme4's ``vcov()``).
     se_method : {"hessian", "conditional"}
         How ``cov`` was computed ("conditional" also when the Hessian was not positive
         definite, as lme4 falls back).
     terms : tuple of LmeTerm
+        The random-effects terms (empty for a logistic regression).
     theta : ndarray
-        :math:`\hat\theta`, term by term (lme4's ``getME(m, "theta")`` within a term).
+        :math:`\hat\theta`, term by term (lme4's ``getME(m, "theta")`` within a term; for a
+        random intercept the SD).
     b : ndarray
         Conditional modes, term by term, level-major (each level's effects together).
     b_var : ndarray
         Conditional covariance of each level's effects, term by term, each
-        :math:`d_k\times d_k` block row-major.
+        :math:`d_k\times d_k` block row-major (NaN when unknown: a fit read from the old
+        random-intercept format).
     loglik : float
         Laplace log-likelihood of the data rows (lme4's ``logLik()``).
     converged : bool
+        The optimiser met its tolerance with finite values, and the data are not separated.
     iterations : int
     grad_norm : float
         Largest absolute gradient element of the deviance at the optimum.
     hess_min_eig : float
         Smallest eigenvalue of the deviance's Hessian over :math:`(\theta, \beta)`.
     aggregated : bool
+        Whether identical rows were summed into binomial cells for the fit.
     data_hash, created_at : str
     versions : dict
     pearson : ndarray, shape (n_rows,)
         Pearson residuals of the data rows at the conditional modes.
+    separation : tuple of str
+        Fixed effects whose estimates are infinite because the data are separated
+        (:func:`tomstats.glmm.separation.separation`); empty when there are none.
+    design : object
+        What :meth:`predict`, :meth:`simulate` and profile intervals need of the data (kept
+        in memory, not in JSON; ``None`` for a fit read from a file).
     """
 
     formula: str
@@ -187,6 +250,7 @@ class LmeFit:
     created_at: str = ""
     versions: Mapping[str, str] = field(default_factory=dict)
     pearson: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    separation: tuple[str, ...] = ()
     design: Any = field(default=None, compare=False, repr=False)
 
     # ------------------------------------------------------------------ parameters
@@ -213,7 +277,7 @@ class LmeFit:
 
     @property
     def deviance(self) -> float:
-        """:math:`-2\\ell`."""
+        """:math:`-2\\ell` (what lme4's ``summary`` prints as ``deviance``)."""
         return -2.0 * self.loglik
 
     @property
@@ -223,7 +287,7 @@ class LmeFit:
 
     @property
     def bic(self) -> float:
-        """:math:`-2\\ell + d\\ln N`."""
+        """:math:`-2\\ell + d\\ln N`, :math:`N` the data rows."""
         return self.deviance + math.log(self.n_rows) * self.n_params
 
     @property
@@ -231,6 +295,45 @@ class LmeFit:
         """:math:`N - d`."""
         return self.n_rows - self.n_params
 
+    def logLik(self) -> float:  # noqa: N802 - lme4's name
+        """:math:`\\ell`, the Laplace log-likelihood of the data rows (lme4's ``logLik()``;
+        its degrees of freedom are :attr:`n_params`)."""
+        return float(self.loglik)
+
+    def AIC(self) -> float:  # noqa: N802 - lme4's name
+        """:math:`\\mathrm{AIC} = -2\\ell + 2d` (lme4's ``AIC()``)."""
+        return self.aic
+
+    def BIC(self) -> float:  # noqa: N802 - lme4's name
+        """:math:`\\mathrm{BIC} = -2\\ell + d\\ln N` (lme4's ``BIC()``)."""
+        return self.bic
+
+    # ---------------------------------------------------- names of earlier versions
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The grouping factor of each random-effects term (``"model"``, ``"model:item"``)."""
+        return tuple(t.group for t in self.terms)
+
+    @property
+    def n_levels(self) -> tuple[int, ...]:
+        """Levels of each term's grouping factor."""
+        return tuple(t.q for t in self.terms)
+
+    @property
+    def levels(self) -> tuple[tuple[str, ...], ...]:
+        """Level labels of each term's grouping factor (sorted, as in the design)."""
+        return tuple(t.levels for t in self.terms)
+
+    @property
+    def sd(self) -> np.ndarray:
+        """The SD of every random effect, term by term (for random intercepts one per
+        term: :math:`\\hat\\sigma_k`)."""
+        if not self.terms:
+            return np.zeros(0)
+        return np.concatenate([np.sqrt(np.clip(np.diagonal(S), 0.0, None))
+                               for S in self.covariances()])
+
+    # ------------------------------------------------------------------ singular fits
     def singular_terms(self) -> list[LmeTerm]:
         """Terms with a diagonal element of :math:`T_k` below :data:`SINGULAR_TOL`."""
         return [t for t, T in zip(self.terms, self.factors(), strict=True)
@@ -264,11 +367,21 @@ class LmeFit:
                 f"estimates to report")
 
     # ------------------------------------------------------------------ tables
-    def varcorr(self) -> pd.DataFrame:
+    def fixef(self) -> pd.Series:
+        """:math:`\\hat\\beta` by coefficient name (lme4's ``fixef()``)."""
+        return pd.Series(np.asarray(self.beta, dtype=float), index=pd.Index(
+            list(self.coef_names), name="coef"), name="estimate")
+
+    def vcov(self) -> pd.DataFrame:
+        """:math:`V`, the covariance of :math:`\\hat\\beta` (lme4's ``vcov()``)."""
+        names = pd.Index(list(self.coef_names), name="coef")
+        return pd.DataFrame(np.asarray(self.cov, dtype=float), index=names, columns=names)
+
+    def VarCorr(self) -> pd.DataFrame:  # noqa: N802 - lme4's name
         """Variance components as lme4's ``as.data.frame(VarCorr(m))``: ``group``,
         ``var1``, ``var2`` (empty for a variance), ``vcov`` (variance or covariance) and
         ``sdcor`` (SD or correlation); variances of every term first, then its
-        correlations."""
+        correlations (:math:`\\Sigma_k = T_kT_k^\\top`, :math:`\\sigma = 1`)."""
         rows = []
         for t, S in zip(self.terms, self.covariances(), strict=True):
             sd = np.sqrt(np.clip(np.diagonal(S), 0.0, None))
@@ -282,22 +395,42 @@ class LmeFit:
                         rows.append((t.group, t.effects[i], t.effects[j], S[i, j], c))
         return pd.DataFrame(rows, columns=["group", "var1", "var2", "vcov", "sdcor"])
 
+    #: The name of :meth:`VarCorr` in earlier versions.
+    varcorr = VarCorr
+
+    def variance_components(self) -> pd.DataFrame:
+        """One row per random effect: ``group``, ``effect``, ``n_levels``, ``sd``
+        :math:`\\hat\\sigma` and ``variance`` :math:`\\hat\\sigma^2` (the diagonal of
+        :meth:`VarCorr`; kept from earlier versions)."""
+        rows = [(t.group, e, t.q) for t in self.terms for e in t.effects]
+        sd = self.sd
+        return pd.DataFrame({"group": [r[0] for r in rows], "effect": [r[1] for r in rows],
+                             "n_levels": [r[2] for r in rows], "sd": sd, "variance": sd ** 2})
+
     def fixed_effects(self, level: float = 0.95) -> pd.DataFrame:
-        """Estimates with Wald tests and intervals: ``estimate``, ``se``, ``z``, ``p``,
-        ``ci_lower``, ``ci_upper`` (index: coefficient names)."""
+        """Estimates with Wald tests and intervals: ``estimate`` :math:`\\hat\\beta_j`,
+        ``se``, ``z`` :math:`= \\hat\\beta_j/\\mathrm{se}_j`, ``p`` :math:`= 2\\Phi(-|z|)`,
+        ``ci_lower``/``ci_upper`` :math:`= \\hat\\beta_j \\mp z_{(1+\\text{level})/2}\\,
+        \\mathrm{se}_j` (index: coefficient names; lme4's ``coef(summary(m))``)."""
         from scipy.special import ndtr, ndtri  # scipy.stats would load its optimiser
 
         _check_level(level)
-        z = self.beta / self.se
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = self.beta / self.se
         q = float(ndtri(0.5 + level / 2.0))
         return pd.DataFrame(
             {"estimate": self.beta, "se": self.se, "z": z, "p": 2.0 * ndtr(-np.abs(z)),
              "ci_lower": self.beta - q * self.se, "ci_upper": self.beta + q * self.se},
             index=pd.Index(list(self.coef_names), name="coef"))
 
-    def random_effects(self) -> pd.DataFrame:
+    #: The name of :meth:`fixed_effects` in earlier versions (not lme4's ``summary``, which
+    #: is ``print(fit)``).
+    summary = fixed_effects
+
+    def ranef(self) -> pd.DataFrame:
         """Conditional modes and conditional SDs (lme4's ``ranef(condVar = TRUE)``):
-        ``group``, ``level``, ``effect``, ``estimate``, ``cond_sd``."""
+        ``group``, ``level``, ``effect``, ``estimate``, ``cond_sd`` (one row per level and
+        effect, terms in formula order)."""
         rows, o, ov = [], 0, 0
         for t in self.terms:
             bk = self.b[o: o + t.q * t.d].reshape(t.q, t.d)
@@ -306,22 +439,35 @@ class LmeFit:
             ov += t.q * t.d * t.d
             for a, lv in enumerate(t.levels):
                 for i, e in enumerate(t.effects):
-                    rows.append((t.group, lv, e, bk[a, i], math.sqrt(max(vk[a, i, i], 0.0))))
+                    v = vk[a, i, i]
+                    rows.append((t.group, lv, e, bk[a, i],
+                                 math.sqrt(max(v, 0.0)) if math.isfinite(v) else math.nan))
         return pd.DataFrame(rows, columns=["group", "level", "effect", "estimate", "cond_sd"])
 
+    #: The name of :meth:`ranef` in earlier versions.
+    random_effects = ranef
+
+    # ------------------------------------------------------------------ tests
     def anova_wald(self, type: int | str = 2) -> pd.DataFrame:
         """Type II or III Wald chi-square test of each fixed-effect term, as
         ``car::Anova(fit, type = "II" | "III")``: columns ``Chisq``, ``Df``, ``p``
         (:func:`tomstats.glmm.wald.wald_table`, whose docstring states the formulas; print
-        with :func:`tomstats.glmm.lme_result.format_wald`)."""
+        with :func:`format_wald`)."""
         from tomstats.glmm.wald import wald_anova
 
         return wald_anova(self, type)
 
+    def anova(self, *others: LaplaceFit, names: Sequence[str] | None = None) -> pd.DataFrame:
+        """Likelihood-ratio tests of this fit and nested fits of the same data (lme4's
+        ``anova(m0, m1)``; :func:`lme_anova`: :math:`\\chi^2 = 2(\\ell_1 - \\ell_0)` on
+        :math:`d_1 - d_0` degrees of freedom)."""
+        return lme_anova(self, *others, names=names)
+
     def confint(self, level: float = 0.95, method: str = "wald") -> pd.DataFrame:
-        """Intervals of the fixed effects: ``method="wald"`` or ``"profile"`` (module
-        docstring; needs the in-memory fit, not one read from JSON). Columns ``lower``,
-        ``upper``."""
+        """Intervals of the fixed effects: ``method="wald"``
+        (:math:`\\hat\\beta_j \\mp z_{(1+\\text{level})/2}\\mathrm{se}_j`) or ``"profile"``
+        (lme4's ``confint(method = "profile")``, :mod:`tomstats.glmm.lme_profile`; needs the
+        in-memory fit, not one read from JSON). Columns ``lower``, ``upper``."""
         _check_level(level)
         if method == "wald":
             t = self.fixed_effects(level)
@@ -329,8 +475,8 @@ class LmeFit:
         if method != "profile":
             raise ValueError(f"confint: method must be 'wald' or 'profile', got {method!r}")
         if self.design is None:
-            raise ValueError("confint(method='profile') needs the data: refit with fit_lme "
-                             "(a fit read from JSON has none)")
+            raise ValueError("confint(method='profile') needs the data: refit with "
+                             "tomstats.glmm.fit (a fit read from JSON has none)")
         from tomstats.glmm.lme_profile import profile_intervals
 
         lo, hi = profile_intervals(self, level)
@@ -342,71 +488,88 @@ class LmeFit:
         """Predictions (lme4's ``predict``): ``random=True`` adds the conditional modes of
         the levels seen in the fit (0 for new levels, lme4's ``allow.new.levels``),
         ``random=False`` is the population level (``re.form = NA``); ``type`` is
-        ``"response"`` (probability) or ``"link"`` (logit)."""
+        ``"response"`` (probability) or ``"link"`` (logit)
+        (:func:`tomstats.glmm.lme_predict.predict`)."""
         from tomstats.glmm.lme_predict import predict
 
         return predict(self, newdata, random=random, type=type)
+
+    def simulate(self, nsim: int = 1, seed: int = 0, *, use_u: bool = False) -> np.ndarray:
+        """Outcomes simulated from the fitted model on the fitted rows (lme4's
+        ``simulate()``): successes of shape ``(nsim, n_rows)``, new random effects
+        :math:`b_k \\sim N(0, \\hat\\Sigma_k)` for each simulation (``use_u=False``,
+        lme4's default) or the conditional modes (``use.u = TRUE``)
+        (:func:`tomstats.glmm.lme_predict.simulate`)."""
+        from tomstats.glmm.lme_predict import simulate
+
+        return simulate(self, nsim, seed, use_u=use_u)
 
     # ------------------------------------------------------------------ printing
     def __repr__(self) -> str:
         """One line (formula, rows, log-likelihood, convergence); ``print()`` shows the
         lme4-style summary."""
-        return _fit_line(self, self.singular)
+        from tomstats._printable import summary_line
+
+        state = ("converged" if self.converged else
+                 f"not converged ({self.iterations} iterations)")
+        return summary_line(self, self.formula, f"{self.family}, {self.n_rows} rows",
+                            f"logLik {float(self.loglik):.2f}", state,
+                            "singular" if self.singular else "")
 
     def __str__(self) -> str:
-        lines = ["Generalized linear mixed model fit by maximum likelihood (Laplace",
-                 "  Approximation) [tomstats]",
-                 " Family: binomial  ( logit )", f"Formula: {self.formula}", ""]
-        stats = pd.DataFrame([[self.aic, self.bic, self.loglik, self.deviance, self.df_resid]],
-                             columns=["AIC", "BIC", "logLik", "deviance", "df.resid"])
-        lines += [stats.to_string(index=False, float_format=lambda v: f"{v:.1f}"), ""]
+        """lme4's ``summary(glmer(...))``: fit statistics, scaled residuals, random effects
+        (terms by decreasing number of levels, as lme4 orders them), fixed effects with Wald
+        tests, their correlations, and what went wrong (a singular or separated fit, no
+        convergence)."""
+        head = (["Generalized linear mixed model fit by maximum likelihood (Laplace",
+                 "  Approximation) [tomstats]"] if self.terms else
+                ["Generalized linear model fit by maximum likelihood [tomstats]"])
+        lines = head + [" Family: binomial  ( logit )", f"Formula: {self.formula}", ""]
+        # lme4's .prt.aictab: rounded to 1 decimal, formatted together (df.resid apart)
+        stats = r_format(np.round([self.aic, self.bic, self.loglik, self.deviance], 1))
+        lines += r_named(["AIC", "BIC", "logLik", "deviance", "df.resid"],
+                         [*(v.strip() for v in stats), str(self.df_resid)]) + [""]
         if self.pearson.size:
             qs = np.quantile(self.pearson[np.isfinite(self.pearson)], [0, .25, .5, .75, 1])
-            lines += ["Scaled residuals: ",
-                      pd.DataFrame([qs], columns=["Min", "1Q", "Median", "3Q", "Max"])
-                      .to_string(index=False, float_format=lambda v: f"{v:.4f}"), ""]
-        lines += ["Random effects:"] + _format_varcorr(self)
-        grp = {}
-        for t in self.terms:
-            grp.setdefault(t.group, t.q)
-        lines += [f"Number of obs: {self.n_rows}, groups:  "
-                  + "; ".join(f"{g}, {q}" for g, q in grp.items()), ""]
-        s = self.fixed_effects()
-        fe = pd.DataFrame({"Estimate": s["estimate"].map(lambda v: f"{v:.5g}"),
-                           "Std. Error": s["se"].map(lambda v: f"{v:.5g}"),
-                           "z value": s["z"].map(lambda v: f"{v:.3f}"),
-                           "Pr(>|z|)": s["p"].map(_fmt_p), "": s["p"].map(_stars)},
-                          index=s.index)
-        fe.index.name = None
-        lines += ["Fixed effects:", fe.to_string(), "---",
-                  "Signif. codes:  0 '***' 0.001 '**' 0.01 '*' 0.05 '.' 0.1 ' ' 1"]
-        p = len(self.coef_names)
-        if 1 < p <= 12:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                corr = self.cov / np.outer(self.se, self.se)
-            short = [_abbrev(c) for c in self.coef_names]
-            lines += ["", "Correlation of Fixed Effects:",
-                      " " * (max(len(s) for s in short) + 1) + " ".join(
-                          f"{s:<6}" for s in short[:-1])]
-            w = max(len(s) for s in short)
-            for i in range(1, p):
-                lines.append(f"{short[i]:<{w}} " + " ".join(
-                    f"{corr[i, j]:>6.3f}" for j in range(i)))
+            big = float(np.max(np.abs(qs)))  # zapsmall(qs, 5), then 4 significant digits
+            qs = np.round(qs, max(0, 5 - math.ceil(math.log10(big))) if big > 0 else 5)
+            lines += ["Scaled residuals: ", *r_named(["Min", "1Q", "Median", "3Q", "Max"],
+                                                     r_format(qs, 4)), ""]
+        if self.terms:
+            lines += ["Random effects:"] + _format_varcorr(self)
+            grp: dict[str, int] = {}
+            for t in _by_levels(self.terms):
+                grp.setdefault(t.group, t.q)
+            lines += [f"Number of obs: {self.n_rows}, groups:  "
+                      + "; ".join(f"{g}, {q}" for g, q in grp.items()), ""]
+        else:
+            lines += [f"Number of obs: {self.n_rows}", ""]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = self.beta / self.se
+        from scipy.special import ndtr
+
+        lines += ["Fixed effects:", *r_coef_table(self.coef_names, self.beta, self.se, z,
+                                                  2.0 * ndtr(-np.abs(z)))]
+        lines += _format_corr(self)
         if self.se_method == "conditional":
             lines.append("(standard errors from the penalised system at fixed theta: the "
                          "Hessian was not positive definite or se='conditional')")
         if self.singular:
             lines.append(self.singular_advice())
-        if not self.converged:
+        if self.separation:
+            lines.append("WARNING: fitted probabilities numerically 0 or 1 occurred: the data "
+                         f"are separated by {', '.join(self.separation)}; their estimates and "
+                         "standard errors are meaningless (the maximum is at infinity)")
+        elif not self.converged:
             lines.append(f"WARNING: the fit did not converge ({self.iterations} iterations, "
                          f"max |gradient| {self.grad_norm:.2g}); the estimates are unreliable")
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dictionary (non-finite numbers as ``null``)."""
+        """JSON-ready dictionary (non-finite numbers as ``null``), format :data:`FORMAT`."""
         return {
-            "format": _FORMAT, "format_version": _FORMAT_VERSION, "backend": "laplace",
+            "format": FORMAT, "format_version": _FORMAT_VERSION, "backend": "laplace",
             "formula": self.formula, "family": self.family, "n_obs": self.n_obs,
             "n_rows": self.n_rows, "coef_names": list(self.coef_names),
             "beta": _floats(self.beta), "se": _floats(self.se), "cov": _floats(self.cov),
@@ -421,10 +584,11 @@ class LmeFit:
             "hess_min_eig": _floats(self.hess_min_eig), "aggregated": self.aggregated,
             "data_hash": self.data_hash, "created_at": self.created_at,
             "versions": dict(self.versions), "pearson": _floats(self.pearson),
+            "separation": list(self.separation),
         }
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
-        """Write the fit as JSON atomically; return the path."""
+        """Write the fit as JSON atomically (temporary file, then rename); return the path."""
         from tomstats._io import atomic_write_text, ensure_writable_file
 
         p = ensure_writable_file(path, field="path")
@@ -432,50 +596,83 @@ class LmeFit:
         return p
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LmeFit:
+    def from_dict(cls, d: Mapping[str, Any]) -> LaplaceFit:
         """Inverse of :meth:`to_dict`, checked whole against the schema of
         :func:`tomstats.glmm.fit_file.check_ml_dict` (``ValueError`` naming the field; the
-        stored formula and terms are data, re-read by the formula language)."""
-        if check_ml_dict(dict(d) if isinstance(d, Mapping) else d) != _FORMAT:
-            raise ValueError(f"not a tomstats lme fit (\"format\": {d.get('format')!r}; "
-                             f"expected {_FORMAT!r})")
+        stored formula and terms are data, re-read by the formula language). A fit in the
+        random-intercept format of earlier versions (:data:`OLD_FORMAT`) is read as the
+        same model: a term ``(1 | g)`` per group, :math:`\\theta_k` its SD, the conditional
+        modes as stored (their conditional variances unknown: NaN) and lme4's name
+        ``(Intercept)``."""
+        fmt = check_ml_dict(dict(d) if isinstance(d, Mapping) else d)
         try:
-            terms = []
-            for t in d["terms"]:
-                terms.append(LmeTerm(group=str(t["group"]),
-                                     effects=tuple(map(str, t["effects"])),
-                                     correlated=bool(t["correlated"]),
-                                     levels=tuple(map(str, t["levels"])),
-                                     expr=str(t.get("expr", ""))))
-            p = len(d["coef_names"])
-            m = sum(t.n_theta for t in terms)
-            nb = sum(t.q * t.d for t in terms)
-            nv = sum(t.q * t.d * t.d for t in terms)
-            return cls(
-                formula=str(d["formula"]), family=str(d["family"]), n_obs=int(d["n_obs"]),
-                n_rows=int(d["n_rows"]), coef_names=tuple(d["coef_names"]),
-                beta=_array(d["beta"], (p,)), se=_array(d["se"], (p,)),
-                cov=_array(d["cov"], (p, p)), se_method=str(d.get("se_method", "hessian")),
-                terms=tuple(terms), theta=_array(d["theta"], (m,)), b=_array(d["b"], (nb,)),
-                b_var=_array(d["b_var"], (nv,)), loglik=float(_array(d["loglik"])),
-                converged=bool(d["converged"]), iterations=int(d["iterations"]),
-                grad_norm=float(_array(d.get("grad_norm"))),
-                hess_min_eig=float(_array(d.get("hess_min_eig"))),
-                aggregated=bool(d.get("aggregated", False)),
-                data_hash=str(d.get("data_hash", "")), created_at=str(d.get("created_at", "")),
-                versions=dict(d.get("versions", {})),
-                pearson=_array(d.get("pearson", [])))
+            return (_from_old_dict if fmt == OLD_FORMAT else _from_dict)(cls, d)
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"malformed lme fit: {type(exc).__name__}: {exc}") from exc
+            raise ValueError(f"malformed Laplace fit: {type(exc).__name__}: {exc}") from exc
 
     @classmethod
-    def from_json(cls, path: str | os.PathLike[str]) -> LmeFit:
-        """Read a fit written by :meth:`to_json`, checked whole by the one fit reader
+    def from_json(cls, path: str | os.PathLike[str]) -> LaplaceFit:
+        """Read a fit written by :meth:`to_json` (or by an earlier version, in either of its
+        formats), checked whole by the one fit reader
         (:func:`tomstats.glmm.fit_file.load_ml_dict`)."""
-        fmt, d = load_ml_dict(path)
-        if fmt != _FORMAT:
-            raise FitFileError(f"{str(path)!r} is a {fmt!r} fit, not {_FORMAT!r}")
+        _, d = load_ml_dict(path)
         return cls.from_dict(d)
+
+
+#: The name of :class:`LaplaceFit` for fits with general random-effects terms in earlier
+#: versions: the same class.
+LmeFit = LaplaceFit
+
+
+def _common(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields both JSON formats share, as :class:`LaplaceFit`'s arguments."""
+    p = len(d["coef_names"])
+    return dict(
+        formula=str(d["formula"]), family=str(d["family"]), n_obs=int(d["n_obs"]),
+        n_rows=int(d["n_rows"]), coef_names=tuple(_effect_name(str(c))
+                                                  for c in d["coef_names"]),
+        beta=_array(d["beta"], (p,)), se=_array(d["se"], (p,)), cov=_array(d["cov"], (p, p)),
+        se_method=str(d.get("se_method", "hessian")), loglik=float(_array(d["loglik"])),
+        converged=bool(d["converged"]), iterations=int(d["iterations"]),
+        aggregated=bool(d.get("aggregated", False)), data_hash=str(d.get("data_hash", "")),
+        created_at=str(d.get("created_at", "")), versions=dict(d.get("versions", {})),
+        separation=tuple(map(str, d.get("separation", ()))))
+
+
+def _from_dict(cls: type[LaplaceFit], d: Mapping[str, Any]) -> LaplaceFit:
+    terms = tuple(LmeTerm(group=str(t["group"]), effects=tuple(map(str, t["effects"])),
+                          correlated=bool(t["correlated"]),
+                          levels=tuple(map(str, t["levels"])), expr=str(t.get("expr", "")))
+                  for t in d["terms"])
+    m = sum(t.n_theta for t in terms)
+    nb = sum(t.q * t.d for t in terms)
+    nv = sum(t.q * t.d * t.d for t in terms)
+    return cls(**_common(d), terms=terms, theta=_array(d["theta"], (m,)),
+               b=_array(d["b"], (nb,)), b_var=_array(d["b_var"], (nv,)),
+               grad_norm=float(_array(d.get("grad_norm"))),
+               hess_min_eig=float(_array(d.get("hess_min_eig"))),
+               pearson=_array(d.get("pearson", [])))
+
+
+def _from_old_dict(cls: type[LaplaceFit], d: Mapping[str, Any]) -> LaplaceFit:
+    """A ``tomstats-laplace-fit`` (random intercepts only) as the one type."""
+    n_levels = [int(v) for v in d["n_levels"]]
+    terms = tuple(LmeTerm(group=str(g), effects=("(Intercept)",), correlated=True,
+                          levels=tuple(map(str, lv)), expr="1")
+                  for g, lv in zip(d["groups"], d["levels"], strict=True))
+    return cls(**_common(d), terms=terms, theta=_array(d["sd"], (len(terms),)),
+               b=_array(d["ranef"], (sum(n_levels),)), b_var=np.full(sum(n_levels), np.nan))
+
+
+def _effect_name(name: str) -> str:
+    """lme4's name of the intercept (formulaic's is ``Intercept``)."""
+    return "(Intercept)" if name == "Intercept" else name
+
+
+def _by_levels(terms: Sequence[LmeTerm]) -> list[LmeTerm]:
+    """The terms as lme4 orders them: by decreasing number of levels of their grouping
+    factor (ties in formula order)."""
+    return sorted(terms, key=lambda t: -t.q)
 
 
 def _check_level(level: float) -> None:
@@ -483,46 +680,70 @@ def _check_level(level: float) -> None:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
 
 
-def _abbrev(name: str) -> str:
-    """Short column label of the fixed-effect correlation table (R's ``abbreviate``-like)."""
-    if name == "(Intercept)":
-        return "(Intr)"
-    return name if len(name) <= 6 else name[:6]
+def _format_corr(fit: LaplaceFit) -> list[str]:
+    """summary's "Correlation of Fixed Effects" (lower triangle, 2 to 12 coefficients):
+    :math:`V_{ij}/(\\mathrm{se}_i\\mathrm{se}_j)`."""
+    p = len(fit.coef_names)
+    if not 1 < p <= 12:
+        return []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = fit.cov / np.outer(fit.se, fit.se)
+    rows = r_abbreviate(fit.coef_names, 11)  # lme4's labels: rows 11 characters, columns 6
+    cols = r_abbreviate(fit.coef_names, 6)
+    # R's format(round(corr, 3), nsmall = 3): one width for every value; the matrix printed
+    # as text, left-aligned, each column as wide as its label or its values
+    text = r_format(np.round(corr, 3).ravel(), nsmall=3)
+    vw = len(text[0])
+    w = max(len(r) for r in rows[1:])
+    cw = [max(vw, len(c)) for c in cols[:-1]]
+    lines = ["", "Correlation of Fixed Effects:",
+             " " * (w + 1) + " ".join(f"{c:<{n}}" for c, n in zip(cols[:-1], cw, strict=True))]
+    for i in range(1, p):
+        cells = [(text[i * p + j] if j < i else "").ljust(cw[j]) for j in range(p - 1)]
+        lines.append(f"{rows[i]:<{w}} {' '.join(cells)}")
+    return lines
 
 
-def _format_varcorr(fit: LmeFit) -> list[str]:
-    """The "Random effects:" table of ``summary(glmer)``: Groups, Name, Variance, Std.Dev.,
-    Corr (lower triangle beside each effect after the first)."""
-    rows = []
+def _format_varcorr(fit: LaplaceFit) -> list[str]:
+    """The "Random effects:" table of ``summary(glmer)`` (lme4's ``formatVC``, 4 significant
+    digits): Groups, Name, Variance, Std.Dev., Corr (the lower triangle beside each effect
+    after the first, 2 decimals); terms by decreasing number of levels, as lme4 orders them
+    (an uncorrelated term's effects as groups ``g``, ``g.1``, ...); printed as R prints a
+    text matrix, left-aligned."""
+    rows: list[tuple[str, str, float, float, list[str]]] = []
     seen: dict[str, int] = {}
-    for t, S in zip(fit.terms, fit.covariances(), strict=True):
+    cov = dict(zip(fit.terms, fit.covariances(), strict=True))
+    for t in _by_levels(fit.terms):
+        S = cov[t]
         sd = np.sqrt(np.clip(np.diagonal(S), 0.0, None))
-        blocks = [(list(range(t.d)), True)] if t.correlated else [([i], False)
-                                                                 for i in range(t.d)]
-        for idx, corr in blocks:
+        blocks = [list(range(t.d))] if t.correlated else [[i] for i in range(t.d)]
+        for idx in blocks:
             n = seen.get(t.group, 0)
             seen[t.group] = n + 1
             label = t.group if n == 0 else f"{t.group}.{n}"
+            with np.errstate(invalid="ignore", divide="ignore"):
+                C = S[np.ix_(idx, idx)] / np.outer(sd[idx], sd[idx])
+            text = r_format(np.round(C, 2).ravel(), nsmall=2)
             for r, i in enumerate(idx):
-                cells = []
-                if corr:
-                    for j in idx[:r]:
-                        with np.errstate(invalid="ignore", divide="ignore"):
-                            cells.append(f"{S[i, j] / (sd[i] * sd[j]):.2f}")
                 rows.append((label if r == 0 else "", t.effects[i], S[i, i], sd[i],
-                             " ".join(f"{c:>5}" for c in cells)))
-    wg = max(6, *(len(r[0]) for r in rows))
-    wn = max(4, *(len(r[1]) for r in rows))
-    corr = " Corr" if any(t.correlated and t.d > 1 for t in fit.terms) else ""
-    out = [f" {'Groups':<{wg}} {'Name':<{wn}} {'Variance':>9} {'Std.Dev.':>9}{corr}"]
-    out += [f" {g:<{wg}} {n:<{wn}} {v:>9.4g} {s:>9.4g} {c}".rstrip() for g, n, v, s, c in rows]
-    return out
+                             [text[r * len(idx) + c] for c in range(r)]))
+    ncorr = max(len(r[4]) for r in rows)
+    var = r_format([r[2] for r in rows], 4)
+    sds = r_format([r[3] for r in rows], 4)
+    header = ["Groups", "Name", "Variance", "Std.Dev."] + ["Corr"] * (ncorr > 0) + \
+        [""] * max(ncorr - 1, 0)
+    table = [[g, nm, v, s_, *(c + [""] * (ncorr - len(c)))]
+             for (g, nm, _, _, c), v, s_ in zip(rows, var, sds, strict=True)]
+    widths = [max(len(header[j]), *(len(r[j]) for r in table)) for j in range(len(header))]
+    return ["".join(f" {cell:<{w}}" for cell, w in zip(line, widths, strict=True))
+            for line in [header, *table]]
 
 
 def fit_structure(fit: Any) -> tuple[set[str], dict[str, set[str]], set[tuple[str, str, str]]]:
     """What a fit estimates: its fixed effects, the varying effects of each grouping factor,
-    and the (group, effect, effect) pairs whose correlation it estimates (an LmeFit's terms,
-    or the random intercepts of a LaplaceFit), with lme4's name ``(Intercept)``."""
+    and the (group, effect, effect) pairs whose correlation it estimates (a fit's terms; an
+    object without them, one random intercept per name in its ``groups``), with lme4's name
+    ``(Intercept)``."""
     terms = getattr(fit, "terms", None)
     if terms is None:
         terms = [LmeTerm(group=g, effects=("(Intercept)",), correlated=True, levels=())
@@ -533,7 +754,7 @@ def fit_structure(fit: Any) -> tuple[set[str], dict[str, set[str]], set[tuple[st
         effects.setdefault(t.group, set()).update(t.effects)
         if t.correlated:
             pairs.update((t.group, a, b) for a in t.effects for b in t.effects if a < b)
-    fixed = {"(Intercept)" if c == "Intercept" else c for c in fit.coef_names}  # LaplaceFit's
+    fixed = {_effect_name(c) for c in fit.coef_names}
     return fixed, effects, pairs
 
 
@@ -591,7 +812,7 @@ def lme_anova(*fits: Any, names: Sequence[str] | None = None) -> pd.DataFrame:
 
     if len(fits) < 2:
         raise ValueError("lme_anova: give at least two fits")
-    for f in fits:  # an LmeFit, or the random-intercept LaplaceFit (same statistics)
+    for f in fits:
         if not all(hasattr(f, a) for a in ("loglik", "n_params", "aic", "bic", "n_rows",
                                            "formula")):
             raise ValueError(f"lme_anova: every fit must be a maximum-likelihood (Laplace) "

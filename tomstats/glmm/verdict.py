@@ -29,7 +29,7 @@ def failed_checks(fit: Any) -> tuple[str, ...]:
         A sampler fit (its checks: ``divergences``, ``tree_depth``, ``ebfmi``, ``rhat``,
         ``ess_bulk``, ``ess_tail``) or a Laplace fit (``convergence``).
     """
-    from tomstats.glmm.laplace_backend import LaplaceFit
+    from tomstats.glmm.lme_result import LaplaceFit
 
     if isinstance(fit, LaplaceFit):
         return () if fit.converged else ("convergence",)

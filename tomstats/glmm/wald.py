@@ -215,7 +215,7 @@ def wald_table(beta: Any, cov: Any, terms: Sequence[FixedTerm], type: Any = 2
 
 
 def wald_anova(fit: Any, type: Any = 2) -> pd.DataFrame:
-    """:func:`wald_table` of a maximum-likelihood fit (an ``LmeFit`` or a ``LaplaceFit``):
+    """:func:`wald_table` of a maximum-likelihood fit (a ``LaplaceFit``):
     its ``beta``, ``cov`` and the terms of its formula's fixed part."""
     _normalise_type(type)
     _, fixed = fixed_part(fit.formula)

@@ -858,11 +858,14 @@ def _num(v: Any) -> str:
 
 
 def _check_fit(fit: Any) -> None:
-    from tomstats.glmm.lme_result import LmeFit
+    from tomstats.glmm.lme_result import LaplaceFit
 
-    if isinstance(fit, LmeFit):
+    if isinstance(fit, LaplaceFit) and fit.terms:
         return
     name = type(fit).__name__
+    if isinstance(fit, LaplaceFit):
+        raise InputError(f"power from a fit needs a Laplace fit with random-effects terms; "
+                         f"{fit.formula!r} has none (a logistic regression)")
     if is_posterior(fit):
         raise InputError("this needs a maximum-likelihood (Laplace) fit with random-effects "
                          "terms (tomstats fit --backend laplace, a .json); a Bayesian fit "
@@ -905,14 +908,19 @@ def _log_of(fit: Any, log: Any) -> pd.DataFrame:
     return whole if _hash_matches(fit, whole) else df
 
 
+def _not_the_log(log: Any, fit_path: Any) -> str:
+    return (f"--data: {str(log)!r} is not the log the fit {str(fit_path)!r} was made from "
+            f"(its data hash differs); pass the same log, with the same selection")
+
+
 def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
     """A Laplace fit's JSON and the log it was made from, ready for :func:`power_from_fit`.
 
-    A fit with random-effects terms (``tomstats-lme-fit``) is read as it is; a fit of the
-    random-intercepts backend (``tomstats-laplace-fit``) is refitted from the log with
-    :func:`tomstats.glmm.lme.fit_lme` (the data hash must be the fit's, the log-likelihood
-    agree within 1e-3). The log's columns read are those ``tomstats fit`` reads for the
-    fit's formula, as its data hash was computed.
+    A fit in the format written now (``tomstats-lme-fit``) is read as it is; one in the
+    random-intercept format of earlier versions (``tomstats-laplace-fit``) is refitted from
+    the log with :func:`tomstats.glmm.lme.fit_lme` (the data hash must be the fit's, the
+    log-likelihood agree within 1e-3). The log's columns read are those ``tomstats fit``
+    reads for the fit's formula, as its data hash was computed.
 
     Raises
     ------
@@ -924,7 +932,7 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
 
     from tomstats.glmm.fit_file import check_ml_dict, is_netcdf, read_fit_json
     from tomstats.glmm.lme import fit_lme
-    from tomstats.glmm.lme_result import LmeFit
+    from tomstats.glmm.lme_result import LaplaceFit
 
     p = Path(path)
     if not p.is_file():
@@ -938,8 +946,11 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
         raise InputError(f"--from-fit {str(p)!r}: {exc}; write a fit with tomstats fit LOG "
                          f"--model FORMULA --backend laplace") from None
     if fmt == "tomstats-lme-fit":
-        fit = LmeFit.from_dict(d)
-        return fit, _log_of(fit, log)
+        fit = LaplaceFit.from_dict(d)
+        df = _log_of(fit, log)
+        if fit.data_hash and not _hash_matches(fit, df):  # before anything else is read
+            raise InputError(_not_the_log(log, p))
+        return fit, df
     formula = d["formula"]
     import warnings
 
@@ -956,9 +967,7 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
             not _hash_agrees(formula, d.get("family"), stored_hash,
                              _read_table(log, errors="drop")):
         # first: another log may not even fit (a single level of a grouping factor)
-        raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
-                         f"from (its data hash differs); pass the same log, with the same "
-                         f"selection")
+        raise InputError(_not_the_log(log, p))
     fit = refit(df)
     if d.get("data_hash") and d.get("data_hash") != fit.data_hash:
         # a fit made in Python on the log's frame: its hash covers the standard columns the
@@ -970,9 +979,7 @@ def load_laplace_fit(path: Any, log: Any) -> tuple[Any, pd.DataFrame]:
                 df, fit = whole, again
     stored = d.get("loglik")
     if d.get("data_hash") and d.get("data_hash") != fit.data_hash:
-        raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
-                         f"from (its data hash differs); pass the same log, with the same "
-                         f"selection")
+        raise InputError(_not_the_log(log, p))
     if not isinstance(stored, (int, float)) or abs(fit.loglik - stored) > 1e-3 * max(
             1.0, abs(stored)):
         raise InputError(f"--data: {str(log)!r} is not the log the fit {str(p)!r} was made "
@@ -1094,9 +1101,10 @@ def power_from_fit(
 
     Parameters
     ----------
-    fit : LmeFit or arviz.InferenceData
-        A Laplace fit with random-effects terms (:func:`tomstats.glmm.lme.fit_lme`, or
-        :meth:`~tomstats.glmm.lme_result.LmeFit.from_json` of ``tomstats fit --backend
+    fit : LaplaceFit or arviz.InferenceData
+        A Laplace fit with random-effects terms (:func:`tomstats.glmm.fit` with
+        ``backend="laplace"``, or
+        :meth:`~tomstats.glmm.lme_result.LaplaceFit.from_json` of ``tomstats fit --backend
         laplace``'s JSON), or a Bayesian fit of a formula model (:func:`tomstats.glmm.fit`,
         :func:`tomstats.glmm.load_fit`): assurance.
     term : str

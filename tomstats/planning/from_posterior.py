@@ -143,7 +143,8 @@ def _laplace_structure(spec: Any, data: pd.DataFrame, columns: Mapping[str, str]
         raise InputError(f"{name}: the Laplace path cannot refit its model "
                          f"{spec.formula!r} to this log: {exc}") from exc
     if stored_hash and ml.data_hash != stored_hash:
-        raise InputError(f"data: not the data the fit {name} of {spec.formula!r} was made from "
+        who = name if name == "the fit" else f"the fit {name}"
+        raise InputError(f"data: not the data {who} of {spec.formula!r} was made from "
                          f"(its data hash differs); pass the same log, with the same "
                          f"selection")
     return ml
@@ -229,7 +230,7 @@ def posterior_fit(idata: Any, data: pd.DataFrame | None = None,
 
     Returns
     -------
-    (LmeFit, FitDraws)
+    (LaplaceFit, FitDraws)
 
     Raises
     ------

@@ -1,13 +1,14 @@
 r"""Report on a maximum-likelihood (Laplace) fit: ``tomstats fit LOG --backend laplace``'s JSON.
 
-A Laplace fit (:class:`tomstats.glmm.laplace_backend.LaplaceFit`) has no draws, so its page is
+A Laplace fit (:class:`tomstats.glmm.lme_result.LaplaceFit`) has no draws, so its page is
 short, in the order of lme4's ``summary(glmer(...))``: the convergence verdict (the optimiser
 met its tolerance; no random-effect SD at the boundary), the fixed effects with Wald tests
 (estimate :math:`\hat\beta_j`, standard error, :math:`z = \hat\beta_j/\mathrm{se}_j`,
 :math:`p = 2\Phi(-|z|)`, the 95 % Wald interval :math:`\hat\beta_j \mp 1.96\,\mathrm{se}_j`)
 with the posterior-free reading of each effect and the joint Wald test of each term (Type II
-and III, as ``car::Anova``; :mod:`tomstats.glmm.wald`), the random-intercept SDs with their group
-sizes, the fit statistics (log-likelihood, AIC, BIC, deviance) and the provenance.
+and III, as ``car::Anova``; :mod:`tomstats.glmm.wald`), the variance components (lme4's
+``VarCorr``: the SD of every random effect and the correlations of correlated terms), the
+fit statistics (log-likelihood, AIC, BIC, deviance) and the provenance.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ __all__ = ["FORMATS", "is_laplace_fit", "laplace_document", "load_laplace_fit",
 LEVEL = 0.95
 
 
-#: JSON formats of maximum-likelihood fits: random intercepts (LaplaceFit) and lme4's general
-#: random-effects terms (LmeFit); owned by :mod:`tomstats.glmm.compare`.
+#: JSON formats of maximum-likelihood fits (the one written now, and the random-intercept one
+#: of earlier versions); owned by :mod:`tomstats.glmm.fit_file`.
 FORMATS = ML_FORMATS
 
 
@@ -52,31 +53,24 @@ def is_laplace_fit(path: str | os.PathLike[str]) -> bool:
 
 
 def load_laplace_fit(path: str | os.PathLike[str]) -> Any:
-    """A :class:`~tomstats.glmm.laplace_backend.LaplaceFit` or
-    :class:`~tomstats.glmm.lme_result.LmeFit`, by the file's ``"format"``, checked whole by
+    """A :class:`~tomstats.glmm.lme_result.LaplaceFit` (either JSON format), checked whole by
     the one fit reader (:func:`tomstats.glmm.fit_reader.read_ml_fit`)."""
     return read_ml_fit(path, "FIT")
 
 
 def _wald(fit: Any, level: float) -> pd.DataFrame:
-    """The fit's own Wald table (``summary`` of a LaplaceFit, ``fixed_effects`` of an LmeFit)."""
-    return fit.summary(level) if hasattr(fit, "summary") else fit.fixed_effects(level)
+    """The fit's Wald table (:meth:`~tomstats.glmm.lme_result.LaplaceFit.fixed_effects`)."""
+    return fit.fixed_effects(level)
 
 
 def _random_table(fit: Any) -> pd.DataFrame | None:
-    if hasattr(fit, "varcorr"):
-        vc = fit.varcorr()
-        return None if vc.empty else vc.rename(columns={"sdcor": "SD or correlation",
-                                                        "vcov": "variance or covariance"})
-    if not fit.groups:
-        return None
-    return fit.variance_components().rename(columns={"n_levels": "levels"})
+    vc = fit.VarCorr()
+    return None if vc.empty else vc.rename(columns={"sdcor": "SD or correlation",
+                                                    "vcov": "variance or covariance"})
 
 
 def _singular(fit: Any) -> list[str]:
-    if hasattr(fit, "singular_terms"):
-        return [t.label for t in fit.singular_terms()]
-    return [g for g, v in zip(fit.groups, fit.sd, strict=True) if v < 1e-4]
+    return [t.label for t in fit.singular_terms()]
 
 
 def _verdict(fit: Any) -> Verdict:
@@ -94,7 +88,7 @@ def _verdict(fit: Any) -> Verdict:
 
 def fixed_effects_table(fit: Any, level: float = LEVEL) -> pd.DataFrame:
     """Fixed effects: estimate, SE, z, p, Wald interval and the odds ratio
-    :math:`e^{\\hat\\beta}` (from :meth:`LaplaceFit.summary`)."""
+    :math:`e^{\\hat\\beta}` (from :meth:`LaplaceFit.fixed_effects`)."""
     import numpy as np
 
     s = _wald(fit, level)
@@ -111,7 +105,7 @@ def _effect_sentences(fit: Any, level: float = LEVEL) -> str:
     s = _wald(fit, level)
     parts = []
     for term, r in s.iterrows():
-        if term in ("Intercept", "(Intercept)"):
+        if term == "(Intercept)":
             continue
         sign = "lowers" if r["estimate"] < 0 else "raises"
         clear = r["ci_lower"] > 0 or r["ci_upper"] < 0
