@@ -75,6 +75,20 @@ def test_tellings_option(tmp_path, capsys) -> None:
     assert not bad.exists()
 
 
+def test_cores_option(tmp_path, capsys) -> None:
+    """``--cores 2`` writes the items ``--cores 1`` writes, byte for byte; 0 is refused
+    before any work."""
+    args = ["stories", "--n", "2", "--seed", "1", "--contexts", "200", "500",
+            "--tellings", "2", "--no-progress"]
+    for n in (1, 2):
+        assert main([*args, "--out", str(tmp_path / f"c{n}.jsonl"), "--cores", str(n)]) == 0
+    assert (tmp_path / "c1.jsonl").read_bytes() == (tmp_path / "c2.jsonl").read_bytes()
+    bad = tmp_path / "bad.jsonl"
+    assert main(["stories", "--out", str(bad), "--cores", "0"]) == 2
+    assert "--cores must be a positive integer, got 0" in capsys.readouterr().err
+    assert not bad.exists()
+
+
 def test_issue_spelling_and_anatom(tmp_path) -> None:
     out = tmp_path / "a.jsonl"
     assert main(["stories", "--design", "anatom", "--n", "3", "--seed", "1", "--out", str(out),

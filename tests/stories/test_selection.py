@@ -123,3 +123,15 @@ def test_tellings_must_be_a_positive_integer() -> None:
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="tellings"):
             build_design_items(2, seed=0, contexts=(200,), tellings=bad)
+
+
+def test_worker_processes_tell_the_same_items(one_and_three) -> None:
+    """Two processes tell (and read) the stories: the very same items, selection included."""
+    _one, three = one_and_three
+    assert build_design_items(12, seed=4, tellings=3, cores=2, **KW) == three
+
+
+def test_cores_must_be_a_positive_integer() -> None:
+    for bad in (0, -2, 2.0, True):
+        with pytest.raises(ValueError, match="cores must be a positive integer"):
+            build_design_items(2, seed=0, contexts=(200,), cores=bad)

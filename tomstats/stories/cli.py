@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tomstats._cpus import usable_cpus
 from tomstats._guards import Footprint, check_footprint
 from tomstats._io import add_out_arguments, prepare_out_file
 from tomstats._validate import check_keys, read_text
@@ -124,6 +125,10 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
                              "selection keeps the one the text-only rules answer worst "
                              "(1 turns the selection off and is about 3 times faster; "
                              "default 3)")
+    parser.add_argument("--cores", type=int, default=None, metavar="N",
+                        help="paper design: processes telling the stories (default: the "
+                             "usable CPUs, at most 4, for a set that takes more than a few "
+                             "seconds on one core, else 1; the items do not depend on it)")
     parser.add_argument("--within-story", action="store_true",
                         help="paper design: length ladders, each story told at every "
                              "--contexts length (same events, questions and answers; the "
@@ -138,6 +143,12 @@ def add_stories_arguments(parser: argparse.ArgumentParser) -> None:
                         help="audit: audit each context length alone, then all together")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar (default: when stderr is a terminal)")
+
+
+#: ``--cores`` by default: at most this many processes, and only for a set whose
+#: estimated single-core time (:func:`stories_footprint`) exceeds :data:`PARALLEL_SECONDS`.
+MAX_DEFAULT_CORES = 4
+PARALLEL_SECONDS = 5.0
 
 
 def stories_footprint(n_items: float, mean_words: float, events: float = 0.0,
@@ -200,10 +211,16 @@ def run_stories(args: argparse.Namespace) -> int:
     if tellings < 1:
         raise ValueError(f"--tellings must be a positive integer, got {tellings}")
     paper = sb is None and args.design == "paper"
-    check_footprint(stories_footprint(*_planned_items(args, sb, None if questions is None
-                                                      else len(questions)),
-                                      tellings=tellings if paper else 1),
-                    allow_large=getattr(args, "allow_large", False))
+    cores = getattr(args, "cores", None)
+    if cores is not None and cores < 1:
+        raise ValueError(f"--cores must be a positive integer, got {cores}")
+    footprint = stories_footprint(*_planned_items(args, sb, None if questions is None
+                                                  else len(questions)),
+                                  tellings=tellings if paper else 1)
+    check_footprint(footprint, allow_large=getattr(args, "allow_large", False))
+    if cores is None:  # worker processes pay for themselves after a few seconds
+        cores = min(MAX_DEFAULT_CORES, usable_cpus()) \
+            if footprint.seconds > PARALLEL_SECONDS else 1
     if sb is not None and questions is not None:
         items = storyboard_items(sb, questions, n_stories=args.n, seed=args.seed)
     elif args.design == "anatom":
@@ -223,7 +240,7 @@ def run_stories(args: argparse.Namespace) -> int:
             question_types=tuple(args.question_types), progress=args.progress,
             true_belief_share=args.true_belief_share, host_text=host, tellings=args.tellings,
             within_story=getattr(args, "within_story", False),
-            ladder_anchor=getattr(args, "ladder_anchor", "relative"))
+            ladder_anchor=getattr(args, "ladder_anchor", "relative"), cores=cores)
     write_items(out, items)
     print(f"wrote {len(items)} items to {out}")
     return 0

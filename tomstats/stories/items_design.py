@@ -52,7 +52,7 @@ from tomstats.stories.questions import first_common_location, tom_question, wm_q
 from tomstats.stories.render import (
     word_count,
 )
-from tomstats.stories.selection import select_tellings
+from tomstats.stories.selection import N_FOLDS, Reading, read_item, select_tellings
 from tomstats.stories.settings import CHARACTERS, OBJECT_NAMES, Setting
 from tomstats.stories.storyboard import (
     Storyboard,
@@ -173,7 +173,7 @@ def build_design_items(n_per_cell: int, seed: int,
                        true_belief_share: float = 0.5, host_text: str | None = None,
                        tolerance: float = 0.02, tellings: int = 3,
                        within_story: bool = False, ladder_anchor: str = "relative",
-                       progress: bool | None = None) -> list[Item]:
+                       progress: bool | None = None, cores: int = 1) -> list[Item]:
     """Build the context-length × ToM-order item set (the paper's 5×3 design, for real).
 
     Each story is a :mod:`tomstats.stories.plot` story: a belief scenario told inside a
@@ -246,6 +246,12 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         (weaving places the story's sentences itself).
     progress : bool or None
         Show a progress bar (``None``: only when stderr is a terminal).
+    cores : int
+        Processes that tell the stories (and read them for the selection): 1 (default)
+        tells them in this process; more start worker processes (forked; spawned where
+        JAX is loaded or the platform cannot fork, and then a script that calls this needs
+        the ``if __name__ == "__main__":`` guard of :mod:`multiprocessing`). The items do
+        not depend on ``cores``.
 
     Returns
     -------
@@ -267,6 +273,8 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
     _check_ladder_args(within_story, ladder_anchor, contexts, host_text)
     if not isinstance(tellings, int) or isinstance(tellings, bool) or tellings < 1:
         raise ValueError(f"tellings must be a positive integer, got {tellings!r}")
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        raise ValueError(f"cores must be a positive integer, got {cores!r}")
     st = natural_setting(setting)
     need = _min_plot_words(st, n_characters, mislead_distance, "wm_object" in question_types)
     if min(contexts) < need:
@@ -334,34 +342,28 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = tqdm(total=len(jobs) * tellings, desc="ladders" if within_story else "stories",
                disable=not show, unit="ladder" if within_story else "story")
+    tell_kw = dict(seed=seed, setting=setting, n_characters=n_characters, host=host,
+                   contexts=contexts, tom_orders=tom_orders, extra_q=extra_q,
+                   critical_position=critical_position, mislead_distance=mislead_distance,
+                   tolerance=tolerance, paired=true_belief_share == 0.5, anchor=ladder_anchor)
+    # the selection reads the told items' text; processes that tell also read
+    read = tellings > 1 and len(groups) >= 2 * N_FOLDS
     told_sets: list[list[list[Item]]] = []
     numbers: list[list[int]] = []  # the tellings that fit, per pair
-    for plans in groups.values():
-        told_sets.append([])
-        numbers.append([])
-        for v in range(tellings):
-            its: list[Item] = []
-            try:
-                for plan in plans:
-                    its.extend(_tell_items(st, plan, v, seed=seed, setting=setting,
-                                           n_characters=n_characters, host=host,
-                                           contexts=contexts, tom_orders=tom_orders,
-                                           extra_q=extra_q,
-                                           critical_position=critical_position,
-                                           mislead_distance=mislead_distance,
-                                           tolerance=tolerance,
-                                           paired=true_belief_share == 0.5,
-                                           anchor=ladder_anchor))
-            except ValueError:
-                if v == 0:
-                    raise
-                continue  # a later telling that does not fit the length is no candidate
-            finally:
-                bar.update(len(plans))
-            told_sets[-1].append(its)
-            numbers[-1].append(v)
-    bar.close()
-    kept = select_tellings(told_sets, derive_seed(seed, setting, "select"))
+    readings: list[list[list[Reading]]] = []
+    plan_groups = list(groups.values())
+    with bar:
+        for plans, (told, nums, reads, error) in zip(
+                plan_groups, _map_groups(plan_groups, tellings, tell_kw, read, cores),
+                strict=True):
+            bar.update(len(plans) * tellings)
+            if error is not None:
+                raise error
+            told_sets.append(told)
+            numbers.append(nums)
+            readings.append(reads)
+    kept = select_tellings(told_sets, derive_seed(seed, setting, "select"),
+                           readings if read else None)
     items: list[Item] = []
     for told, nums, (v, score) in zip(told_sets, numbers, kept, strict=True):
         sel = {"tellings": len(told), "kept": nums[v], "score": round(score, 4)}
@@ -371,6 +373,56 @@ plot.CYCLE`): half the order-1 and half the order-2 items are true beliefs (stor
         rank = {c: i for i, c in enumerate(contexts)}
         items.sort(key=lambda it: rank[it.context_words])
     return items
+
+
+GroupResult = tuple[list[list[Item]], list[int], list[list[Reading]], ValueError | None]
+
+
+def _tell_group(plans: list[dict[str, object]], tellings: int, tell_kw: dict[str, object],
+                read: bool) -> GroupResult:
+    """Every telling of one pair of stories (or ladder): the item lists of the tellings
+    that fit, their numbers, their readings for the selection (``read``) and the error of
+    the first telling when it does not fit (later tellings that do not fit are dropped)."""
+    st = natural_setting(str(tell_kw["setting"]))
+    told: list[list[Item]] = []
+    nums: list[int] = []
+    for v in range(tellings):
+        its: list[Item] = []
+        try:
+            for plan in plans:
+                its.extend(_tell_items(st, plan, v, **tell_kw))  # type: ignore[arg-type]
+        except ValueError as exc:
+            if v == 0:
+                return [], [], [], exc
+            continue  # a later telling that does not fit the length is no candidate
+        told.append(its)
+        nums.append(v)
+    reads = [[read_item(it) for it in its] for its in told] if read else []
+    return told, nums, reads, None
+
+
+def _tell_group_star(args: tuple[list[dict[str, object]], int, dict[str, object], bool]
+                     ) -> GroupResult:
+    return _tell_group(*args)
+
+
+def _map_groups(plan_groups: list[list[dict[str, object]]], tellings: int,
+                tell_kw: dict[str, object], read: bool, cores: int) -> Iterable[GroupResult]:
+    """:func:`_tell_group` of every group, in order: in this process (``cores`` 1), or in
+    ``cores`` worker processes (forked where the platform can and JAX, whose threads a
+    fork must not copy, is not loaded; else spawned). Every telling draws from its own
+    seeded stream, so the items do not depend on ``cores``."""
+    args = [(plans, tellings, tell_kw, read) for plans in plan_groups]
+    if cores <= 1 or len(plan_groups) < 2:
+        yield from map(_tell_group_star, args)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    fork = "fork" in multiprocessing.get_all_start_methods() and "jax" not in sys.modules
+    ctx = multiprocessing.get_context("fork" if fork else "spawn")
+    with ProcessPoolExecutor(max_workers=min(cores, len(plan_groups)), mp_context=ctx) as ex:
+        yield from ex.map(_tell_group_star, args, chunksize=1)
 
 
 def _tell_items(st: NaturalSetting, plan: dict[str, object], telling: int, *, seed: int,

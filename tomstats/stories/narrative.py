@@ -20,6 +20,7 @@ cold") never place the speaker there.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import re
 from collections.abc import Sequence
@@ -556,10 +557,12 @@ def without_manner(sentence: str, phrases: frozenset[str] = MANNER_PHRASES) -> s
     return ",".join(seg for seg in body.split(",") if seg.strip() not in phrases)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def word_set(s: str) -> frozenset[str]:
     """The lower-cased words of a sentence, punctuation and manner phrases dropped
     (:func:`without_manner`): two tellings of one remark that differ only in their opener
-    ("Just then, …" / "Later on, …") have one word set."""
+    ("Just then, …" / "Later on, …") have one word set (cached: a story's sentences are
+    checked against the ten before them, and remarks recur across stories)."""
     return frozenset(without_manner(s).translate(_PUNCT).split())
 
 

@@ -73,6 +73,7 @@ from __future__ import annotations
 import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,7 +82,8 @@ from tomstats.stories.audit_parse import item_parse
 from tomstats.stories.audit_rules import RULES, Rule
 from tomstats.stories.items import Item
 
-__all__ = ["ADVERSARY_WEIGHT", "MAX_SWEEPS", "N_FOLDS", "RULE_WEIGHT", "select_tellings"]
+__all__ = ["ADVERSARY_WEIGHT", "MAX_SWEEPS", "N_FOLDS", "RULE_WEIGHT", "Reading", "read_item",
+           "select_tellings"]
 
 #: Folds of the cross-fitting of the selection (by pair).
 N_FOLDS = 5
@@ -105,6 +107,31 @@ def _scopes(it: Item) -> tuple[str, ...]:
     return ("all", str(it.context_words)) if it.metadata.get("ladder") else ("all",)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What the selection reads of one item's text: the adversary's candidate features
+    (``None`` when the gold answer is no candidate) and each checked rule's answer."""
+
+    features: np.ndarray | None
+    answers: tuple[tuple[str, str], ...]
+
+
+def read_item(it: Item) -> Reading:
+    """The :class:`Reading` of ``it`` (its story parsed as the audit parses it). A process
+    that tells stories can read them too, so that the selection parses no text."""
+    p = item_parse(it)
+    feats = candidate_features(p) if it.answer in it.candidates else None
+    return Reading(feats, tuple((r.name, r.fn(p)) for r in _checked_rules(it)))
+
+
+Readings = Sequence[Sequence[Sequence[Reading]]]
+
+
+def read_tellings(tellings: Sequence[Sequence[Sequence[Item]]]) -> list[list[list[Reading]]]:
+    """:func:`read_item` of every item of every telling, nested as ``tellings``."""
+    return [[[read_item(it) for it in its] for its in t] for t in tellings]
+
+
 def _standardise(x: np.ndarray, mask: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Means, standard deviations and the kept columns of the real candidate rows."""
@@ -113,8 +140,8 @@ def _standardise(x: np.ndarray, mask: np.ndarray
     return mu, sd, sd > 1e-9
 
 
-def select_tellings(tellings: Sequence[Sequence[Sequence[Item]]], seed: int
-                    ) -> list[tuple[int, float]]:
+def select_tellings(tellings: Sequence[Sequence[Sequence[Item]]], seed: int,
+                    readings: Readings | None = None) -> list[tuple[int, float]]:
     """Pick one telling per pair (see the module docstring).
 
     Parameters
@@ -123,6 +150,9 @@ def select_tellings(tellings: Sequence[Sequence[Sequence[Item]]], seed: int
         ``tellings[j][v]``: every item of telling ``v`` of pair ``j`` (both versions).
     seed : int
         Seeds the folds and the order of the descent.
+    readings : nested like ``tellings``, of :class:`Reading`, optional
+        The items' readings, when the processes that told them read them too (default:
+        read here, :func:`read_tellings`).
 
     Returns
     -------
@@ -138,38 +168,36 @@ def select_tellings(tellings: Sequence[Sequence[Sequence[Item]]], seed: int
     rng.shuffle(order)
     fold = np.empty(n_pairs, dtype=int)
     fold[order] = np.arange(n_pairs) % N_FOLDS
+    if readings is None:
+        readings = read_tellings(tellings)
     adversary = [[0.0] * len(t) for t in tellings]
-    for (j, v, _i), p in _adversary_probs(tellings, fold).items():
+    for (j, v, _i), p in _adversary_probs(tellings, readings, fold).items():
         adversary[j][v] += ADVERSARY_WEIGHT * p
-    counts, size, chance = _rule_counts(tellings)
+    counts, size, chance = _rule_counts(tellings, readings)
     kept = _descend(adversary, counts, size, chance, rng)
     excess = np.maximum(0.0, sum(counts[j][v] for j, v in enumerate(kept)) / size - chance)
     return [(v, adversary[j][v] + RULE_WEIGHT * float(counts[j][v] @ excess))
             for j, v in enumerate(kept)]
 
 
-def _adversary_probs(tellings: Sequence[Sequence[Sequence[Item]]], fold: np.ndarray
-                     ) -> dict[tuple[int, int, int], float]:
+def _adversary_probs(tellings: Sequence[Sequence[Sequence[Item]]], readings: Readings,
+                     fold: np.ndarray) -> dict[tuple[int, int, int], float]:
     """``(pair, telling, item index) -> P(gold)`` of every false-belief item, from the
     blind ranker fitted on the other folds (step 1 of the module docstring)."""
     out: dict[tuple[int, int, int], float] = defaultdict(float)
     groups = {(_kind(it), sc) for t in tellings for v in t for it in v
               if it.belief_status == "false" for sc in _scopes(it)}
-    feats: dict[int, np.ndarray] = {}
     for q, scope in sorted(groups):
         def member(it: Item, q: str = q, scope: str = scope) -> bool:
             return _kind(it) == q and scope in _scopes(it) and it.answer in it.candidates
 
-        train = [(j, it) for j, t in enumerate(tellings) for its in t for it in its
-                 if member(it)]
+        train = [(j, it, readings[j][v][i].features) for j, t in enumerate(tellings)
+                 for v, its in enumerate(t) for i, it in enumerate(its) if member(it)]
         if len(train) < 20:
             continue
-        for _j, it in train:
-            if id(it) not in feats:
-                feats[id(it)] = candidate_features(item_parse(it))
-        x, mask = pack_features([feats[id(it)] for _j, it in train])
-        y = np.array([list(it.candidates).index(it.answer) for _j, it in train])
-        tf = np.array([fold[j] for j, _it in train])
+        x, mask = pack_features([f for _j, _it, f in train])
+        y = np.array([list(it.candidates).index(it.answer) for _j, it, _f in train])
+        tf = np.array([fold[j] for j, _it, _f in train])
         scored: dict[int, list[tuple[int, int, int, Item]]] = defaultdict(list)
         for j, t in enumerate(tellings):
             for v, its in enumerate(t):
@@ -184,14 +212,14 @@ def _adversary_probs(tellings: Sequence[Sequence[Sequence[Item]]], fold: np.ndar
             z = np.where(mask[..., None], (x[..., keep] - mu[keep]) / sd[keep], 0.0)
             w = fit_ranker(z[tr], mask[tr], y[tr])
             for j, v, i, it in scored[f]:
-                c = (feats[id(it)][:, keep] - mu[keep]) / sd[keep]
+                c = (readings[j][v][i].features[:, keep] - mu[keep]) / sd[keep]
                 s = c @ w
                 p = np.exp(s - s.max())
                 out[(j, v, i)] += float(p[list(it.candidates).index(it.answer)] / p.sum())
     return dict(out)
 
 
-def _rule_counts(tellings: Sequence[Sequence[Sequence[Item]]]
+def _rule_counts(tellings: Sequence[Sequence[Sequence[Item]]], readings: Readings
                  ) -> tuple[list[list[np.ndarray]], np.ndarray, np.ndarray]:
     """Per pair and telling, the hits :math:`h_{jvk}` of every check :math:`k` (a pool and
     a rule the audit checks on it); per check its items :math:`n_k` (from the first
@@ -200,16 +228,15 @@ def _rule_counts(tellings: Sequence[Sequence[Sequence[Item]]]
     rows: list[list[Counter[Check]]] = []
     size: Counter[Check] = Counter()
     chance: dict[Check, float] = defaultdict(float)
-    for t in tellings:
+    for t, read_t in zip(tellings, readings, strict=True):
         rows.append([])
         for v, its in enumerate(t):
             h: Counter[Check] = Counter()
-            for it in its:
-                p = item_parse(it)
-                for r in _checked_rules(it):
-                    hit = r.fn(p) == it.answer
+            for it, reading in zip(its, read_t[v], strict=True):
+                for name, answer in reading.answers:
+                    hit = answer == it.answer
                     for scope in _scopes(it):
-                        key = ((_kind(it), it.belief_status, scope), r.name)
+                        key = ((_kind(it), it.belief_status, scope), name)
                         h[key] += hit
                         if v == 0:
                             size[key] += 1
