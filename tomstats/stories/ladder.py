@@ -46,7 +46,7 @@ import dataclasses
 import random
 from collections.abc import Sequence
 
-from tomstats.stories.narrative import NaturalSetting, Phrases, word_set
+from tomstats.stories.narrative import NaturalSetting, Phrases, nearly_in, word_set
 from tomstats.stories.plot import PlotStory, _Teller, pad_object_sentences
 from tomstats.stories.render import length_window
 
@@ -210,12 +210,7 @@ class _Grower(_Teller):
     ahead: Sequence[frozenset[str]] = ()
 
     def repeats(self, s: str, *, anywhere: bool = True) -> bool:
-        if super().repeats(s, anywhere=anywhere):
-            return True
-        w = self.words_of(s)
-        n = len(w)
-        return any(0.8 * n <= len(x) and 0.8 * len(x) <= n  # (as in the teller)
-                   and len(w & x) >= 0.8 * (n + len(x) - len(w & x)) for x in self.ahead)
+        return super().repeats(s, anywhere=anywhere) or nearly_in(word_set(s), self.ahead)
 
 
 def _fit(tl: _Grower, lo: int, hi: int) -> None:

@@ -23,7 +23,7 @@ import dataclasses
 import functools
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = ["NATURAL_SETTINGS", "NaturalSetting", "natural_setting"]
@@ -575,6 +575,21 @@ def near_duplicate(a: str | frozenset[str], b: str | frozenset[str],
     if not wa or not wb:
         return False
     return len(wa & wb) >= threshold * len(wa | wb)
+
+
+def nearly_in(w: frozenset[str], sets: Iterable[frozenset[str]]) -> bool:
+    """Whether the word set ``w`` nearly repeats one of ``sets``: Jaccard index
+    :math:`|A \\cap B| / |A \\cup B| \\ge 0.8`, as :func:`near_duplicate` (the index is at
+    most :math:`\\min(|A|, |B|) / \\max(|A|, |B|)`, so sets of unlike sizes are skipped)."""
+    n = len(w)
+    lo = 0.8 * n
+    for x in sets:
+        m = len(x)
+        if lo <= m and 0.8 * m <= n:
+            both = len(w & x)
+            if both >= 0.8 * (n + m - both):
+                return True
+    return False
 
 
 def _vocabulary(bank: str) -> tuple[str, ...]:

@@ -65,6 +65,7 @@ from tomstats.stories.narrative import (
     Phrases,
     listing,
     near_duplicate,
+    nearly_in,
     word_set,
 )
 from tomstats.stories.world import Event
@@ -312,7 +313,6 @@ class _Teller:
         self.run = 0  # move sentences in a row
         self.said: set[str] = set()  # no sentence is told twice
         self.wsets = [word_set(self.sents[0])]  # word sets of the sentences
-        self._last_words: tuple[str, frozenset[str]] = ("", frozenset())
         # per sentence: the event it tells (-1: none) and the characters and places it
         # counts as named (:func:`tomstats.stories.ladder.grow_story` replays them)
         self.marks: list[Mark] = [(-1, self.chars, (st.hub,))]
@@ -322,7 +322,7 @@ class _Teller:
         self.said.add(s)
         self.sents.append(s)
         self.marks.append((len(self.events) - 1 if move else -1, (), ()))
-        self.wsets.append(self.words_of(s))
+        self.wsets.append(word_set(s))
         self.words += len(s.split())
         self.run = self.run + 1 if move else 0
 
@@ -355,27 +355,16 @@ class _Teller:
             self.run += 1
 
     def words_of(self, s: str) -> frozenset[str]:
-        """:func:`~tomstats.stories.narrative.word_set` of ``s`` (the last one kept: a
-        sentence checked for repeats is then said)."""
-        if self._last_words[0] != s:
-            self._last_words = (s, word_set(s))
-        return self._last_words[1]
+        """:func:`~tomstats.stories.narrative.word_set` of ``s`` (cached)."""
+        return word_set(s)
 
     def repeats(self, s: str, *, anywhere: bool = True) -> bool:
         """Whether ``s`` was told already (``anywhere``: in the whole story) or nearly
-        repeats one of the last ten sentences."""
+        repeats one of the last ten sentences (:func:`~tomstats.stories.narrative.nearly_in`,
+        as the lint's near-duplicate check)."""
         if anywhere and s in self.said:
             return True
-        w = self.words_of(s)
-        n = len(w)
-        for x in self.wsets[-10:]:  # Jaccard >= 0.8, as near_duplicate
-            m = len(x)
-            # (the index is at most min(n, m) / max(n, m): sets of unlike sizes never are)
-            if 0.8 * n <= m and 0.8 * m <= n:
-                both = len(w & x)
-                if both >= 0.8 * (n + m - both):
-                    return True
-        return False
+        return nearly_in(word_set(s), self.wsets[-10:])
 
     def decor_say(self, make: Callable[[], str], who: Sequence[str] = (),
                   places: Sequence[str] = ()) -> None:
