@@ -248,3 +248,25 @@ def test_growth_keeps_what_the_text_rules_on_t_answer(ladders, end_ladders) -> N
         assert all(len(v) == 1 for v in answers.values()), \
             {k: v for k, v in answers.items() if len(v) > 1}
     assert checked >= 40
+
+
+def test_lively_tail_moves_leave_the_answers_and_enter_asked_places() -> None:
+    """The observers' moves after the block of a lively telling keep every answer (the
+    tracker check of ``plot_items`` passes) and are not kept out of the asked places: over
+    a few stories some enter one (kept out, "the places the observers never go" would
+    point at the answers); the place notes name a place not named since the opening."""
+    st = natural_setting("rooms")
+    entered_asked = notes = 0
+    for seed in range(12):
+        ps = _tell(st, CHARACTERS[:8], ("tf", "ff_none", "tt")[seed % 3], 200, seed,
+                   critical_position=None, mislead_distance=10, tolerance=0.02,
+                   objects=False, places=st.locations, lively=True)
+        asked = {ps.expected[k] for k in ("S1", "S2", "S1S2")} - {ps.expected["reality"]}
+        final = ps.critical_span[1]
+        tail = [e for e in ps.events[final + 1:] if e.actor in (ps.roles["S1"], ps.roles["S2"])]
+        entered_asked += any(e.location in asked for e in tail)
+        block_end = ps.block_sentences[1]
+        notes += any(ev < 0 and places and not who for ev, who, places
+                     in ps.marks[block_end:block_end + 2])
+    assert entered_asked >= 2, entered_asked
+    assert notes >= 6, notes

@@ -32,11 +32,6 @@ import random
 import sys
 from collections.abc import Iterable, Sequence
 
-from tomstats.stories.coded_tracker import (
-    beliefs_along,
-    encode,
-    wm_answer_fast,
-)
 from tomstats.stories.items import Item
 from tomstats.stories.ladder import ANCHORS, grow_story, words_after_block
 from tomstats.stories.narrative import NaturalSetting, listing, natural_setting
@@ -47,6 +42,7 @@ from tomstats.stories.plot import (
     PlotStory,
     cycle_scenario,
     tell_story,
+    tracker_answers,
 )
 from tomstats.stories.questions import first_common_location, tom_question, wm_question
 from tomstats.stories.render import (
@@ -716,13 +712,11 @@ def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
     scenario's); ``metadata["story_id"]`` is ``story_id`` (default ``item_prefix``)."""
     roles = ps.roles
     s1, s2, t = roles["S1"], roles["S2"], roles["T"]
+    got = tracker_answers(st, characters, ps.events, roles)
+    reality, first, s2_first, second, wm = (got[k] for k in ("reality", "S1", "S2", "S1S2",
+                                                             "wm"))
     world = World(tuple(characters), st.locations, st.edges,
                   {c: st.hub for c in characters})
-    coded = encode(world, ps.events)
-    reality, first, second = beliefs_along(coded, (s1, s2), t)
-    s2_first = beliefs_along(coded, (s2,), t)[1]
-    wm = wm_answer_fast(coded, s1, s2, t)
-    got = {"reality": reality, "S1": first, "S2": s2_first, "S1S2": second, "wm": wm}
     if got != ps.expected:  # the tracker and the scenario must agree
         raise RuntimeError(f"{item_prefix}: tracker answers {got} != scenario {ps.scenario!r} "
                            f"answers {ps.expected}")

@@ -57,6 +57,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tomstats.stories.coded_tracker import beliefs_along, encode, wm_answer_fast
 from tomstats.stories.narrative import (
     ALL_MOVERS,
     OBJECT_BREAKS,
@@ -68,7 +69,7 @@ from tomstats.stories.narrative import (
     nearly_in,
     word_set,
 )
-from tomstats.stories.world import Event
+from tomstats.stories.world import Event, World
 
 __all__ = ["CYCLE", "SCENARIOS", "PlotStory", "Scenario", "tell_story"]
 
@@ -178,9 +179,25 @@ _MAX_DECOY_REMARKS = 12
 #: names, where it can), as many as the told-destination rules look back
 #: (:mod:`tomstats.stories.audit_rules`: the 1st to 3rd last).
 LIVELY_TAIL = 3
+#: ``lively``: notes about the places named longest ago, after the observers' tail moves.
+LIVELY_NOTES = 2
 
 #: A sentence's mark: the event it tells (-1: none), the characters and the places it names.
 Mark = tuple[int, tuple[str, ...], tuple[str, ...]]
+
+
+def tracker_answers(st: NaturalSetting, characters: Sequence[str], events: Sequence[Event],
+                    roles: dict[str, str]) -> dict[str, str | None]:
+    """The belief tracker's answers about ``roles["T"]`` after ``events`` (everyone starts
+    in the hub): ``reality``, ``S1`` (S1's belief), ``S2``, ``S1S2`` (S1's belief about
+    S2's) and ``wm`` (the world-model answer)."""
+    s1, s2, t = roles["S1"], roles["S2"], roles["T"]
+    world = World(tuple(characters), st.locations, st.edges,
+                  {c: st.hub for c in characters})
+    coded = encode(world, events)
+    reality, first, second = beliefs_along(coded, (s1, s2), t)
+    return {"reality": reality, "S1": first, "S2": beliefs_along(coded, (s2,), t)[1],
+            "S1S2": second, "wm": wm_answer_fast(coded, s1, s2, t)}
 
 #: Scenarios in the order a design cell cycles through them (story ``r`` takes slot
 #: ``r % 8``, and of a slot's alternatives the ``(r // 8) % 3``-th): true beliefs are half
@@ -513,6 +530,15 @@ class _Teller:
         loc = self.decoys.get(who) or self._least(self.with_place[who])
         self.decor_say(lambda: self.ph.about(who, loc), (who,), (loc,))
 
+    def stalest(self) -> str:
+        """A random one of the locations named longest ago (in the sentences' marks; the
+        opening names the hub)."""
+        last = dict.fromkeys(self.st.locations, -1)
+        for i, (_event, _who, places) in enumerate(self.marks):
+            for p in places:
+                last[p] = i
+        return self._least(last)
+
     def decoy_lead(self, who: str, place: str) -> int:
         """How many more sentences must name ``who`` with ``place`` for ``place`` to be
         named with ``who`` at least as often as any other place."""
@@ -618,11 +644,14 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     lively : bool
         ``T`` moves once before the block (outside it, not into the scenario's final
         place of ``T``) if it has not moved yet, an
-        observer's warm-up move avoids its first scripted destination, and ``S1`` and
-        ``S2`` move up to :data:`LIVELY_TAIL` times each after the block, as the length
-        allows (never into an asked place), however
+        observer's warm-up move avoids its first scripted destination, and after the block
+        up to :data:`LIVELY_NOTES` place notes name the places named longest ago, then
+        ``S1`` and ``S2`` move up to :data:`LIVELY_TAIL` times each, as the length allows,
+        into any place where the move leaves every answer of the tracker as it is (asked
+        places included: avoided, they would be the places the observers never go), however
         short the story: the told moves of the questioned characters then do not start at
-        the meeting nor end at their last scripted step, as in a long story. The shortest
+        the meeting nor end at their last scripted step, as in a long story, and the place
+        of an outdated belief is not the one named longest ago. The shortest
         step of a length ladder (:mod:`tomstats.stories.ladder`), whose events every
         longer step keeps, is told so.
 
@@ -644,7 +673,7 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     # the same for every scenario, so the two versions of a story share its beginning
     block_moves = 3 + 2 * _MAX_STEPS + mislead_distance
     reserve = (block_moves * 8 * (1 + 0.9 * density) if block_words is None
-               else block_words) + 40 + (2 * LIVELY_TAIL * 9 if lively else 0)
+               else block_words) + 40 + ((2 * LIVELY_TAIL + LIVELY_NOTES) * 9 if lively else 0)
     free = max(0.0, target_words - tl.words - reserve)
     stop_before = tl.words + critical_position * free
     # T's decoy: a place drawn at random, whatever the scenario, that T's last remarks name
@@ -767,13 +796,27 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     block_words = tl.words - pre_words
     asked = {expected[k] for k in ("reality", "S1", "S2", "S1S2")}
     safe = {s1: asked, s2: asked}
-    if lively:  # the observers' last told destinations are not their scripted ones
+    if lively:
+        # the places named longest ago are named again, whichever they are (in a short
+        # story an outdated belief's place is otherwise the one named longest ago), then the
+        # observers move on: their last told destinations are not their scripted ones
+        for _ in range(LIVELY_NOTES):
+            if tl.words + 36 > hi:  # room for the note, a move and two remarks about T
+                break
+            loc = tl.stalest()
+            tl.decor_say(lambda loc=loc: tl.ph.note(loc), (), (loc,))
+        # (into any place, asked or not, where the move leaves every answer as it is: kept
+        # out of the asked places, the observers would point the reader at those)
         for c in rng.sample([s1, s2] * LIVELY_TAIL, 2 * LIVELY_TAIL):
             if tl.words + 27 > hi:  # room for the move and the two remarks about T
                 break
             tl.decor_run(0.3)
-            if not tl.key_move(c, avoid=sorted(asked | hidden)):
-                tl.key_move(c, avoid=sorted(asked))
+            opts = [x for x in tl._dests(c) if not tl._triple(c, x)
+                    and tracker_answers(st, characters, [*tl.events, Event(
+                        len(tl.events), "enter", c, x, tl.pos[c])], roles) == expected]
+            named = [x for x in opts if x not in hidden]
+            if named or opts:
+                tl.move(c, rng.choice(named or opts))
     tail_about = 0
     while tl.words + 40 + REMARK_WORDS * max(0, tl.decoy_lead(t, decoy)) < lo:
         if tl.plain:  # the shortest telling moves no one after the block
