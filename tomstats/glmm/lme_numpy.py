@@ -73,6 +73,10 @@ _INNER_TOL = 1e-12
 _FD_STEP = 1e-4
 #: Newton steps with the finite-difference Hessian after the quasi-Newton stage.
 _POLISH = 8
+#: The quasi-Newton stage stops at this estimated decrement: close enough to the optimum
+#: that the Hessian there is the optimum's to about 1e-7 (at 1e-4 the standard errors
+#: moved by 1e-4, relative).
+_BFGS_DEC = 1e-10
 #: Up to this many random effects the BLAS runs on one thread: a factorisation of a few
 #: hundred columns gains nothing from more, and on a busy machine its threads spin (on two
 #: shared cores the fit of the start-up benchmark's slopes design took 7x longer).
@@ -171,6 +175,8 @@ class _Mode:
     """The conditional mode at one :math:`(\\theta, \\beta)` and what the deviance and its
     gradient need there."""
 
+    theta: np.ndarray
+    beta: np.ndarray
     u: np.ndarray
     mv: np.ndarray       # values of M = Z Lambda, (n, R)
     p: np.ndarray
@@ -195,8 +201,10 @@ class _Laplace:
         self.m = sum(s.n_theta for s in shapes)
         self.p = X.shape[1]
         self.onehot = [theta_onehot(s.d, s.correlated) for s in shapes]
-        self.u = np.zeros(rows.q)   # the last mode: the next evaluation's start
+        self.u = np.zeros(rows.q)   # the start of the next evaluation without ``last``
+        self.last: _Mode | None = None  # the last mode: the next evaluation predicts from it
         self.evaluations = 0
+        self.max_inner = 50
 
     # ------------------------------------------------------------------ pieces
     def factors(self, theta: np.ndarray) -> list[np.ndarray]:
@@ -231,19 +239,37 @@ class _Laplace:
         # y log p + (n - y) log(1 - p) = n log p - (n - y) eta
         return -2.0 * float(np.sum(-self.n * np.logaddexp(0.0, -eta) - (self.n - self.y) * eta))
 
+    def predict(self, last: _Mode, theta: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        r"""The mode at ``(theta, beta)`` to first order from the ``last`` one:
+        :math:`\hat u + A^{-1}(\partial_\phi g)\,\Delta\phi` with :math:`g = M^\top r - u`
+        (so :math:`\partial_\phi g\,\Delta\phi = M_\Delta^\top r - M^\top W(X\Delta\beta
+        + M_\Delta\hat u)`, :math:`M_\Delta = Z\Lambda(\Delta\theta)`, :math:`\Lambda` being
+        linear in :math:`\theta`)."""
+        m_d = self.mvalues(theta - last.theta)
+        d_eta = self.X @ (beta - last.beta) + np.sum(m_d * last.u[self.rows.cols], axis=1)
+        rhs = self.mt(m_d, last.res) - self.mt(last.mv, last.w * d_eta)
+        return last.u + cho_solve(last.chol, rhs, check_finite=False)
+
     def mode(self, theta: np.ndarray, beta: np.ndarray, max_iter: int = 50) -> _Mode:
-        """Penalised IRLS from the last mode; the state at the mode found."""
+        """Penalised IRLS from the prediction of the last mode (:meth:`predict`) or from
+        ``self.u``, whichever has the smaller penalised deviance; the state at the mode."""
         mv = self.mvalues(theta)
         fixed = self.offset + self.X @ beta
         cols = self.rows.cols
-        u = self.u.copy()
 
         def eta_of(v: np.ndarray) -> np.ndarray:
             return fixed + np.sum(mv * v[cols], axis=1)
 
         eps = np.finfo(float).eps
+        u = self.u if self.last is None else self.last.u
         eta = eta_of(u)
         pd = self.dev(eta) + u @ u
+        if self.last is not None:
+            u_p = self.predict(self.last, theta, beta)
+            eta_p = eta_of(u_p)
+            pd_p = self.dev(eta_p) + u_p @ u_p
+            if pd_p < pd:
+                u, eta, pd = u_p, eta_p, pd_p
         for _ in range(max_iter):
             p = expit(eta)
             w, res = self.n * p * (1.0 - p), self.y - self.n * p
@@ -272,10 +298,11 @@ class _Laplace:
         chol = self.system(mv, w)
         logdet = 2.0 * float(np.sum(np.log(np.diagonal(chol[0]))))
         self.evaluations += 1
-        if np.all(np.isfinite(u)):
-            self.u = u
-        return _Mode(u=u, mv=mv, p=p, w=w, res=self.y - self.n * p, chol=chol,
-                     dev=self.dev(eta), logdet=logdet)
+        md = _Mode(theta=theta, beta=beta, u=u, mv=mv, p=p, w=w, res=self.y - self.n * p,
+                   chol=chol, dev=self.dev(eta), logdet=logdet)
+        if np.isfinite(md.laplace):
+            self.last = md
+        return md
 
     def inverse(self, md: _Mode) -> np.ndarray:
         return cho_solve(md.chol, np.eye(self.rows.q), check_finite=False)
@@ -283,7 +310,7 @@ class _Laplace:
     def value_grad(self, phi: np.ndarray) -> tuple[float, np.ndarray]:
         """:math:`D` and its exact gradient at ``phi`` (module docstring)."""
         theta, beta = phi[: self.m], phi[self.m:]
-        md = self.mode(theta, beta)
+        md = self.mode(theta, beta, self.max_inner)
         D = md.laplace
         if not np.isfinite(D):
             return np.inf, np.zeros_like(phi)
@@ -338,6 +365,48 @@ def _signs(theta: np.ndarray, shapes: tuple[TermShape, ...]
     return np.asarray(per_theta), per_effect
 
 
+def _bfgs(fg: Any, x: np.ndarray, max_iter: int
+          ) -> tuple[np.ndarray, float, np.ndarray, int]:
+    """BFGS (inverse-Hessian update, backtracking line search with the sufficient-decrease
+    condition) on ``fg(x) -> (value, gradient)``, until its estimate of the decrement
+    :math:`g^\top B g` falls below :data:`_BFGS_DEC` (the Newton steps of
+    :func:`_polish` take it from there). Returns the point, value, gradient, iterations."""
+    f, g = fg(x)
+    B = np.eye(x.size)
+    it = 0
+    for it in range(1, max_iter + 1):
+        d = -B @ g
+        slope = float(g @ d)
+        if not slope < 0:
+            B = np.eye(x.size)
+            d, slope = -g, -float(g @ g)
+        if -slope < _BFGS_DEC:
+            break
+        t = 1.0
+        noise = 1e3 * np.finfo(float).eps * (abs(f) + 1.0)
+        while True:
+            fn, gn = fg(x + t * d)
+            # near the optimum (a tiny slope) a change of f is below its rounding error:
+            # the full step is taken where f did not grow beyond that
+            if fn <= f + 1e-4 * t * slope or (-slope < 1e-6 and fn <= f + noise):
+                break
+            curv = fn - f - slope * t
+            t_quad = -slope * t * t / (2.0 * curv) if np.isfinite(fn) and curv > 0 else 0.5 * t
+            t = min(max(t_quad, 0.1 * t), 0.5 * t)
+            if t < 1e-12:
+                return x, f, g, it
+        s, yv = t * d, gn - g
+        sy = float(s @ yv)
+        if sy > 1e-12 * float(np.sqrt((s @ s) * (yv @ yv))):
+            if it == 1:  # scale the first guess by the curvature seen
+                B = B * (sy / float(yv @ yv))
+            By = B @ yv
+            B = B + ((sy + yv @ By) / sy**2) * np.outer(s, s) - (np.outer(By, s)
+                                                                 + np.outer(s, By)) / sy
+        x, f, g = x + s, fn, gn
+    return x, f, g, it
+
+
 def _starts(shapes: tuple[TermShape, ...]) -> list[int]:
     """Each term's first position in :math:`u` (terms in order, level-major)."""
     return [int(o) for o in np.cumsum([0] + [s.q * s.d for s in shapes])[:-1]]
@@ -347,16 +416,16 @@ def _hessian(f: _Laplace, phi: np.ndarray) -> np.ndarray:
     """Central differences of the exact gradient, symmetrised."""
     k = phi.size
     H = np.empty((k, k))
-    u0 = f.u.copy()
+    last = f.last
     for j in range(k):
         e = np.zeros(k)
         e[j] = _FD_STEP
-        f.u = u0.copy()
+        f.last = last
         gp = f.value_grad(phi + e)[1]
-        f.u = u0.copy()
+        f.last = last
         gm = f.value_grad(phi - e)[1]
         H[:, j] = (gp - gm) / (2.0 * _FD_STEP)
-    f.u = u0
+    f.last = last
     return 0.5 * (H + H.T)
 
 
@@ -398,8 +467,8 @@ def numpy_lme_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None,
         Each random term's columns, 0-based level codes and shape.
     offset : ndarray, shape (n,), optional
     max_iter : int
-        Iterations of the quasi-Newton stage (L-BFGS-B's ``maxiter`` is ``10 * max_iter``,
-        its iterations being cheaper than Newton's).
+        The quasi-Newton stage takes up to ``10 * max_iter`` iterations (each cheaper than
+        a Newton iteration of :mod:`~tomstats.glmm.lme_fit`).
     tol : float, optional
         Decrement :math:`g^\\top H^{-1}g` of a converged fit (default 1e-10).
     se : {"hessian", "conditional"}
@@ -419,21 +488,16 @@ def numpy_lme_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None,
 def _fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None, rows: _Rows,
          shapes: tuple[TermShape, ...], *, offset: np.ndarray | None, max_iter: int,
          tol: float | None, se: str, max_inner: int) -> NumpyLme:
-    from scipy.optimize import minimize
-
     X = np.asarray(X, float)
     y = np.asarray(y, float)
     n = np.ones_like(y) if trials is None else np.asarray(trials, float)
     off = np.zeros_like(y) if offset is None else np.asarray(offset, float)
     tol = 1e-10 if tol is None else float(tol)
     f = _Laplace(X, y, n, off, rows, shapes)
+    f.max_inner = int(max_inner)
     m = f.m
     phi0 = np.concatenate([theta_start(shapes), numpy_logistic_fit(X, y, n, off).beta])
-    opt = minimize(f.value_grad, phi0, jac=True, method="L-BFGS-B",
-                   options=dict(maxiter=10 * int(max_iter), ftol=1e-15, gtol=1e-9,
-                                maxcor=20))
-    phi = opt.x
-    D, g = f.value_grad(phi)
+    phi, D, g, nit = _bfgs(f.value_grad, phi0, 10 * int(max_iter))
     H = _hessian(f, phi)
     phi, D, g, dec, steps = _polish(f, phi, D, g, H, tol)
     # lme4's representative (diagonals >= 0): theta, u, the gradient and H change sign
@@ -442,7 +506,9 @@ def _fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None, rows: _Rows,
     flip = np.concatenate([flip, np.ones(f.p)])
     phi, g, H = phi * flip, g * flip, H * flip[:, None] * flip[None, :]
     theta, beta = phi[:m], phi[m:]
-    f.u = np.concatenate([(f.u[o: o + s.q * s.d].reshape(s.q, s.d) * sg).reshape(-1)
+    u_end = f.u if f.last is None else f.last.u
+    f.last = None
+    f.u = np.concatenate([(u_end[o: o + s.q * s.d].reshape(s.q, s.d) * sg).reshape(-1)
                           for s, sg, o in zip(shapes, effect_signs, _starts(shapes),
                                               strict=True)])
     md = f.mode(theta, beta, max_inner)
@@ -466,7 +532,7 @@ def _fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None, rows: _Rows,
                     deviance=float(D), loglik=-0.5 * float(D) + log_binom(y, n), u=md.u, b=b,
                     b_var=b_var, grad_norm=float(np.max(np.abs(g))),
                     hess_min_eig=float(lam[0]), converged=bool(finite and dec < tol),
-                    iterations=int(opt.nit) + steps)
+                    iterations=nit + steps)
 
 
 @dataclass(frozen=True)
