@@ -431,22 +431,29 @@ def _hessian(f: _Laplace, phi: np.ndarray) -> np.ndarray:
 
 def _polish(f: _Laplace, phi: np.ndarray, D: float, g: np.ndarray, H: np.ndarray,
             tol: float) -> tuple[np.ndarray, float, np.ndarray, float, int]:
-    """Newton steps with the Hessian ``H`` (its eigenvalues made positive); returns the
-    point, :math:`D`, gradient, last decrement and steps taken."""
+    """Newton steps with the Hessian ``H`` (its eigenvalues made positive) until the
+    decrement :math:`g^\\top H^{-1}g` is below ``tol``, and one step more from there (as
+    the last step of Newton's method overshoots its tolerance: a decrement of 1e-10 still
+    leaves 1e-6 in a poorly determined coefficient); returns the point, :math:`D`, the
+    gradient, the decrement before the last step and the steps taken."""
     eps = np.finfo(float).eps
     dec, steps = np.inf, 0
     lam, V = np.linalg.eigh(H)
     lam = np.maximum(np.abs(lam), 1e-8 * np.max(np.abs(lam)) + 1e3 * eps)
     for _ in range(_POLISH):
         d = -V @ ((V.T @ g) / lam)
-        dec = float(-(g @ d))
-        if dec < tol:
+        dec_here = float(-(g @ d))
+        if dec_here < tol * 1e-6:  # nothing left to gain
+            dec = dec_here
             break
         new = phi + d
         Dn, gn = f.value_grad(new)
         if not Dn <= D + 1e3 * eps * (abs(D) + 1.0):
+            dec = min(dec, dec_here)
             break
-        phi, D, g, steps = new, Dn, gn, steps + 1
+        phi, D, g, steps, dec = new, Dn, gn, steps + 1, dec_here
+        if dec < tol:
+            break
     return phi, D, g, dec, steps
 
 
