@@ -4,7 +4,10 @@ r"""lme4-style GLMMs by maximum likelihood with any random-effects terms (``glme
 formula (checked by :func:`tomstats._expr.check_formula` before anything else), builds the
 fixed design :math:`X` and, per random-effects term, the columns :math:`Z_k` and level codes
 (:func:`tomstats.glmm.data.build_design`, as the samplers do), and maximises the Laplace
-likelihood with :func:`tomstats.glmm.lme_fit.lme_fit_arrays` in float64.
+likelihood in float64 with one of two solvers of the same deviance (:func:`choose_engine`):
+the interpreted :func:`tomstats.glmm.lme_numpy.numpy_lme_fit` (NumPy/SciPy; the default of
+a single fit, which then imports no JAX) or the compiled
+:func:`tomstats.glmm.lme_fit.lme_fit_arrays` (JAX).
 
 Terms, as lme4 reads them:
 
@@ -27,9 +30,10 @@ next to that factor's intercept (the slope's effects cannot be told from the int
 
 Every Laplace fit goes through here (``tomstats.glmm.fit(..., backend="laplace")``), random
 intercepts as any other term; a formula without random terms is a logistic regression
-(:func:`tomstats.glmm.glm.logistic_fit`). The design's shapes are padded to buckets, so that
-a log of similar size reuses the compiled fit, kept in JAX's persistent cache
-(:func:`tomstats.glmm.lme_fit.lme_fit_arrays` with ``bucket=True``). Separated data (a
+(:func:`tomstats.glmm.lme_numpy.numpy_logistic_fit` or
+:func:`tomstats.glmm.glm.logistic_fit`). For the JAX solver the design's shapes are padded to
+buckets, so that a log of similar size reuses the compiled fit, kept in JAX's persistent
+cache (:func:`tomstats.glmm.lme_fit.lme_fit_arrays` with ``bucket=True``). Separated data (a
 fixed effect whose estimate is infinite) are named (:mod:`tomstats.glmm.separation`) and
 the fit is marked as not converged. The result is a
 :class:`tomstats.glmm.lme_result.LaplaceFit`.
