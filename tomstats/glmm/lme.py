@@ -233,8 +233,9 @@ def fit_lme(
         lme4's ``vcov()`` (Hessian over :math:`(\\theta, \\beta)`, the default) or
         ``use.hessian = FALSE``.
     max_iter, tol, max_inner
-        Outer Newton iterations, tolerance on its decrement (default 1e-10), inner PIRLS
-        iterations.
+        Outer Newton iterations (the NumPy engine: up to ``10 * max_iter`` quasi-Newton
+        iterations, each cheaper), tolerance on the Newton decrement (default 1e-10),
+        inner PIRLS iterations.
     aggregate : bool or "auto"
         Sum identical rows (same predictors, effects and groups) into binomial cells first
         ("auto": when that halves the observations); no estimate changes and the
