@@ -1,5 +1,5 @@
-"""One maximum-likelihood GLMM fit in a new process: ``tomstats fit --backend laplace`` against
-``Rscript`` running lme4's ``glmer`` on the same log, in the same run.
+"""One maximum-likelihood GLMM fit in a new process: ``tomstats fit --backend laplace`` (both
+engines) against ``Rscript`` running lme4's ``glmer`` on the same log, in the same run.
 
 Two designs (``--design``), each a crossed log with one row per LLM and passage; each
 passage has a belief (true/false) and a cue (absent/present); the outcome is simulated
@@ -20,16 +20,23 @@ Each round runs, each in a fresh process, in this order:
 
 - ``R``: ``Rscript -e`` reading the CSV and fitting ``glmer(formula, family = binomial)``
   (lme4's defaults), printing the fixed effects;
-- ``cold``: ``tomstats fit`` with an empty compilation cache (``TOMSTATS_JAX_CACHE`` set to a
-  new folder): XLA compiles the fit;
-- ``warm``: the same command with the cache the cold run filled;
-- ``warm, similar log``: another simulated log of a slightly different size with that
+- ``interpreted``: ``tomstats fit`` as a user runs it (``engine=auto``, which picks the
+  interpreted NumPy fit for these logs), with an empty compilation cache folder. The
+  interpreted fit imports no JAX and keeps nothing between processes, so this one row is
+  both its cold start (a fresh process, no cache of tomstats') and its warm one; only the
+  operating system's file cache and Python's bytecode of the installed packages, there for
+  every command alike, carry over;
+- ``jax, cold``: ``tomstats fit --option engine=jax`` with an empty compilation cache
+  (``TOMSTATS_JAX_CACHE`` set to a new folder): XLA compiles the fit;
+- ``jax, warm``: the same command with the cache the cold run filled;
+- ``jax, warm, similar log``: another simulated log of a slightly different size with that
   cache: its shapes pad to the same buckets, so the compiled fit is reused.
 
 Times are medians over ``--repeats`` rounds: wall seconds, and CPU seconds (user + system of
 the command's process and its threads: steadier on a shared machine). Ratios are R's median
-over tomstats'. Before the rounds the script checks that both fits agree (fixed effects and
-standard errors within 2e-3, the SDs within 1 %).
+over tomstats'. Before the rounds the script checks that each engine's fit agrees with
+glmer's (fixed effects and standard errors within 2e-3, the SDs within 1 %) and reports the
+largest differences between the two engines.
 
     python benchmarks/bench_fit_startup.py [--repeats 5] [--design intercepts|slopes]
         [--log FILE --formula F] [--write-docs]
@@ -51,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,9 +123,9 @@ def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return float(wall), float(cpu)
 
 
-def _tomstats(log: Path, formula: str, out: Path) -> list[str]:
+def _tomstats(log: Path, formula: str, out: Path, engine: str = "auto") -> list[str]:
     return [sys.executable, "-c", _CLI, "fit", str(log), "--model", formula, "--backend",
-            "laplace", "--out", str(out), "--force"]
+            "laplace", "--out", str(out), "--force", "--option", f"engine={engine}"]
 
 
 def _rscript(log: Path, formula: str) -> list[str]:
@@ -125,15 +133,29 @@ def _rscript(log: Path, formula: str) -> list[str]:
 
 
 def check_agreement(log: Path, formula: str, work: Path) -> str:
-    """Both fits of ``log``: tomstats' must equal glmer's (else the timing means nothing)."""
+    """The fits of ``log`` by both engines: each must equal glmer's (else the timing means
+    nothing); the largest differences between the engines are reported too."""
     r = json.loads(subprocess.run(_rscript(log, formula), capture_output=True, text=True,
                                   check=True).stdout)
-    out = work / "check.json"
-    subprocess.run(_tomstats(log, formula, out), capture_output=True, check=True,
-                   env=dict(os.environ, TOMSTATS_JAX_CACHE="off"))
     from tomstats.glmm.lme_result import LaplaceFit
 
-    t = LaplaceFit.from_json(out)
+    fits = {}
+    for engine in ("auto", "jax"):
+        out = work / f"check-{engine}.json"
+        subprocess.run(_tomstats(log, formula, out, engine), capture_output=True, check=True,
+                       env=dict(os.environ, TOMSTATS_JAX_CACHE="off"))
+        fits[engine] = LaplaceFit.from_json(out)
+    said = [_agree_with_r(fits[e], r) for e in fits]
+    a, b = fits["auto"], fits["jax"]
+    between = (f"between the engines: max |d beta| "
+               f"{float(np.max(np.abs(a.beta - b.beta))):.1e}, max |d se| "
+               f"{float(np.max(np.abs(a.se - b.se))):.1e}, d logLik {a.loglik - b.loglik:.1e}")
+    jax_said = said[1].removeprefix("agreement with glmer: ")
+    return f"{said[0]} (interpreted; jax: {jax_said}); {between}"
+
+
+def _agree_with_r(t: Any, r: dict) -> str:
+    """One tomstats fit ``t`` against glmer's numbers ``r`` (SystemExit where they differ)."""
     d_beta = float(np.max(np.abs(np.subtract(t.beta, r["beta"]))))
     d_se = float(np.max(np.abs(np.subtract(t.se, r["se"]))))
     # lme4 orders the random terms by their number of levels: match them by group, the
@@ -149,7 +171,7 @@ def check_agreement(log: Path, formula: str, work: Path) -> str:
         t_sd.setdefault(g, []).append(s)
     if sorted(t_sd) != sorted(r_sd):
         raise SystemExit(f"the fits have other groups: {sorted(t_sd)} and {sorted(r_sd)}")
-    ratio = [a / b for g in t_sd for a, b in zip(t_sd[g], r_sd[g], strict=True)]
+    ratio = [x / y for g in t_sd for x, y in zip(t_sd[g], r_sd[g], strict=True)]
     d_sd = float(np.max(np.abs(np.subtract(ratio, 1))))
     if d_beta > 2e-3 or d_se > 2e-3 or d_sd > 1e-2:
         raise SystemExit(f"the fits differ: |d beta| {d_beta:.2g}, |d se| {d_se:.2g}, "
@@ -171,10 +193,11 @@ def row_keys(args: argparse.Namespace, part: str = "") -> list[str]:
     ``part`` is the docs block's (``""``: the intercepts design, ``"slopes"``)."""
     if part not in ("", "slopes") or (part or "intercepts") != args.design:
         raise ValueError(f"part {part!r} is not the table of --design {args.design}")
-    rows = [R_ROW, "tomstats fit, cold cache", "tomstats fit, warm cache"]
+    rows = [R_ROW, "tomstats fit, interpreted (default; nothing cached: cold = warm)",
+            "tomstats fit, engine=jax, cold cache", "tomstats fit, engine=jax, warm cache"]
     if args.log is None:
         n_llms, n_items = DESIGNS[args.design][2]
-        rows.append(f"tomstats fit, warm cache, similar log ({n_llms} x {n_items})")
+        rows.append(f"tomstats fit, engine=jax, warm cache, similar log ({n_llms} x {n_items})")
     return rows
 
 
@@ -216,9 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             cache = work / f"cache{k}"
             env = dict(os.environ, TOMSTATS_JAX_CACHE=str(cache))
             cmds = [_rscript(log, formula), _tomstats(log, formula, work / "f.json"),
-                    _tomstats(log, formula, work / "f.json")]
+                    _tomstats(log, formula, work / "f.json", "jax"),
+                    _tomstats(log, formula, work / "f.json", "jax")]
             if similar is not None:
-                cmds.append(_tomstats(similar, formula, work / "g.json"))
+                cmds.append(_tomstats(similar, formula, work / "g.json", "jax"))
             for name, cmd in zip(row_keys(args, part), cmds, strict=True):
                 times.setdefault(name, []).append(_timed(cmd, env))
             shutil.rmtree(cache, ignore_errors=True)

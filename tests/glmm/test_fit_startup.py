@@ -1,7 +1,8 @@
-"""``tomstats fit LOG --backend laplace`` in a new process: what it loads, and that a second
-process reuses the fit's program for a log of similar size (shapes padded to buckets; the
-traced program exported into JAX's persistent cache folder, its compiled form in the cache)
-with the same numbers.
+"""``tomstats fit LOG --backend laplace`` in a new process: what it loads (by default the
+interpreted fit: no JAX), and that with ``--option engine=jax`` a second process reuses the
+fit's program for a log of similar size (shapes padded to buckets; the traced program
+exported into JAX's persistent cache folder, its compiled form in the cache) with the same
+numbers.
 
 The suite runs with the persistent cache off (``tests/conftest.py``); the cache test below
 gives its subprocesses a cache folder of their own.
@@ -32,12 +33,13 @@ def _log(path: Path, n_llms: int, n_items: int, seed: int) -> Path:
     return path
 
 
-def _fit(log: Path, out: Path, cache: str, watch: tuple[str, ...] = ()) -> dict:
-    """Run the command in a fresh interpreter; its stderr, its fit and the watched modules
-    it loaded."""
+def _fit(log: Path, out: Path, cache: str, watch: tuple[str, ...] = (),
+         engine: str = "jax") -> dict:
+    """Run the command with ``--option engine=ENGINE`` in a fresh interpreter; its stderr,
+    its fit and the watched modules it loaded."""
     probe = ("import sys, json\nfrom tomstats.cli import main\n"
              f"rc = main(['fit', {str(log)!r}, '--model', {FORMULA!r}, '--backend', "
-             f"'laplace', '--out', {str(out)!r}])\n"
+             f"'laplace', '--out', {str(out)!r}, '--option', 'engine={engine}'])\n"
              f"print(json.dumps([rc, sorted(m for m in {watch!r} if m in sys.modules)]))\n")
     env = dict(os.environ, TOMSTATS_JAX_CACHE=cache, JAX_LOG_COMPILES="1")
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
@@ -48,10 +50,15 @@ def _fit(log: Path, out: Path, cache: str, watch: tuple[str, ...] = ()) -> dict:
     return {"err": res.stderr, "loaded": loaded, "fit": json.loads(out.read_text())}
 
 
-def test_a_laplace_fit_loads_no_sampler_stack(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine, loaded", [("auto", ["formulaic"]),
+                                            ("jax", ["formulaic", "jax", "jaxlib"])])
+def test_a_laplace_fit_loads_no_sampler_stack(tmp_path: Path, engine: str,
+                                              loaded: list[str]) -> None:
+    """The default engine of a single fit (``auto``: the interpreted one) loads no JAX;
+    ``engine=jax`` does (so the check can fail)."""
     got = _fit(_log(tmp_path / "log.csv", 5, 30, 1), tmp_path / "fit.json", "off",
-               watch=(*UNNEEDED, "jax", "formulaic"))
-    assert got["loaded"] == ["formulaic", "jax"]  # the check can fail: these two do load
+               watch=(*UNNEEDED, "jax", "jaxlib", "formulaic"), engine=engine)
+    assert got["loaded"] == loaded
     assert got["fit"]["converged"]
 
 

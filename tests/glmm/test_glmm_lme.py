@@ -8,6 +8,10 @@ JSON is (set ``TOMSTATS_LME4_FROM_JSON=1`` to force that). Real-log cases read
 JSON. Every case is refitted here from a data frame and the formula lme4 fitted, through
 :func:`tomstats.glmm.lme.fit_lme` (formula parsing, design, fit, result).
 
+The fits run on the default engine of a single fit (the interpreted solver,
+:mod:`tomstats.glmm.lme_numpy`); :func:`test_matches_lme4` also runs every case on the
+compiled one (``engine="jax"``, in the slow run: one compilation per design shape).
+
 Tolerances (issue 25's acceptance): fixed effects and SEs within 1e-3, SDs and correlations
 within 1e-2 relative, log-likelihood within 1e-3, singular fits flagged where lme4 flags
 them.
@@ -75,13 +79,14 @@ def _frame(case: dict, shared: Path | None) -> pd.DataFrame:
     return ch
 
 
-_FITS: dict[str, LmeFit] = {}
+_FITS: dict[tuple[str, str], LmeFit] = {}
 
 
-def _fit(case: dict, shared: Path | None) -> LmeFit:
-    if case["name"] not in _FITS:
-        _FITS[case["name"]] = fit_lme(_frame(case, shared), case["formula"])
-    return _FITS[case["name"]]
+def _fit(case: dict, shared: Path | None, engine: str = "auto") -> LmeFit:
+    key = (case["name"], engine)
+    if key not in _FITS:
+        _FITS[key] = fit_lme(_frame(case, shared), case["formula"], engine=engine)
+    return _FITS[key]
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +115,11 @@ def _params(name: str):
 CASES = [_params(n) for n in [*REAL, *SIM]]
 
 
+@pytest.mark.parametrize("engine", ["auto", pytest.param("jax", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", CASES)
-def test_matches_lme4(name, reference, shared):
+def test_matches_lme4(name, engine, reference, shared):
     case = reference[name]
-    fit = _fit(case, shared)
+    fit = _fit(case, shared, engine)
     assert fit.converged
     np.testing.assert_allclose(fit.beta, case["beta"], atol=1e-3, rtol=0)
     np.testing.assert_allclose(fit.se, case["se"], atol=SE_TOL.get(name, 1e-3), rtol=0)

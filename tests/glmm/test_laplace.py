@@ -15,11 +15,16 @@ with looser tolerances. One documented exception: on ToMBench lme4's ``vcov()`` 
 finite-difference Hessian of a deviance that is itself inexact at the 1e-6 level, which moves
 its SEs by up to 2e-3 (0.35 %); :func:`test_hessian_se_is_exact` shows the autodiff SEs are
 the exact ones.
+
+The lme4 comparisons run on both solvers: the compiled one (:mod:`tomstats.glmm.lme_fit`,
+through :func:`~tomstats.glmm.laplace.laplace_fit`) and the interpreted one
+(:mod:`tomstats.glmm.lme_numpy`, the default of a single fit).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -115,15 +120,34 @@ def _design(case: dict, shared: Path | None):
 _FITS: dict = {}
 
 
-def _fit(case: dict, shared: Path | None):
-    """Design and fit of a case, cached (each shape compiles once per session)."""
-    if case["name"] not in _FITS:
+def _numpy_fit(X, y, trials, groups, n_levels) -> SimpleNamespace:
+    """The interpreted solver on the random intercepts (terms of one effect, Z = 1), with
+    :class:`LaplaceResult`'s names of what :func:`_compare` reads."""
+    from tomstats.glmm._theta import TermShape
+    from tomstats.glmm.lme_numpy import numpy_lme_fit
+
+    ones = np.ones((len(y), 1))
+    r = numpy_lme_fit(X, y, trials, tuple(ones for _ in n_levels),
+                      tuple(groups[:, k] for k in range(len(n_levels))),
+                      tuple(TermShape(d=1, q=q, correlated=True) for q in n_levels))
+    return SimpleNamespace(beta=r.beta, se=r.se, sd=np.abs(r.theta), loglik=r.loglik,
+                           ranef=r.b, converged=r.converged)
+
+
+def _fit(case: dict, shared: Path | None, engine: str = "jax"):
+    """Design and fit of a case by ``engine`` ("jax": :func:`laplace_fit`, "numpy":
+    :func:`_numpy_fit`), cached (each shape compiles once per session)."""
+    key = (case["name"], engine)
+    if key not in _FITS:
         X, y, trials, groups, n_levels, levels = _design(case, shared)
         assert X.shape[1] == len(case["coef_names"]) and len(y) == case["n_obs"]
-        with jax.enable_x64(True):
-            res = jax.device_get(laplace_fit(X, y, trials, groups, n_levels))
-        _FITS[case["name"]] = (X, y, trials, groups, n_levels, levels, res)
-    return _FITS[case["name"]]
+        if engine == "numpy":
+            res = _numpy_fit(X, y, trials, groups, n_levels)
+        else:
+            with jax.enable_x64(True):
+                res = jax.device_get(laplace_fit(X, y, trials, groups, n_levels))
+        _FITS[key] = (X, y, trials, groups, n_levels, levels, res)
+    return _FITS[key]
 
 
 def _compare(case: dict, res: LaplaceResult, levels, n_levels):
@@ -155,23 +179,29 @@ def _compare(case: dict, res: LaplaceResult, levels, n_levels):
 
 
 # ----------------------------------------------------------------------------- lme4
+ENGINES = ["jax", "numpy"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", [
     "storysim_triplets",
     "storysim_number_characters",
-    "tombench_binomial",
+    # 1,308 items: the interpreted solver's dense system is large (auto picks jax there)
+    pytest.param("tombench_binomial", marks=pytest.mark.slow),
 ])
-def test_real_log_matches_lme4(name, reference, shared):
+def test_real_log_matches_lme4(name, engine, reference, shared):
     if not (shared / REAL_FILE[name]).is_file():
         pytest.skip(f"../shared/data has no {REAL_FILE[name]}")
     case = reference[name]
-    X, y, trials, groups, n_levels, levels, res = _fit(case, shared)
+    X, y, trials, groups, n_levels, levels, res = _fit(case, shared, engine)
     _compare(case, res, levels, n_levels)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", SIM)
-def test_simulated_log_matches_lme4(name, reference):
+def test_simulated_log_matches_lme4(name, engine, reference):
     case = reference[name]
-    X, y, trials, groups, n_levels, levels, res = _fit(case, None)
+    X, y, trials, groups, n_levels, levels, res = _fit(case, None, engine)
     _compare(case, res, levels, n_levels)
     if name == "sim_zero_model_sd":
         assert case["singular"] and case["sd"][0] == 0.0 and float(res.sd[0]) < 1e-4

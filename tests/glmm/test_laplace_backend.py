@@ -339,7 +339,7 @@ def test_a_fit_compiles_one_program(caplog):
 
     df = crossed_frame(7, 33, 5)  # shapes no other test compiles
     with jax.log_compiles(True), caplog.at_level(logging.WARNING):
-        f = glmm.fit(df, FORMULA, backend="laplace")
+        f = glmm.fit(df, FORMULA, backend="laplace", engine="jax")
     compiled = [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
     assert f.converged
     assert len(compiled) == 1 and "_fit_one" in compiled[0], compiled

@@ -16,7 +16,8 @@ Typical use (``df`` one row per question with ``correct``, ``model``, ``item``,
 Layout: :mod:`~tomstats.glmm.spec` (backend-neutral specs and priors),
 :mod:`~tomstats.glmm.data` (columns, validation, design), one file per backend
 (:mod:`~tomstats.glmm.numpyro_backend`, :mod:`~tomstats.glmm.pymc_backend`; maximum
-likelihood: :mod:`~tomstats.glmm.lme` on the solver :mod:`~tomstats.glmm.lme_fit`, its result
+likelihood: :mod:`~tomstats.glmm.lme` on the solvers :mod:`~tomstats.glmm.lme_numpy`
+(interpreted, a single fit's default) and :mod:`~tomstats.glmm.lme_fit` (JAX), its result
 :mod:`~tomstats.glmm.lme_result`),
 :mod:`~tomstats.glmm.fitting` (fit/save/load/predict), :mod:`~tomstats.glmm.diagnostics`,
 :mod:`~tomstats.glmm.ppc` (calibration, separation, cell accuracy),
@@ -24,7 +25,8 @@ likelihood: :mod:`~tomstats.glmm.lme` on the solver :mod:`~tomstats.glmm.lme_fit
 :mod:`~tomstats.glmm.calibrate` (posterior → simulator parameters).
 
 Nothing is imported until it is first used (:pep:`562`): ``tomstats fit --help`` and a
-Laplace fit come without ArviZ, xarray and the samplers.
+Laplace fit come without ArviZ, xarray and the samplers, and a Laplace fit on the
+interpreted solver without JAX.
 """
 
 

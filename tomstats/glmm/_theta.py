@@ -60,3 +60,9 @@ class TermShape:
         """(row, column) of :math:`T_k` of each :math:`\\theta` element, lme4's order
         (column-major lower triangle)."""
         return theta_index(self.d, self.correlated)
+
+
+def theta_start(shapes: tuple[TermShape, ...]) -> np.ndarray:
+    """lme4's start: 1 on the diagonal of every :math:`T_k`, 0 elsewhere."""
+    out = [1.0 if i == j else 0.0 for s in shapes for i, j in s.theta_index()]
+    return np.asarray(out, dtype=float)

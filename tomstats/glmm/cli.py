@@ -8,7 +8,7 @@
         [--query "quality_flag != 'failed_run'"] [--errors drop|keep] [--allow-warnings] \\
         [--option item_effects=false --option 'fixed={"alpha": 0, "delta": 0}']
     tomstats fit LOG --model "correct ~ x + (1 | model) + (1 | item)" --backend laplace \\
-        --out fit.json [--option se=conditional --option max_iter=200]
+        --out fit.json [--option se=conditional --option max_iter=200 --option engine=jax]
     tomstats calibrate fit.nc --out params.toml|params.json [--prob 0.95] [--force]
 
 Exit status: 0 done; 4 the fit is written but its sampler diagnostics failed (or the
@@ -86,7 +86,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="numpyro", choices=BACKENDS,
                    help="a NUTS sampler (Bayesian; default numpyro) or 'laplace' (maximum "
                         "likelihood as lme4's glmer: random intercepts, slopes, '||', nested "
-                        "and crossed terms, cbind(); no sampler options; writes JSON)")
+                        "and crossed terms, cbind(); no sampler options; writes JSON). A "
+                        "laplace fit runs interpreted (NumPy: no JAX to import or compile, "
+                        "the faster start for one fit) up to 1,000 random effects, compiled "
+                        "(JAX) above; --option engine=numpy|jax chooses")
     p.add_argument("--chains", type=int, default=4, help="Markov chains (default 4)")
     p.add_argument("--draws", type=int, default=1000,
                    help=f"draws per chain after tuning (at least {MIN_DRAWS}; default 1000)")

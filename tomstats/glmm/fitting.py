@@ -190,7 +190,10 @@ def fit(
         ones below from ``chains`` to ``dense_mass`` (``seed`` included) must keep their
         defaults (else ``ValueError``), ``progress`` is ignored, priors and
         ``noncentered`` are refused; it takes ``max_iter``, ``tol``, ``se``
-        (``"hessian"``/``"conditional"``) and ``max_inner`` as keyword options.
+        (``"hessian"``/``"conditional"``), ``max_inner`` and ``engine`` (``"auto"``:
+        the interpreted NumPy solver up to 1,000 random effects, no JAX imported; else
+        ``"numpy"`` or ``"jax"``; :func:`~tomstats.glmm.lme.choose_engine`) as keyword
+        options.
     chains, draws, tune : int
         Chains, kept draws per chain, warm-up iterations per chain.
     seed : int

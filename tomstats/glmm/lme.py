@@ -4,7 +4,10 @@ r"""lme4-style GLMMs by maximum likelihood with any random-effects terms (``glme
 formula (checked by :func:`tomstats._expr.check_formula` before anything else), builds the
 fixed design :math:`X` and, per random-effects term, the columns :math:`Z_k` and level codes
 (:func:`tomstats.glmm.data.build_design`, as the samplers do), and maximises the Laplace
-likelihood with :func:`tomstats.glmm.lme_fit.lme_fit_arrays` in float64.
+likelihood in float64 with one of two solvers of the same deviance (:func:`choose_engine`):
+the interpreted :func:`tomstats.glmm.lme_numpy.numpy_lme_fit` (NumPy/SciPy; the default of
+a single fit, which then imports no JAX) or the compiled
+:func:`tomstats.glmm.lme_fit.lme_fit_arrays` (JAX).
 
 Terms, as lme4 reads them:
 
@@ -27,9 +30,10 @@ next to that factor's intercept (the slope's effects cannot be told from the int
 
 Every Laplace fit goes through here (``tomstats.glmm.fit(..., backend="laplace")``), random
 intercepts as any other term; a formula without random terms is a logistic regression
-(:func:`tomstats.glmm.glm.logistic_fit`). The design's shapes are padded to buckets, so that
-a log of similar size reuses the compiled fit, kept in JAX's persistent cache
-(:func:`tomstats.glmm.lme_fit.lme_fit_arrays` with ``bucket=True``). Separated data (a
+(:func:`tomstats.glmm.lme_numpy.numpy_logistic_fit` or
+:func:`tomstats.glmm.glm.logistic_fit`). For the JAX solver the design's shapes are padded to
+buckets, so that a log of similar size reuses the compiled fit, kept in JAX's persistent
+cache (:func:`tomstats.glmm.lme_fit.lme_fit_arrays` with ``bucket=True``). Separated data (a
 fixed effect whose estimate is infinite) are named (:mod:`tomstats.glmm.separation`) and
 the fit is marked as not converged. The result is a
 :class:`tomstats.glmm.lme_result.LaplaceFit`.
@@ -59,10 +63,28 @@ from tomstats.glmm.lme_result import (
     _effect_name,
 )
 
-__all__ = ["fit_lme", "needs_lme", "rewrite_cbind", "LME_OPTIONS"]
+__all__ = ["fit_lme", "needs_lme", "rewrite_cbind", "LME_OPTIONS", "ENGINES", "choose_engine"]
 
 #: Options of :func:`fit_lme` passed on to the optimiser.
-LME_OPTIONS = ("max_iter", "tol", "se", "max_inner")
+LME_OPTIONS = ("max_iter", "tol", "se", "max_inner", "engine")
+#: Solvers of a fit: ``"numpy"`` (:mod:`tomstats.glmm.lme_numpy`: interpreted, no JAX),
+#: ``"jax"`` (:mod:`tomstats.glmm.lme_fit`: compiled), ``"auto"`` (:func:`choose_engine`).
+ENGINES = ("auto", "numpy", "jax")
+#: ``engine="auto"`` fits with NumPy up to this many random effects :math:`q = \sum_k q_k
+#: d_k` (its dense :math:`q\times q` Cholesky factor grows as :math:`q^3`; above it the JAX
+#: solver's elimination of the largest term wins, compilation included).
+NUMPY_MAX_EFFECTS = 1000
+
+
+def choose_engine(engine: str, shapes: tuple[TermShape, ...]) -> str:
+    """The solver of one fit: ``engine`` itself unless ``"auto"``; for ``"auto"``,
+    ``"numpy"`` when the fit has at most :data:`NUMPY_MAX_EFFECTS` random effects (a single
+    fit in a new process: JAX's import and compilation cost more than the interpreted fit),
+    else ``"jax"``. Many refits of one design (``tomstats power --from-fit``) call the JAX
+    solver directly, where one compilation serves them all."""
+    if engine != "auto":
+        return engine
+    return "numpy" if sum(s.q * s.d for s in shapes) <= NUMPY_MAX_EFFECTS else "jax"
 #: ``cbind(...) ~`` at the start of a formula: the formula language's own pattern
 #: (:data:`tomstats._expr.CBIND`, anchored there at both ends) followed by the ``~``.
 _CBIND = re.compile(r"^\s*" + CBIND.pattern.removeprefix("^").removesuffix("$") + r"\s*~")
@@ -189,6 +211,7 @@ def fit_lme(
     aggregate: bool | str = "auto",
     center: bool = True,
     trials: str | None = None,
+    engine: str = "auto",
     **options: Any,
 ) -> LaplaceFit:
     """Maximum-likelihood (Laplace) fit of a logit GLMM with lme4 random-effects terms.
@@ -210,8 +233,9 @@ def fit_lme(
         lme4's ``vcov()`` (Hessian over :math:`(\\theta, \\beta)`, the default) or
         ``use.hessian = FALSE``.
     max_iter, tol, max_inner
-        Outer Newton iterations, tolerance on its decrement (default 1e-10), inner PIRLS
-        iterations.
+        Outer Newton iterations (the NumPy engine: up to ``10 * max_iter`` quasi-Newton
+        iterations, each cheaper), tolerance on the Newton decrement (default 1e-10),
+        inner PIRLS iterations.
     aggregate : bool or "auto"
         Sum identical rows (same predictors, effects and groups) into binomial cells first
         ("auto": when that halves the observations); no estimate changes and the
@@ -220,6 +244,11 @@ def fit_lme(
         Centre the fixed predictors for the fit (no reported number changes).
     trials : str, optional
         The trials column of a binomial response (as for :func:`tomstats.glmm.fit`).
+    engine : {"auto", "numpy", "jax"}
+        The solver (:data:`ENGINES`): the same estimates from either, to the optimiser's
+        tolerance. ``"auto"`` (:func:`choose_engine`): NumPy for up to
+        :data:`NUMPY_MAX_EFFECTS` random effects (no JAX import, nothing to compile: what a
+        single fit in a new process wants), else JAX.
     **options
         None accepted (named here so that a wrong option is refused in one line).
 
@@ -230,9 +259,6 @@ def fit_lme(
         fit did not converge (a :class:`~tomstats.glmm.lme_result.LaplaceSeparationWarning`
         when the data are separated).
     """
-    import jax
-
-    from tomstats._compile_cache import enable_compilation_cache
     from tomstats._expr import check_formula
     from tomstats.glmm.data import build_design, prepare_data, response_arrays
     from tomstats.glmm.provenance import data_hash, package_versions, used_columns
@@ -250,6 +276,8 @@ def fit_lme(
             f"a sampler backend: numpyro or pymc)")
     if se not in ("hessian", "conditional"):
         raise InputError(f"se must be 'hessian' or 'conditional', got {se!r}")
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise InputError(f"engine must be one of {ENGINES}, got {engine!r}")
     for name, v in (("max_iter", max_iter), ("max_inner", max_inner)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise InputError(f"{name} must be an integer >= 1, got {v!r}")
@@ -282,11 +310,10 @@ def fit_lme(
     Zs = tuple(np.asarray(md.arrays[f"Z_{t.key}"], dtype=np.float64) for t in spec.random)
     gs = tuple(np.asarray(md.arrays[f"g_{t.key}"], dtype=np.int32) for t in spec.random)
     coef_names = tuple(_effect_name(c) for c in md.coords["coef"])
-    enable_compilation_cache()
-    with jax.enable_x64(True):
-        r = (_solve(Xc, y, n_trials, Zs, gs, shapes, max_iter=int(max_iter), tol=tol, se=se,
-                    max_inner=int(max_inner)) if terms else
-             _solve_glm(Xc, y, n_trials, max_iter=int(max_iter), tol=tol))
+    solver = choose_engine(engine, shapes)
+    r = (_solve(Xc, y, n_trials, Zs, gs, shapes, solver, max_iter=int(max_iter), tol=tol,
+                se=se, max_inner=int(max_inner)) if terms else
+         _solve_glm(Xc, y, n_trials, solver, max_iter=int(max_iter), tol=tol))
     separated: tuple[str, ...] = ()
     if _separation_possible(Xc, r, Zs, gs, shapes, tol):
         from tomstats.glmm.separation import separation
@@ -344,16 +371,25 @@ def fit_lme(
 
 def _solve(Xc: np.ndarray, y: np.ndarray, trials: np.ndarray | None,
            Zs: tuple[np.ndarray, ...], gs: tuple[np.ndarray, ...], shapes: tuple[Any, ...],
-           **options: Any) -> Any:
-    """The one Laplace solver (:func:`tomstats.glmm.lme_fit.lme_fit_arrays`) on the design,
-    shapes padded to buckets (a log of similar size reuses the compiled program), results
-    on the host."""
+           solver: str, **options: Any) -> Any:
+    """The Laplace fit of the design by ``solver``: ``"numpy"``
+    (:func:`tomstats.glmm.lme_numpy.numpy_lme_fit`), or ``"jax"``
+    (:func:`tomstats.glmm.lme_fit.lme_fit_arrays` in float64, shapes padded to buckets so
+    that a log of similar size reuses the compiled program, kept in JAX's persistent cache);
+    results on the host."""
+    if solver == "numpy":
+        from tomstats.glmm.lme_numpy import numpy_lme_fit
+
+        return numpy_lme_fit(Xc, y, trials, Zs, gs, shapes, **options)
     import jax
 
+    from tomstats._compile_cache import enable_compilation_cache
     from tomstats.glmm.lme_fit import lme_fit_arrays
 
-    r = lme_fit_arrays(Xc, y, trials, Zs, gs, shapes, bucket=True, **options)
-    return jax.tree_util.tree_map(np.asarray, r)
+    enable_compilation_cache()
+    with jax.enable_x64(True):
+        r = lme_fit_arrays(Xc, y, trials, Zs, gs, shapes, bucket=True, **options)
+        return jax.tree_util.tree_map(np.asarray, r)
 
 
 @dataclass(frozen=True)
@@ -374,27 +410,36 @@ class _GlmResult:
     hess_min_eig: float = float("nan")
 
 
-def _solve_glm(Xc: np.ndarray, y: np.ndarray, trials: np.ndarray | None, *, max_iter: int,
-               tol: float | None) -> _GlmResult:
-    """A formula without random terms: logistic regression by Newton's method."""
-    from tomstats.glmm.glm import logistic_fit
+def _solve_glm(Xc: np.ndarray, y: np.ndarray, trials: np.ndarray | None, solver: str, *,
+               max_iter: int, tol: float | None) -> _GlmResult:
+    """A formula without random terms: logistic regression by Newton's method
+    (:func:`tomstats.glmm.lme_numpy.numpy_logistic_fit` or
+    :func:`tomstats.glmm.glm.logistic_fit`, by ``solver``)."""
+    if solver == "numpy":
+        from tomstats.glmm.lme_numpy import numpy_logistic_fit
 
-    r = logistic_fit(Xc, y, 1.0 if trials is None else trials, max_iter=max_iter, tol=tol)
+        n = np.ones_like(y) if trials is None else trials
+        r = numpy_logistic_fit(Xc, y, n, max_iter=max_iter,
+                               **({} if tol is None else {"tol": tol}))
+    else:
+        import jax
+
+        from tomstats.glmm.glm import logistic_fit
+
+        with jax.enable_x64(True):
+            r = logistic_fit(Xc, y, 1.0 if trials is None else trials, max_iter=max_iter,
+                             tol=tol)
     return _GlmResult(beta=np.asarray(r.beta, float), cov=np.asarray(r.cov, float),
                       loglik=float(r.loglik), converged=bool(r.converged),
                       iterations=int(r.iterations))
 
 
 def _log_binom(y: np.ndarray, n: np.ndarray) -> float:
-    """:func:`tomstats.glmm.glm.log_binomial_coefficients` of host arrays, in float64."""
-    import jax
-    import jax.numpy as jnp
+    """:math:`\\sum\\log\\binom{n_i}{y_i}` of host arrays
+    (:func:`tomstats.glmm.lme_numpy.log_binom`: no JAX)."""
+    from tomstats.glmm.lme_numpy import log_binom
 
-    from tomstats.glmm.glm import log_binomial_coefficients
-
-    with jax.enable_x64(True):
-        return float(log_binomial_coefficients(jnp.asarray(y, jnp.float64),
-                                               jnp.asarray(n, jnp.float64)))
+    return log_binom(y, n)
 
 
 #: Largest fitted :math:`|\eta|` of a fit that may skip the separation check (see

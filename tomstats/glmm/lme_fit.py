@@ -94,7 +94,7 @@ import numpy as np
 from jax import lax
 
 from tomstats._io import atomic_write_bytes
-from tomstats.glmm._theta import TermShape, theta_onehot
+from tomstats.glmm._theta import TermShape, theta_onehot, theta_start
 from tomstats.glmm.glm import log_binomial_coefficients
 
 __all__ = ["TermShape", "LmeArrays", "lme_fit_arrays", "lme_deviance", "theta_start",
@@ -110,12 +110,6 @@ _CONTRACT = 0.01
 #: benchmark's designs: faster there, slower for 3 parameters or 7,872 rows).
 _HVP_MAP_ROWS = 4096
 _HVP_MAP_PARAMS = 4
-
-
-def theta_start(shapes: tuple[TermShape, ...]) -> np.ndarray:
-    """lme4's start: 1 on the diagonal of every :math:`T_k`, 0 elsewhere."""
-    out = [1.0 if i == j else 0.0 for s in shapes for i, j in s.theta_index()]
-    return np.asarray(out, dtype=float)
 
 
 def theta_to_factor(theta: Any, shape: TermShape) -> Array:
