@@ -67,6 +67,8 @@ class _State:
     finishing: bool = False
     alone: int = 0
     last_ok: float = 0.0
+    gathered_bytes: int = 0
+    gather_seconds: float = 0.0
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -137,11 +139,15 @@ def share(n: int, index: int | None = None, count: int | None = None) -> tuple[i
 
 
 def provenance() -> dict[str, Any]:
-    """How the run was spread: processes, devices (all and this process's) and the backend."""
+    """How the run was spread: processes, devices (all and this process's), the backend, and
+    what this process received from the gathers so far (bytes) and the seconds they took
+    (waiting for the slowest process included)."""
     import jax
 
     return {"processes": process_count(), "devices": jax.device_count(),
-            "local_devices": jax.local_device_count(), "backend": jax.default_backend()}
+            "local_devices": jax.local_device_count(), "backend": jax.default_backend(),
+            "gathered_bytes": _STATE.gathered_bytes,
+            "gather_seconds": round(_STATE.gather_seconds, 3)}
 
 
 # --------------------------------------------------------------------------- start
@@ -364,6 +370,7 @@ def _allgather_bytes(data: bytes) -> list[bytes]:
     import numpy as np
     from jax.experimental import multihost_utils
 
+    t0 = time.perf_counter()
     try:
         lengths = np.asarray(multihost_utils.process_allgather(
             np.array([len(data)], dtype=np.int32))).reshape(-1)
@@ -375,6 +382,8 @@ def _allgather_bytes(data: bytes) -> list[bytes]:
               f"({' '.join(str(exc).split())[:160]}): a process was lost; the run is "
               "stopped, nothing was written")
         raise  # pragma: no cover - abort does not return
+    _STATE.gather_seconds += time.perf_counter() - t0
+    _STATE.gathered_bytes += int(lengths.sum())
     return [parts[i, :int(n)].tobytes() for i, n in enumerate(lengths)]
 
 
