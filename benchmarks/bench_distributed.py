@@ -7,11 +7,12 @@ two processes joined on 127.0.0.1, each pinned to its own core (``taskset -c A``
 ``power grid``
     ``tomstats power simulations/power.toml`` with the tests ``anova:tom_order`` and
     ``glm-wald:delta`` along its 10 questions-per-cell values, ``--replicates`` studies a
-    value (default 1000);
+    value (default 20,000: about a minute on one quiet core);
 ``from fit``
     ``tomstats power --from-fit``: the pilot data of ``tests/reference/lme4_power.json`` (20
-    groups × 30 Bernoulli rows) fitted with ``y ~ x + (1 | g)``, the power of ``x`` with
-    ``--fit-studies`` studies (default 600) and as many for the type I error.
+    groups × 30 Bernoulli rows) fitted with ``y ~ x + (1 + x | g)``, the power of ``x`` with
+    ``--fit-studies`` studies (default 30,000) and as many for the type I error (about a
+    millisecond a refit: a minute or more on one quiet core).
 
 Each run is timed whole (start-up, compilation, work, gathering, writing), as a user waits for
 it; JAX's persistent compilation cache is off, so both sides compile. Columns: wall seconds,
@@ -61,10 +62,11 @@ RUNS = {"power": "power grid", "fit": "from fit"}
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--replicates", type=int, default=1000,
-                    help="power grid: studies per value (default 1000)")
-    ap.add_argument("--fit-studies", type=int, default=600,
-                    help="from fit: studies (and as many for the type I error; default 600)")
+    ap.add_argument("--replicates", type=int, default=20_000,
+                    help="power grid: studies per value (default 20000)")
+    ap.add_argument("--fit-studies", type=int, default=30_000,
+                    help="from fit: studies (and as many for the type I error; default "
+                         "30000)")
     ap.add_argument("--only", choices=tuple(RUNS), default=None,
                     help="run one of the two (default both)")
     add_write_docs_argument(ap)
@@ -129,14 +131,14 @@ def _run(name: str, argv: list[str], work: Path, cores: tuple[int, int]) -> list
 
 
 def _fit_files(work: Path) -> None:
-    """``fit.json`` (``y ~ x + (1 | g)`` fitted to the pilot data) and ``log.csv``."""
+    """``fit.json`` (``y ~ x + (1 + x | g)`` fitted to the pilot data) and ``log.csv``."""
     import pandas as pd
 
     from tomstats.glmm.lme import fit_lme
 
     df = pd.DataFrame(json.loads(DATA.read_text())["data"])
     df.to_csv(work / "log.csv", index=False)
-    fit_lme(df, "y ~ x + (1 | g)").to_json(work / "fit.json")
+    fit_lme(df, "y ~ x + (1 + x | g)").to_json(work / "fit.json")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats import _distributed
 from tomstats._validate import check_probabilities
 from tomstats.glmm._hints import InputError
 from tomstats.planning.from_posterior import is_posterior, posterior_fit
@@ -352,8 +353,6 @@ def _refit_spread(a: _Arrays, X: np.ndarray, ys: np.ndarray, theta: np.ndarray |
     the processes: each refits its contiguous share of the studies (rows of ``ys``) on its
     share of the ``cores`` parts, then the fits are gathered in study order. Each study's
     fit does not depend on the split, so neither does the result."""
-    from tomstats import _distributed
-
     if _distributed.workers() == 1:
         return _refit(a, X, ys, theta, eta, cores)
     import jax
@@ -617,7 +616,7 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
         # side, one block a core; a last partial block is padded with repeats of its last
         # study (one compiled shape)
         sizes, blocks = [], []
-        while len(sizes) < cores * _workers() and todo > 0:  # each process: `cores`
+        while len(sizes) < cores * _distributed.workers() and todo > 0:  # `cores` a process
             m = min(chunk, todo)
             todo -= m
             if draws is None:
@@ -1334,7 +1333,7 @@ def power_from_fit(
         f"{obs} observations"), allow_large=allow_large)
 
     rows, null_cache, refits = [], {}, 0
-    progress = progress if _workers() == 1 or _is_writer() else False  # one bar: process 0
+    progress = _distributed.progress_allowed(progress)  # one bar: process 0's
     disable = None if progress is None else not progress
     with tqdm(total=n_fits // fits_per, desc="power from fit", unit="study", disable=disable,
               leave=False) as bar:
@@ -1393,33 +1392,12 @@ def power_from_fit(
         kind="power" if post is None else "assurance",
         posterior=None if post is None else dict(post.source),
         fitted={str(fit.coef_names[c]): float(base_beta[c]) for c in sim_cols},
-        interval=interval, run=_run_provenance())
-
-
-def _workers() -> int:
-    """Processes refitting side by side (docs/cluster.md; 1 in a single-process run)."""
-    from tomstats import _distributed
-
-    return _distributed.workers()
-
-
-def _run_provenance() -> dict[str, Any]:
-    from tomstats import _distributed
-
-    return _distributed.provenance()
-
-
-def _is_writer() -> bool:
-    from tomstats import _distributed
-
-    return _distributed.is_writer()
+        interval=interval, run=_distributed.provenance())
 
 
 def _agreed_cores(cores: int) -> int:
     """The cores per process every process of a multi-process run uses (their least), so
     all cut the studies into the same blocks; ``cores`` itself with one process."""
-    from tomstats import _distributed
-
     return min(_distributed.allgather_object(int(cores)))
 
 
