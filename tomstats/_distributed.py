@@ -341,15 +341,19 @@ def finish(code: int) -> None:
     if not _STATE.started or _STATE.finishing:
         return
     _STATE.finishing = True
-    _STATE.client.key_value_set(_key("done", _STATE.index), str(int(code)),
-                                allow_overwrite=True)
-    for j in range(_STATE.count):
-        while _try_get(_key("done", j)) is None:
-            time.sleep(0.2)
-    _STATE.stop.set()
-    import jax
+    try:
+        _STATE.client.key_value_set(_key("done", _STATE.index), str(int(code)),
+                                    allow_overwrite=True)
+        for j in range(_STATE.count):
+            while _try_get(_key("done", j)) is None:
+                time.sleep(0.2)
+        _STATE.stop.set()
+        import jax
 
-    jax.distributed.shutdown()
+        jax.distributed.shutdown()
+    except Exception as exc:  # noqa: BLE001 - the coordinator went away at the very end
+        abort(f"could not end the run together with the other processes "
+              f"({' '.join(str(exc).split())[:120]})", int(code) or 3)
     _STATE.started = False
 
 

@@ -188,3 +188,16 @@ def test_no_coordinator_and_half_given_options_are_one_line(tmp_path, capsys):
     assert time.monotonic() - t0 < 30
     assert "cannot reach the coordinator" in res.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 13, 64])
+@pytest.mark.parametrize("p", [1, 2, 3, 7])
+def test_shares_are_contiguous_and_cover_every_index_once(n, p):
+    from tomstats._distributed import share
+
+    parts = [share(n, i, p) for i in range(p)]
+    assert parts[0][0] == 0 and parts[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))
+    sizes = [hi - lo for lo, hi in parts]
+    assert max(sizes) == -(-n // p) and sizes == sorted(sizes, reverse=True)
+    assert share(n) == (0, n)  # one process: everything
