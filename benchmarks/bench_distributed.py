@@ -16,11 +16,13 @@ two processes joined on 127.0.0.1, each pinned to its own core (``taskset -c A``
 
 Each run is timed whole (start-up, compilation, work, gathering, writing), as a user waits for
 it; JAX's persistent compilation cache is off, so both sides compile. Columns: wall seconds,
-the speed-up over one process, the overhead over a perfect split
-(:math:`t_2 - t_1/2`), the seconds process 0 spent gathering (waiting for the other process
-included) and the bytes it received (``summary.json``/``power.json``'s ``run``), and whether
-the two runs' ``power.csv`` are byte for byte the same. The load average before and after is
-printed (the machine must be otherwise idle for a fair figure).
+the speed-up over one process, the CPU seconds (user + system) of the busiest process and the
+speed-up in those (what the wall-clock speed-up is on an idle machine: on a loaded one the
+processes wait for their cores, and the wall-clock figures say more about the load than about
+the split), the overhead over a perfect split (:math:`t_2 - t_1/2`), the seconds process 0
+spent gathering (waiting for the other process included) and the bytes it received
+(``summary.json``/``power.json``'s ``run``), and whether the two runs' ``power.csv`` are byte
+for byte the same. The load average before and after is printed and written.
 
     python benchmarks/bench_distributed.py [--replicates N] [--fit-studies N]
         [--only power|fit] [--write-docs]
@@ -55,8 +57,8 @@ REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "cluster.md"
 SCRIPT = "bench_distributed.py"
 DATA = REPO / "tests" / "reference" / "lme4_power.json"
-COLUMNS = ("run", "processes", "seconds", "speed-up", "overhead s", "gather s", "gathered kB",
-           "identical")
+COLUMNS = ("run", "processes", "seconds", "speed-up", "CPU s", "CPU speed-up", "overhead s",
+           "gather s", "gathered kB", "identical")
 RUNS = {"power": "power grid", "fit": "from fit"}
 
 
@@ -90,39 +92,45 @@ def _env() -> dict[str, str]:
             "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def _timed(commands: list[list[str]], cwd: Path) -> float:
-    """Wall seconds from starting ``commands`` side by side to the last one's end."""
+def _timed(commands: list[list[str]], cwd: Path) -> tuple[float, float]:
+    """Wall seconds from starting ``commands`` side by side to the last one's end, and the
+    most CPU seconds (user + system) one of them used."""
     t0 = time.perf_counter()
+    errs = [cwd / f"err{i}.txt" for i in range(len(commands))]
     procs = [subprocess.Popen(c, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for c in commands]
+                              stderr=open(e, "w")) for c, e in zip(commands, errs, strict=True)]
+    cpu = 0.0
     try:
-        for p, c in zip(procs, commands, strict=True):
-            _, err = p.communicate(timeout=7200)
+        for p, c, e in zip(procs, commands, errs, strict=True):
+            _, status, usage = os.wait4(p.pid, 0)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            cpu = max(cpu, usage.ru_utime + usage.ru_stime)
             if p.returncode != 0:
-                raise SystemExit(f"{' '.join(c)} failed ({p.returncode}):\n{err[-2000:]}")
+                raise SystemExit(f"{' '.join(c)} failed ({p.returncode}):\n"
+                                 f"{e.read_text()[-2000:]}")
     finally:
         for p in procs:
-            if p.poll() is None:
+            if p.returncode is None:
                 p.kill()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, cpu
 
 
 def _run(name: str, argv: list[str], work: Path, cores: tuple[int, int]) -> list[list[str]]:
     """Rows of one run: one process on ``cores[0]``, then two on both."""
     base = [sys.executable, "-m", "tomstats", *argv, "--no-figures", "--quiet"]
-    t1 = _timed([["taskset", "-c", str(cores[0]), *base, "--out", "one"]], work)
+    t1, c1 = _timed([["taskset", "-c", str(cores[0]), *base, "--out", "one"]], work)
     port = _free_port()
     pair = [["taskset", "-c", str(cores[i]), *base, "--out", "two", "--coordinator",
              f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)]
             for i in (0, 1)]
-    t2 = _timed(pair, work)
+    t2, c2 = _timed(pair, work)
     meta = "power.json" if "--from-fit" in argv else "summary.json"
     runs = [json.loads((work / d / meta).read_text())["run"] for d in ("one", "two")]
     same = (work / "one" / "power.csv").read_bytes() == (work / "two" / "power.csv").read_bytes()
     rows = []
-    for procs, t, run in ((1, t1, runs[0]), (2, t2, runs[1])):
-        rows.append([name, str(procs), f"{t:.1f}", f"{t1 / t:.2f}",
-                     "" if procs == 1 else f"{t2 - t1 / 2:.1f}",
+    for procs, t, c, run in ((1, t1, c1, runs[0]), (2, t2, c2, runs[1])):
+        rows.append([name, str(procs), f"{t:.1f}", f"{t1 / t:.2f}", f"{c:.1f}",
+                     f"{c1 / c:.2f}", "" if procs == 1 else f"{t2 - t1 / 2:.1f}",
                      f"{run['gather_seconds']:.2f}", f"{run['gathered_bytes'] / 1e3:.0f}",
                      "" if procs == 1 else ("yes" if same else "NO")])
     for d in ("one", "two"):

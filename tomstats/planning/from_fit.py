@@ -348,21 +348,29 @@ def _refit(a: _Arrays, X: np.ndarray, ys: np.ndarray, theta: np.ndarray | None,
 
 
 def _refit_spread(a: _Arrays, X: np.ndarray, ys: np.ndarray, theta: np.ndarray | None,
-                  eta: np.ndarray, cores: int = 1) -> Any:
-    """:func:`_refit` of every study, in a multi-process run (docs/cluster.md) split over
-    the processes: each refits its contiguous share of the studies (rows of ``ys``) on its
-    share of the ``cores`` parts, then the fits are gathered in study order. Each study's
-    fit does not depend on the split, so neither does the result."""
+                  eta: np.ndarray, parts: int = 1, cores: int | None = None) -> Any:
+    """:func:`_refit` of every study (rows of ``ys``, ``parts`` equal blocks). In a
+    multi-process run (docs/cluster.md) each process refits its contiguous share of the
+    blocks, ``cores`` blocks side by side at a time (the same compiled shape as one process
+    uses), then the fits are gathered in study order. Each study's fit does not depend on the
+    split, so neither does the result."""
     if _distributed.workers() == 1:
-        return _refit(a, X, ys, theta, eta, cores)
+        return _refit(a, X, ys, theta, eta, parts)
     import jax
 
-    lo, hi = _distributed.share(ys.shape[0])
-    n_proc = _distributed.workers()
-    local = _refit(a, X, ys[lo:hi], theta, eta, max(1, -(-int(cores) // n_proc))) \
-        if hi > lo else None
-    parts = [p for p in _distributed.allgather_object(local) if p is not None]
-    return jax.tree_util.tree_map(lambda *x: np.concatenate(x), *parts)
+    if ys.shape[0] % parts:  # blocks of unequal size: one study a block
+        parts = ys.shape[0]
+    size = ys.shape[0] // parts
+    lo, hi = _distributed.share(parts)
+    step = max(1, int(cores or 1))
+    local = [_refit(a, X, ys[b * size:min(b + step, hi) * size], theta, eta, min(step, hi - b))
+             for b in range(lo, hi, step)]
+    got = [p for part in _distributed.allgather_object(local) for p in part]
+    return jax.tree_util.tree_map(lambda *x: np.concatenate(x), *got)
+
+
+#: Blocks per process in each round of a multi-process run, per core (fewer exchanges).
+_ROUND_BLOCKS = 4
 
 
 def _reduced_design(a: _Arrays, cols: list[int]) -> np.ndarray:
@@ -503,10 +511,12 @@ def _null_factors(fit: Any, comp: _Comparison,
 
 
 def _lrt(a: _Arrays, reduced: _Reduced, ys: np.ndarray, full: Any, theta0: np.ndarray | None,
-         eta: np.ndarray, cores: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    r""":math:`2(\ell_1 - \ell_0)` of each study and whether the reduced fit converged."""
+         eta: np.ndarray, cores: int = 1, per_process: int | None = None
+         ) -> tuple[np.ndarray, np.ndarray]:
+    r""":math:`2(\ell_1 - \ell_0)` of each study and whether the reduced fit converged
+    (``cores`` blocks; ``per_process``: the cores of each process of a multi-process run)."""
     red = _refit_spread(reduced.arrays, reduced.X, ys,
-                        theta0 if reduced.same_random else None, eta, cores)
+                        theta0 if reduced.same_random else None, eta, cores, per_process)
     return 2.0 * (full.loglik - red.loglik), red.converged
 
 
@@ -616,7 +626,9 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
         # side, one block a core; a last partial block is padded with repeats of its last
         # study (one compiled shape)
         sizes, blocks = [], []
-        while len(sizes) < cores * _distributed.workers() and todo > 0:  # `cores` a process
+        n_proc = _distributed.workers()  # several processes: more blocks a round, each
+        per_round = cores if n_proc == 1 else cores * n_proc * _ROUND_BLOCKS  # `cores` at once
+        while len(sizes) < per_round and todo > 0:
             m = min(chunk, todo)
             todo -= m
             if draws is None:
@@ -629,7 +641,7 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
             sizes.append(m)
             blocks.append(ys)
         ys = np.concatenate(blocks)
-        full = _refit_spread(a, a.Xc, ys, theta0, eta, len(blocks))
+        full = _refit_spread(a, a.Xc, ys, theta0, eta, len(blocks), cores)
         b, V = _to_user(a, full)
         ok = full.converged & np.all(np.isfinite(full.se), axis=1)
         if test == "wald":
@@ -639,7 +651,7 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
                 stat = np.einsum("si,si->s", bs, np.linalg.solve(Vs, bs[..., None])[..., 0])
         else:
             assert reduced is not None
-            stat, red_ok = _lrt(a, reduced, ys, full, theta0, eta, len(blocks))
+            stat, red_ok = _lrt(a, reduced, ys, full, theta0, eta, len(blocks), cores)
             ok = ok & red_ok
         ok = ok & np.isfinite(stat)
         singular = _singular(a.shapes, full.theta)
