@@ -21,7 +21,8 @@ BENCH = REPO / "benchmarks"
 PAGE = REPO / "docs" / "benchmarks.md"
 #: Pages with marked tables written by benchmark scripts.
 PAGES = (PAGE, REPO / "docs" / "glmm-real-data.md", REPO / "docs" / "glmm.md",
-         REPO / "docs" / "anova.md", REPO / "docs" / "power-from-fit.md")
+         REPO / "docs" / "anova.md", REPO / "docs" / "power-from-fit.md",
+         REPO / "docs" / "cluster.md")
 _BEGIN = re.compile(r"<!-- begin: table written by (\S+) --write-docs(?: \[([^\]]+)\])? "
                     r"\(do not edit by hand\) -->")
 

@@ -8,6 +8,9 @@
 - Defaults: :class:`DefaultsHelpFormatter` appends ``(default: X)`` to every option's help that
   does not state its default already (options whose default is "not given" say in words what
   happens then).
+- Several processes: :func:`add_distributed_arguments` (``--distributed``, ``--coordinator``,
+  ``--num-processes``, ``--process-id``, ``--distributed-timeout``) on the commands that split
+  their work over processes; :func:`start_distributed` joins the run before any work.
 - Long silent phases: :func:`announce` prints one line on stderr when progress is on, e.g.
   before a first-run compilation (``compiling …, about N s, once per shape``).
 """
@@ -18,8 +21,9 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["DefaultsHelpFormatter", "add_figures_argument", "add_progress_argument",
-           "announce", "deprecated_alias", "progress_wanted"]
+__all__ = ["DefaultsHelpFormatter", "add_distributed_arguments", "add_figures_argument",
+           "add_progress_argument", "announce", "deprecated_alias", "progress_wanted",
+           "start_distributed"]
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
@@ -52,7 +56,12 @@ def add_progress_argument(parser: argparse.ArgumentParser, what: str = "progress
 
 
 def progress_wanted(args: argparse.Namespace) -> bool:
-    """The resolved ``--progress`` flag: given, or whether stderr is a terminal."""
+    """The resolved ``--progress`` flag: given, or whether stderr is a terminal; always off on
+    every process but process 0 of a multi-process run (one bar for the run)."""
+    from tomstats import _distributed
+
+    if not _distributed.is_writer():
+        return False
     given = getattr(args, "progress", None)
     if given is not None:
         return bool(given)
@@ -91,3 +100,41 @@ def deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: 
     """``old`` still works as ``new`` (same ``dest``), with a deprecation line on stderr."""
     parser.add_argument(old, dest=dest, action=_Deprecated, new=new, default=None,
                         help=f"deprecated spelling of {new}", **kw)
+
+
+def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a multi-process run (docs/cluster.md): one process of N started by the
+    user's launcher; without them the command runs alone, as always."""
+    g = parser.add_argument_group(
+        "several processes or hosts (jax.distributed; see docs/cluster.md)")
+    g.add_argument("--distributed", action="store_true",
+                   help="join a multi-process run described by the environment (SLURM's "
+                        "srun, Open MPI's mpirun)")
+    g.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                   help="join a multi-process run whose process 0 listens at HOST:PORT "
+                        "(with --num-processes and --process-id)")
+    g.add_argument("--num-processes", type=int, default=None, metavar="N",
+                   help="processes of the run (with --coordinator)")
+    g.add_argument("--process-id", type=int, default=None, metavar="I",
+                   help="this process's index, 0..N-1; process 0 writes the outputs (with "
+                        "--coordinator)")
+    g.add_argument("--distributed-timeout", type=float, default=30.0, metavar="S",
+                   help="seconds to reach the coordinator; a lost process ends the run on "
+                        "every process within this time")
+
+
+def start_distributed(args: argparse.Namespace) -> bool:
+    """Join the multi-process run that ``args`` asks for (before any JAX work); whether one
+    was asked. ``DistributedError`` when it cannot start."""
+    from tomstats import _distributed
+
+    wanted = bool(getattr(args, "distributed", False)) or any(
+        getattr(args, k, None) is not None
+        for k in ("coordinator", "num_processes", "process_id"))
+    if not wanted:
+        return False
+    _distributed.start(getattr(args, "coordinator", None),
+                       getattr(args, "num_processes", None),
+                       getattr(args, "process_id", None),
+                       timeout=float(getattr(args, "distributed_timeout", 30.0)))
+    return True

@@ -28,7 +28,8 @@ from typing import IO, Any
 __all__ = ["add_out_arguments", "atomic_path", "atomic_write_bytes", "atomic_write_text",
            "clean_stale", "refuse_inputs_as_outputs",
            "ensure_writable_dir", "ensure_writable_file", "json_dumps", "prepare_out_dir",
-           "prepare_out_file", "replaced_dir", "sha256_text", "staged_files"]
+           "prepare_out_file", "remove_own_temporaries", "replaced_dir", "sha256_text",
+           "staged_files"]
 
 
 def _umask() -> int:
@@ -122,6 +123,26 @@ def clean_stale(out: str | os.PathLike[str]) -> list[Path]:
                     _remove(out / n)
                     done.append(out / n)
     return done
+
+
+def remove_own_temporaries(out: str | os.PathLike[str]) -> None:
+    """Remove the temporaries this process made beside and inside ``out`` (a run that is
+    being abandoned: :func:`tomstats._distributed.abort`); ``out`` itself is left as it was."""
+    out = Path(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    pid = os.getpid()
+    with contextlib.suppress(OSError):
+        for n in os.listdir(parent):
+            m = _BESIDE.fullmatch(n[len(f".{out.name}."):]) if n.startswith(
+                f".{out.name}.") else None
+            if m and int(m["pid"]) == pid and m["kind"] == "tmp":
+                _remove(parent / n)
+    if out.is_dir() and not out.is_symlink():
+        with contextlib.suppress(OSError):
+            for n in os.listdir(out):
+                m = _STAGE.fullmatch(n)
+                if m and int(m["pid"]) == pid:
+                    _remove(out / n)
 
 
 @contextlib.contextmanager

@@ -181,14 +181,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     module, _adder, runner, _help = COMMANDS[args.command]
+    joined = _join(args)
+    if not isinstance(joined, bool):  # the exit status of a run that could not be joined
+        return joined
     stdout = sys.stdout
     # what a command prints holds data (model names, answers, levels): control characters
     # in it are written as visible escapes, never sent to the terminal
     sys.stdout = PrintableStream(stdout)
+    code = EXIT_INTERNAL
     try:
-        return _run(parser, args, module, runner)
+        code = _run(parser, args, module, runner)
+        return code
     finally:
         sys.stdout = stdout
+        if joined:
+            from tomstats._distributed import finish
+
+            finish(code)
+
+
+def _join(args: argparse.Namespace) -> bool | int:
+    """Join the multi-process run the options ask for (docs/cluster.md): whether one was
+    joined, or the exit status when it cannot be (2: options that do not go together; 3: the
+    coordinator not reached). A process that leaves the run removes its temporaries beside
+    ``--out`` first."""
+    from tomstats._cli_options import start_distributed
+
+    try:
+        if not start_distributed(args):
+            return False
+    except ValueError as exc:
+        print(f"tomstats {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RuntimeError as exc:  # DistributedError
+        print(f"tomstats {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_INTERNAL
+    from tomstats import _distributed
+    from tomstats._io import remove_own_temporaries
+
+    out = getattr(args, "out", None)
+    if out is not None:
+        _distributed.on_abort(lambda: remove_own_temporaries(out))
+    return True
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, module: str,

@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tomstats._cli_options import add_progress_argument, deprecated_alias, progress_wanted
+from tomstats import _distributed
+from tomstats._cli_options import (
+    add_distributed_arguments,
+    add_progress_argument,
+    deprecated_alias,
+    progress_wanted,
+)
 from tomstats._io import add_out_arguments, prepare_out_dir, replaced_dir
 from tomstats.planning.analyses import TESTS
 from tomstats.planning.result import format_power, write_power
@@ -115,10 +121,13 @@ def add_power_arguments(p: argparse.ArgumentParser) -> None:
     add_progress_argument(p)
     p.add_argument("--quiet", action="store_true",
                    help="print no table (and no progress bar unless --progress)")
+    add_distributed_arguments(p)
 
 
 def _progress(args: argparse.Namespace) -> bool:
     """--progress/--no-progress as given; else off with --quiet, else on a terminal."""
+    if not _distributed.is_writer():
+        return False
     if args.progress is not None:
         return bool(args.progress)
     return False if args.quiet else progress_wanted(args)
@@ -182,7 +191,8 @@ def _run_from_fit(args: argparse.Namespace) -> int:
     if args.draws is not None and not is_posterior(fit):
         raise ValueError(f"--draws applies to a Bayesian fit (.nc); {args.from_fit!r} is a "
                          f"Laplace fit")
-    prepare_out_dir(args.out, force=args.force)
+    if _distributed.is_writer():  # process 0 alone looks at and writes --out
+        prepare_out_dir(args.out, force=args.force)
     result = power_from_fit(
         fit, args.term, compare=args.compare, data=df, test=tests[0], set_effects=sets,
         along=dims["along"], by=dims["by"],
@@ -194,6 +204,8 @@ def _run_from_fit(args: argparse.Namespace) -> int:
         allow_warnings=args.allow_warnings and is_posterior(fit),
         fit_name=args.from_fit, progress=_progress(args), allow_large=args.allow_large,
         cores=args.cores, interval=args.interval or "wilson")
+    if not _distributed.is_writer():
+        return 0
     with replaced_dir(args.out) as tmp:
         files = result.write(tmp, figure=not args.no_figures)
     if not args.quiet:
@@ -225,7 +237,8 @@ def run_power(args: argparse.Namespace) -> int:
         from tomstats.glmm.verdict import load_sound_fit
 
         load_sound_fit(args.posterior, allow_warnings=args.allow_warnings)
-    prepare_out_dir(args.out, force=args.force)
+    if _distributed.is_writer():
+        prepare_out_dir(args.out, force=args.force)
     cfg = load_study(args.config)
     spec = {name: getattr(args, name) for name, option in spec_options() if option.cli}
     for key in ("along", "by"):  # NAME=V1,V2,... -> {NAME: [V1, V2, ...]}
@@ -234,6 +247,8 @@ def run_power(args: argparse.Namespace) -> int:
                    posterior=args.posterior, draws=200 if args.draws is None else args.draws,
                    allow_failures=args.allow_failures,
                    progress=_progress(args), allow_large=args.allow_large)
+    if not _distributed.is_writer():
+        return 0
     with replaced_dir(args.out) as tmp:
         files = write_power(result, tmp, figure=not args.no_figures)
     if not args.quiet:
@@ -266,13 +281,16 @@ def _run_compare(args: argparse.Namespace) -> int:
     if args.questions_per_cell is not None:
         raise ValueError("--questions-per-cell does not apply with --compare-story-designs "
                          "(give the values with --along questions_per_cell=V1,V2,...)")
-    prepare_out_dir(args.out, force=args.force)
+    if _distributed.is_writer():
+        prepare_out_dir(args.out, force=args.force)
     result = compare_story_designs(
         [args.config, *args.compare_story_designs], values=values, tests=args.tests,
         alpha=args.alpha, replicates=args.replicates, seed=args.seed, target=args.target,
         n_llms=args.n_llms, items_per_cell=args.items_per_cell,
         allow_failures=args.allow_failures, progress=_progress(args),
         allow_large=args.allow_large)
+    if not _distributed.is_writer():
+        return 0
     with replaced_dir(args.out) as tmp:
         files = result.write(tmp)
     if not args.quiet:

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tomstats import _distributed
 from tomstats._validate import check_probabilities
 from tomstats.glmm._hints import InputError
 from tomstats.planning.from_posterior import is_posterior, posterior_fit
@@ -346,6 +347,32 @@ def _refit(a: _Arrays, X: np.ndarray, ys: np.ndarray, theta: np.ndarray | None,
     return jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n], *parts)
 
 
+def _refit_spread(a: _Arrays, X: np.ndarray, ys: np.ndarray, theta: np.ndarray | None,
+                  eta: np.ndarray, parts: int = 1, cores: int | None = None) -> Any:
+    """:func:`_refit` of every study (rows of ``ys``, ``parts`` equal blocks). In a
+    multi-process run (docs/cluster.md) each process refits its contiguous share of the
+    blocks, ``cores`` blocks side by side at a time (the same compiled shape as one process
+    uses), then the fits are gathered in study order. Each study's fit does not depend on the
+    split, so neither does the result."""
+    if _distributed.workers() == 1:
+        return _refit(a, X, ys, theta, eta, parts)
+    import jax
+
+    if ys.shape[0] % parts:  # blocks of unequal size: one study a block
+        parts = ys.shape[0]
+    size = ys.shape[0] // parts
+    lo, hi = _distributed.share(parts)
+    step = max(1, int(cores or 1))
+    local = [_refit(a, X, ys[b * size:min(b + step, hi) * size], theta, eta, min(step, hi - b))
+             for b in range(lo, hi, step)]
+    got = [p for part in _distributed.allgather_object(local) for p in part]
+    return jax.tree_util.tree_map(lambda *x: np.concatenate(x), *got)
+
+
+#: Blocks per process in each round of a multi-process run, per core (fewer exchanges).
+_ROUND_BLOCKS = 4
+
+
 def _reduced_design(a: _Arrays, cols: list[int]) -> np.ndarray:
     keep = [c for c in range(a.X.shape[1]) if c not in cols]
     Xr = a.X[:, keep]
@@ -484,10 +511,12 @@ def _null_factors(fit: Any, comp: _Comparison,
 
 
 def _lrt(a: _Arrays, reduced: _Reduced, ys: np.ndarray, full: Any, theta0: np.ndarray | None,
-         eta: np.ndarray, cores: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    r""":math:`2(\ell_1 - \ell_0)` of each study and whether the reduced fit converged."""
-    red = _refit(reduced.arrays, reduced.X, ys, theta0 if reduced.same_random else None, eta,
-                 cores)
+         eta: np.ndarray, cores: int = 1, per_process: int | None = None
+         ) -> tuple[np.ndarray, np.ndarray]:
+    r""":math:`2(\ell_1 - \ell_0)` of each study and whether the reduced fit converged
+    (``cores`` blocks; ``per_process``: the cores of each process of a multi-process run)."""
+    red = _refit_spread(reduced.arrays, reduced.X, ys,
+                        theta0 if reduced.same_random else None, eta, cores, per_process)
     return 2.0 * (full.loglik - red.loglik), red.converged
 
 
@@ -597,7 +626,9 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
         # side, one block a core; a last partial block is padded with repeats of its last
         # study (one compiled shape)
         sizes, blocks = [], []
-        while len(sizes) < cores and todo > 0:
+        n_proc = _distributed.workers()  # several processes: more blocks a round, each
+        per_round = cores if n_proc == 1 else cores * n_proc * _ROUND_BLOCKS  # `cores` at once
+        while len(sizes) < per_round and todo > 0:
             m = min(chunk, todo)
             todo -= m
             if draws is None:
@@ -610,7 +641,7 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
             sizes.append(m)
             blocks.append(ys)
         ys = np.concatenate(blocks)
-        full = _refit(a, a.Xc, ys, theta0, eta, len(blocks))
+        full = _refit_spread(a, a.Xc, ys, theta0, eta, len(blocks), cores)
         b, V = _to_user(a, full)
         ok = full.converged & np.all(np.isfinite(full.se), axis=1)
         if test == "wald":
@@ -620,7 +651,7 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
                 stat = np.einsum("si,si->s", bs, np.linalg.solve(Vs, bs[..., None])[..., 0])
         else:
             assert reduced is not None
-            stat, red_ok = _lrt(a, reduced, ys, full, theta0, eta, len(blocks))
+            stat, red_ok = _lrt(a, reduced, ys, full, theta0, eta, len(blocks), cores)
             ok = ok & red_ok
         ok = ok & np.isfinite(stat)
         singular = _singular(a.shapes, full.theta)
@@ -688,6 +719,9 @@ class FitPowerResult:
         a posterior's median for assurance).
     interval : {"wilson", "clopper-pearson"}
         The 95 % interval of ``ci_low``/``ci_high``.
+    run : dict
+        Where it ran: processes, devices, this process's devices, backend
+        (:func:`tomstats._distributed.provenance`).
     """
 
     table: pd.DataFrame
@@ -711,6 +745,7 @@ class FitPowerResult:
     posterior: Mapping[str, Any] | None = None
     fitted: Mapping[str, float] = field(default_factory=dict)
     interval: str = "wilson"
+    run: Mapping[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         """One line: the test, the design points and the power range; ``print()`` shows the
@@ -797,7 +832,7 @@ class FitPowerResult:
                 "alpha": self.alpha, "target": self.target, "seed": self.seed,
                 "n_sims": self.n_sims, "seconds": self.seconds, "refits": self.refits,
                 "compare": self.compare, "df": self.df, "boundary": self.boundary,
-                "fitted": dict(self.fitted), "interval": self.interval,
+                "fitted": dict(self.fitted), "interval": self.interval, "run": dict(self.run),
                 "rows": [{k: clean(v) for k, v in r.items()}
                          for r in self.table.to_dict(orient="records")]}
 
@@ -1301,7 +1336,7 @@ def power_from_fit(
     n_fits = len(points) * (1 + bool(type_one)) * int(n_sims) * fits_per
     obs = max(p[2].X.shape[0] for p in points)
     m_theta = max(sum(s.n_theta for s in p[2].shapes) + p[2].X.shape[1] for p in points)
-    n_cores = default_cores() if cores is None else int(cores)
+    n_cores = _agreed_cores(default_cores() if cores is None else int(cores))
     check_footprint(Footprint(
         "power from a fit",
         8.0 * 4 * min(int(n_sims), int(chunk) * n_cores) * obs * (1 + m_theta),
@@ -1310,6 +1345,7 @@ def power_from_fit(
         f"{obs} observations"), allow_large=allow_large)
 
     rows, null_cache, refits = [], {}, 0
+    progress = _distributed.progress_allowed(progress)  # one bar: process 0's
     disable = None if progress is None else not progress
     with tqdm(total=n_fits // fits_per, desc="power from fit", unit="study", disable=disable,
               leave=False) as bar:
@@ -1368,7 +1404,13 @@ def power_from_fit(
         kind="power" if post is None else "assurance",
         posterior=None if post is None else dict(post.source),
         fitted={str(fit.coef_names[c]): float(base_beta[c]) for c in sim_cols},
-        interval=interval)
+        interval=interval, run=_distributed.provenance())
+
+
+def _agreed_cores(cores: int) -> int:
+    """The cores per process every process of a multi-process run uses (their least), so
+    all cut the studies into the same blocks; ``cores`` itself with one process."""
+    return min(_distributed.allgather_object(int(cores)))
 
 
 #: Intervals of a power estimate: Wilson's (the default) or Clopper–Pearson's (simr's).

@@ -176,8 +176,11 @@ def write_power(result: PowerResult, out: str | os.PathLike[str], *,
                                             "params", "design", "posterior",
                                             "posterior_params") else v)
                  for k, v in result.data.attrs.items()}
+        from tomstats._distributed import provenance
+
         summary = {"settings": _jsonable(attrs), "targets": result.target_records(),
-                   "power": _jsonable(result.frame().to_dict(orient="records"))}
+                   "power": _jsonable(result.frame().to_dict(orient="records")),
+                   "run": provenance()}
         (stage / POWER_SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
         if figure:
             from tomstats.planning.figure import fig_power

@@ -54,6 +54,7 @@ import pandas as pd
 import xarray as xr
 from tqdm.auto import tqdm
 
+from tomstats import _distributed
 from tomstats._guards import check_footprint
 from tomstats._validate import closest_hint
 from tomstats._version import __version__
@@ -426,6 +427,11 @@ def _simulate_all(spec: PowerSpec, tests: tuple[PlannedTest, ...], design: Desig
     R = int(spec.replicates)
     out: dict[tuple[int, int, str], tuple[np.ndarray, ...]] = {}
     total = R * len(settings) * len(kinds)
+    # a multi-process run: each process simulates its share [lo, hi) of the R studies (study
+    # r keeps key r and parameters r), then the statistics are gathered (docs/cluster.md)
+    lo, hi = _distributed.share(R)
+    scale = R / max(hi - lo, 1)
+    progress = _distributed.progress_allowed(progress)
     disable = None if progress is None else not progress
     with tqdm(total=total, desc=desc, unit="study", disable=disable, leave=False) as bar, \
             jax.enable_x64(True):
@@ -452,15 +458,17 @@ def _simulate_all(spec: PowerSpec, tests: tuple[PlannedTest, ...], design: Desig
                 if not bar.disable:
                     _announce_compilation(run, chunk, tests, bar)
                 parts = []
-                for s in range(0, R, chunk):
+                for s in range(lo, hi, chunk):
                     # every chunk has the same size (the last one padded with repeats of its
                     # last study, dropped after), so one compiled program serves them all
-                    idx = np.minimum(np.arange(s, s + chunk), R - 1)
+                    idx = np.minimum(np.arange(s, s + chunk), hi - 1)
                     th_sl = {f: jnp.asarray(v[idx], jnp.float64) for f, v in th.items()}
                     res = jax.device_get(run(keys[idx], th_sl, jnp.asarray(float(st.n))))
-                    parts.append({k: v[: min(chunk, R - s)] for k, v in res.items()})
-                    bar.update(min(chunk, R - s))
-                stat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+                    parts.append({k: v[: min(chunk, hi - s)] for k, v in res.items()})
+                    bar.update(min(round(min(chunk, hi - s) * scale), total - bar.n))
+                stat = _distributed.gather_rows(
+                    {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+                    if parts else {}, R)
                 out[(ki, vi, "successes")] = stat["successes"]
                 for t in tests:
                     rej, ok, est = decide(t, stat, spec.alpha, st.n, design.shape, st.n_llms,

@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from tomstats import _distributed
 from tomstats._guards import check_footprint
 from tomstats._io import atomic_write_text, ensure_writable_dir
 from tomstats._version import __version__
@@ -228,19 +229,23 @@ def _dominance(config: StudyConfig, pd_: PosteriorDraws, replicates: int,
     delta, sigma = pd_.params.delta[:, 0], pd_.params.sigma[:, 0]
     S = pd_.n_draws
     chunks = []
+    progress = _distributed.progress_allowed(progress)
     disable = None if progress is None else not progress
-    starts = range(0, S, _GRID_CHUNK)
-    for c, start in enumerate(tqdm(starts, desc="dominance map (draw chunks)", disable=disable,
-                                   leave=False)):
-        sl = slice(start, start + _GRID_CHUNK)
-        p = Params(alpha=delta[sl] * 0.0, gamma=delta[sl] * 0.0, delta=delta[sl],
-                   sigma=sigma[sl])
-        ds = sensitivity(p, design=config.design, gamma=config.gamma, alpha=config.alpha,
-                         capability=config.sensitivity_capability, replicates=replicates,
-                         seed=config.seed + 1 + 7919 * c, path=config.path,
-                         param_dims=("draw",), progress=False, allow_large=allow_large)
-        chunks.append(ds["tom_share"].transpose("replicate", "draw", "gamma", "alpha")
-                      .to_numpy())
+    # chunk c has the seed of its global index; processes split the chunks (docs/cluster.md)
+    lo, hi = _distributed.share(-(-S // _GRID_CHUNK))
+    with _distributed.alone():
+        for c in tqdm(range(lo, hi), desc="dominance map (draw chunks)", disable=disable,
+                      leave=False):
+            sl = slice(c * _GRID_CHUNK, (c + 1) * _GRID_CHUNK)
+            p = Params(alpha=delta[sl] * 0.0, gamma=delta[sl] * 0.0, delta=delta[sl],
+                       sigma=sigma[sl])
+            ds = sensitivity(p, design=config.design, gamma=config.gamma, alpha=config.alpha,
+                             capability=config.sensitivity_capability, replicates=replicates,
+                             seed=config.seed + 1 + 7919 * c, path=config.path,
+                             param_dims=("draw",), progress=False, allow_large=allow_large)
+            chunks.append(ds["tom_share"].transpose("replicate", "draw", "gamma", "alpha")
+                          .to_numpy())
+    chunks = [c for part in _distributed.allgather_object(chunks) for c in part]
     share = np.concatenate(chunks, axis=1)   # (replicate, draw, gamma, alpha)
     per_draw = share.mean(0)
     lo, hi = _interval(per_draw)
@@ -382,7 +387,9 @@ def run_posterior_study(
         Posterior draws to use, thinned evenly (all of them if the fit has fewer).
     out : path
         Output folder (created); receives ``decomposition_posterior.csv``,
-        ``dominance_posterior.csv`` and ``summary.json``, each written atomically.
+        ``dominance_posterior.csv`` and ``summary.json``, each written atomically. In a
+        multi-process run (docs/cluster.md) only process 0 writes; the others return an
+        empty string.
     progress : bool, optional
         Progress bars.
     replicates, sensitivity_replicates : int, optional
@@ -413,15 +420,19 @@ def run_posterior_study(
     if not isinstance(config, StudyConfig):
         raise ValueError(f"config must be a StudyConfig, got {type(config).__name__}")
     draws = _check_draws(draws)
-    out_dir = ensure_writable_dir(out)
+    writer = _distributed.is_writer()
+    out_dir = ensure_writable_dir(out) if writer else Path(out)
     idata = load_fit(fit_path)
     pdraws = posterior_draws(idata, draws, name=str(fit_path))  # a formula fit: refused first
     require_sound_fit(idata, allow_warnings=allow_warnings, name=str(fit_path))
     decomp, dom, summary = posterior_study(config, pdraws, replicates=replicates,
                                            sensitivity_replicates=sensitivity_replicates,
                                            progress=progress, allow_large=allow_large)
+    if not writer:
+        return ""
     summary["fit"]["path"] = Path(fit_path).name
     summary["config"] = config.to_dict()
+    summary["run"] = _distributed.provenance()
     files = {DECOMPOSITION_POSTERIOR: decomp.to_csv(index=False),
              DOMINANCE_POSTERIOR: dom.to_csv(index=False),
              SUMMARY: json.dumps(summary, indent=2, default=_json_default) + "\n"}

@@ -22,8 +22,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from tomstats import _distributed
 from tomstats._args import MAX_SEED
-from tomstats._cli_options import add_figures_argument, add_progress_argument, progress_wanted
+from tomstats._cli_options import (
+    add_distributed_arguments,
+    add_figures_argument,
+    add_progress_argument,
+    progress_wanted,
+)
 from tomstats._guards import Footprint, check_footprint
 from tomstats._io import (
     add_out_arguments,
@@ -298,6 +304,7 @@ def _common_arguments(p: argparse.ArgumentParser) -> None:
     add_progress_argument(p, "progress bars")
     p.add_argument("--quiet", action="store_true",
                    help="print no table (and no progress bars unless --progress)")
+    add_distributed_arguments(p)
 
 
 def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
@@ -326,6 +333,8 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
 
 def _progress(args: argparse.Namespace) -> bool | None:
     """--progress/--no-progress as given; else off with --quiet, else on a terminal."""
+    if not _distributed.is_writer():
+        return False
     if args.progress is not None:
         return bool(args.progress)
     return False if args.quiet else progress_wanted(args)
@@ -354,10 +363,14 @@ def _validate_cli(args: argparse.Namespace) -> None:
             raise ValueError(f"{name} must be >= 1, got {v}")
         if v is not None and getattr(args, "posterior", None) is None:
             raise ValueError(f"{name} needs --posterior (without it, use --replicates)")
-    prepare_out_dir(args.out, force=args.force)
+    if _distributed.is_writer():  # process 0 alone looks at and writes --out
+        prepare_out_dir(args.out, force=args.force)
 
 
 def _finish(result: StudyResult, args: argparse.Namespace) -> int:
+    if not _distributed.is_writer():  # process 0 writes and prints
+        return 0
+    result.summary["run"] = _distributed.provenance()
     with replaced_dir(args.out) as tmp:
         files = write_study(result, tmp, figures=not args.no_figures)
     if not args.quiet:
@@ -394,13 +407,18 @@ def run_simulate(args: argparse.Namespace) -> int:
                                  allow_large=args.allow_large), args)
     from tomstats.simulation.posterior_sweep import run_posterior_study
 
+    def sweep(out: Path) -> str:
+        return run_posterior_study(config, args.posterior, draws=args.draws, out=out,
+                                   replicates=args.replicates_per_draw,
+                                   sensitivity_replicates=args.grid_replicates_per_draw,
+                                   progress=_progress(args), allow_large=args.allow_large,
+                                   allow_warnings=args.allow_warnings)
+
+    if not _distributed.is_writer():  # computes its share, writes nothing
+        sweep(Path(args.out))
+        return 0
     with replaced_dir(args.out) as tmp:
-        out = run_posterior_study(config, args.posterior, draws=args.draws, out=tmp,
-                                  replicates=args.replicates_per_draw,
-                                  sensitivity_replicates=args.grid_replicates_per_draw,
-                                  progress=_progress(args),
-                                  allow_large=args.allow_large,
-                                  allow_warnings=args.allow_warnings)
+        out = sweep(tmp)
     if not args.quiet:
         print(out.replace(str(tmp), str(Path(args.out))))
     return 0

@@ -17,8 +17,10 @@ Two paths that agree in distribution:
     definition itself, used to check the other two.
 
 Replicate ``r`` always uses the ``r``-th key of ``jax.random.split(key, R)``, so results
-do not depend on chunk size or on the number of devices; the replicate axis is sharded over
-all JAX devices (``jax.sharding``) when there are several.
+do not depend on chunk size or on the number of devices or processes; the replicate axis is
+sharded over this process's JAX devices (``jax.sharding``) when there are several, and in a
+multi-process run (:mod:`tomstats._distributed`) each process takes a contiguous share of the
+replicates before the results are gathered.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import xarray as xr
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
+from tomstats import _distributed
 from tomstats._args import MAX_SEED
 from tomstats._guards import Footprint, check_footprint
 from tomstats._validate import check_type
@@ -289,8 +292,9 @@ def _one_replicate(
 
 @lru_cache(maxsize=1)
 def _devices_mesh() -> Mesh | None:
-    """A 1-D mesh over all devices (axis ``replicate``), or None with a single device."""
-    devs = jax.devices()
+    """A 1-D mesh over this process's devices (axis ``replicate``), or None with a single
+    device (in a multi-process run the processes split the replicates among themselves)."""
+    devs = jax.local_devices()
     return Mesh(np.array(devs), ("replicate",)) if len(devs) > 1 else None
 
 
@@ -325,14 +329,20 @@ def _run_replicates(
     progress: bool | None,
     desc: str,
 ) -> dict[str, np.ndarray]:
-    """Apply ``vfn(keys, p)`` chunk by chunk of keys, the keys sharded over devices."""
+    """Apply ``vfn(keys, p)`` chunk by chunk of keys, the keys sharded over this process's
+    devices; in a multi-process run over this process's share of the keys, then gathered
+    (one bar, on process 0, over the whole run)."""
     mesh = _devices_mesh()
     n_dev = 1 if mesh is None else mesh.size
     chunk = max(n_dev, (chunk // n_dev) * n_dev)
-    n = keys.shape[0]
+    n_all = keys.shape[0]
+    lo, hi = _distributed.share(n_all)
+    keys, n = keys[lo:hi], hi - lo
+    scale = n_all / max(n, 1)  # the bar counts the whole run: this share, scaled
     parts: list[dict[str, np.ndarray]] = []
+    progress = _distributed.progress_allowed(progress)
     disable = None if progress is None else not progress
-    with tqdm(total=n, desc=desc, unit="rep", disable=disable, leave=False) as bar:
+    with tqdm(total=n_all, desc=desc, unit="rep", disable=disable, leave=False) as bar:
         for start in range(0, n, chunk):
             k = keys[start:start + chunk]
             size = k.shape[0]
@@ -344,8 +354,10 @@ def _run_replicates(
                 k = jax.device_put(k, NamedSharding(mesh, PartitionSpec("replicate")))
             out = jax.device_get(vfn(k, p))
             parts.append({name: np.asarray(v)[:size] for name, v in out.items()})
-            bar.update(size)
-    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+            bar.update(min(round(size * scale), n_all - bar.n))
+        local = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]} \
+            if parts else {}
+        return _distributed.gather_rows(local, n_all)
 
 
 def simulation_footprint(
@@ -479,7 +491,7 @@ def simulate(
     if chunk is None:
         chunk = max(1, min(replicates, _MAX_DRAWS_PER_CHUNK // max(cells_per_rep, 1)))
     vfn = _compiled(path, int(ss_type), n.astype(np.int64).tobytes(), n.shape,
-                    jax.device_count())
+                    jax.local_device_count())
     keys = jax.random.split(key, replicates)
     table = binomial_cdf_table(p, n) if path == "exact" else p
     out = _run_replicates(vfn, keys, jnp.asarray(table, dtype=jnp.float32), chunk, progress,
