@@ -62,8 +62,16 @@ and not lme4's BOBYQA: the deviance is smooth in :math:`\theta` over all of
 the deviance in 5–15 iterations, where a derivative-free method stops at its own tolerance;
 with the optimum found exactly the estimates differ from lme4's only by lme4's own
 optimiser tolerance. Many refits one after another (``sequential=True``, power
-simulations) reuse the previous exact Hessian for a step in the quadratic phase; a single
-fit computes it at every point, a smaller program that compiles faster. At the end each
+simulations) take quasi-Newton steps instead: each refit starts from the exact Hessian of
+the refit before it (at that one's optimum; the first of a sequence computes it at its start),
+updates it by BFGS from the gradients of its accepted points, computes the exact Hessian
+afresh only where progress is slow (a shortened step, or a decrement that fell by less than
+a factor 4) and, at the end, where the updated matrix says "converged": the exact Hessian
+there decides convergence and gives the standard errors, as in a single fit. The optimum is
+the same to the tolerance (the estimates of a refit agree with those of a single fit to
+~1e-6, not bit for bit, and depend on the refit before it only that far); a refit costs
+about one exact Hessian where Newton's steps cost one each. A single fit computes the exact
+Hessian at every point, a smaller program that compiles faster. At the end each
 column of :math:`T_k` with a negative diagonal element
 is negated (with its :math:`u`), which gives lme4's representative (diagonal
 :math:`\ge 0`).
@@ -102,9 +110,10 @@ __all__ = ["TermShape", "LmeArrays", "lme_fit_arrays", "lme_deviance", "theta_st
 
 Array = jax.Array
 _DIFF_STEPS = 2
-#: Reuse the previous exact Hessian for a Newton step when, at the new point, the decrement
-#: it gives is below this share of the previous decrement (quadratic convergence under way).
-_CONTRACT = 0.01
+#: Power refits (``sequential``) update the Hessian by BFGS between exact ones; the exact
+#: Hessian is computed afresh where the step before had to be shortened or the updated
+#: matrix gives a Newton decrement above this share of the previous one (slow progress).
+_SLOW = 0.25
 #: On a CPU, the Hessian's rows are computed one after another (not vectorised) for designs
 #: of fewer rows than this with at least this many parameters (measured on the power
 #: benchmark's designs: faster there, slower for 3 parameters or 7,872 rows).
@@ -349,6 +358,11 @@ class _Problem:
                  blocked: bool = False, crossed: int = -1) -> None:
         self.X, self.y, self.n, self.offset = X, y, n, offset
         self.Zs, self.gs, self.shapes = Zs, gs, shapes
+        # the random-effects columns one by one, each a vector over the rows: the per-row
+        # work is then on (rows,) arrays (and (directions, rows) ones in the Hessian), where
+        # a trailing axis of 1 or 2 effects made XLA's CPU loops and reductions slow
+        self.zc = tuple(tuple(Z[:, a] for a in range(s.d)) for Z, s in zip(Zs, shapes,
+                                                                          strict=True))
         self.K = len(shapes)
         self.p = X.shape[1]
         sizes = [s.q * s.d for s in shapes]
@@ -420,7 +434,8 @@ class _Problem:
         e = self.offset + _narrow_matmul(self.X, beta)
         for k in range(self.K):
             b = self.uterm(u, k) @ Ts[k].T
-            e = e + jnp.sum(self.Zs[k] * self.by_row(k, b), axis=1)
+            for a, z in enumerate(self.zc[k]):
+                e = e + z * self.by_row(k, b[:, a])
         return e
 
     def ztv(self, v: Array, Ts: list[Array]) -> Array:
@@ -430,32 +445,47 @@ class _Problem:
         for k in self.order:
             s = self.shapes[k]
             if v.ndim == 1:
-                sums = self.level_sum(k, self.Zs[k] * v[:, None])
+                sums = jnp.stack([self.level_sum(k, z * v) for z in self.zc[k]], axis=1)
                 parts.append((sums @ Ts[k]).reshape(-1))
             else:
-                sums = self.level_sum(k, self.Zs[k][:, :, None] * v[:, None, :])
+                sums = jnp.stack([self.level_sum(k, z[:, None] * v) for z in self.zc[k]],
+                                 axis=1)
                 parts.append(jnp.einsum("adm,de->aem", sums, Ts[k]).reshape(s.q * s.d,
                                                                             v.shape[1]))
         return jnp.concatenate(parts, axis=0)
+
+    def _outer_sums(self, w: Array, j: int, l: int, sums: Any) -> Array:
+        r""":math:`\sum w z_{ja} z_{lb}` over the rows of each level (pair) by ``sums``,
+        shape (levels, d_j, d_l); for ``j == l`` each product once (the matrix is
+        symmetric)."""
+        zj, zl = self.zc[j], self.zc[l]
+        cell = {}
+        for a in range(len(zj)):
+            for b in range(len(zl)):
+                if j == l and b < a:
+                    cell[a, b] = cell[b, a]
+                else:
+                    cell[a, b] = sums(w * zj[a] * zl[b])
+        return jnp.stack([jnp.stack([cell[a, b] for b in range(len(zl))], -1)
+                          for a in range(len(zj))], -2)
 
     def own(self, w: Array, Ts: list[Array], k: int) -> Array:
         r"""Diagonal blocks of term ``k``: :math:`I + T_k^\top(\sum w z z^\top)T_k`,
         shape (q, d, d)."""
         s = self.shapes[k]
-        Z = self.Zs[k]
-        outer = w[:, None, None] * Z[:, :, None] * Z[:, None, :]
-        M = self.level_sum(k, outer)
+        M = self._outer_sums(w, k, k, lambda v: self.level_sum(k, v))
         return jnp.einsum("di,ade,ej->aij", Ts[k], M, Ts[k]) + jnp.eye(s.d, dtype=w.dtype)
 
     def cross(self, w: Array, Ts: list[Array], j: int, l: int) -> Array:
         r"""Dense block between terms ``j`` and ``l``, shape (q_j d_j, q_l d_l):
         :math:`T_j^\top(\sum w z_j z_l^\top)T_l` per pair of levels."""
         sj, sl = self.shapes[j], self.shapes[l]
-        outer = w[:, None, None] * self.Zs[j][:, :, None] * self.Zs[l][:, None, :]
         if j == self.big and l == self.crossed:  # rows are (level of j, level of l) in order
-            C = outer
+            C = self._outer_sums(w, j, l, lambda v: v)
         else:
-            C = jax.ops.segment_sum(outer, self.gs[j] * sl.q + self.gs[l], sj.q * sl.q)
+            pair = self.gs[j] * sl.q + self.gs[l]
+            C = self._outer_sums(w, j, l,
+                                 lambda v: jax.ops.segment_sum(v, pair, sj.q * sl.q))
         C = jnp.einsum("di,bde,ej->bij", Ts[j], C, Ts[l])
         return C.reshape(sj.q, sl.q, sj.d, sl.d).transpose(0, 2, 1, 3).reshape(
             sj.q * sj.d, sl.q * sl.d)
@@ -654,6 +684,21 @@ def _sym(H: Array) -> Array:
     return 0.5 * (H + H.T)
 
 
+def _bfgs(B: Array, step: Array, dg: Array) -> Array:
+    r"""BFGS update of a Hessian approximation ``B`` by a step :math:`s` and the change
+    :math:`y` of the gradient along it,
+    :math:`B_+ = B - \frac{Bss^\top B}{s^\top Bs} + \frac{yy^\top}{y^\top s}`;
+    ``B`` unchanged where the curvature :math:`y^\top s` is not positive (the update would
+    not stay positive definite) or the step is 0."""
+    Bs = B @ step
+    sBs = step @ Bs
+    ys = dg @ step
+    good = (ys > 1e-12 * jnp.sqrt((dg @ dg) * (step @ step))) & (sBs > 0)
+    safe = lambda v: jnp.where(good, v, 1.0)  # noqa: E731
+    new = B - jnp.outer(Bs, Bs) / safe(sBs) + jnp.outer(dg, dg) / safe(ys)
+    return jnp.where(good, _sym(new), B)
+
+
 def _canonical(pr: _Problem, theta: Array, u: Array) -> tuple[Array, Array]:
     """Negate every column of :math:`T_k` whose diagonal element is negative (and the
     matching component of :math:`u`): the same model, lme4's representative."""
@@ -671,7 +716,13 @@ def _canonical(pr: _Problem, theta: Array, u: Array) -> tuple[Array, Array]:
 
 
 def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inner, se,
-             theta0=None, beta0=None, blocked=False, crossed=-1, reuse=False) -> LmeArrays:
+             theta0=None, beta0=None, blocked=False, crossed=-1, reuse=False, hess0=None
+             ) -> LmeArrays | tuple[LmeArrays, Array]:
+    """One fit (module docstring). With ``reuse`` (refits one after another) the Hessian is
+    updated by BFGS between exact ones, and ``hess0`` may give ``(H, have)``: a Hessian to
+    start from (where ``have``; the previous refit's exact one at its optimum) instead of
+    the exact one at the start; the fit then returns ``(result, H)``, ``H`` its exact
+    Hessian at the optimum (lme4's representative of theta)."""
     pr = _Problem(X, y, n, offset, Zs, gs, shapes, blocked, crossed)
     dtype = X.dtype
     eps = jnp.finfo(dtype).eps
@@ -690,6 +741,7 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
         return d, -(g @ d)
 
     eye = jnp.eye(mm, dtype=dtype)
+    H0, have0 = (eye, jnp.asarray(False)) if hess0 is None else hess0
     one_by_one = (jax.default_backend() == "cpu" and mm >= _HVP_MAP_PARAMS
                   and X.shape[0] < _HVP_MAP_ROWS)
 
@@ -707,6 +759,8 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
 
     def body(s):
         first = s["it"] == 0
+        # the first point of a refit that starts from the previous refit's Hessian
+        carried = first & have0
         # a closing pass (``force``): the loop stopped on a reused Hessian, so the exact one
         # is computed at the same point (t = 0; standard errors and the reported eigenvalue
         # need it), by the loop's own code rather than a second copy of it in the program
@@ -720,24 +774,23 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
         # the gradient at every candidate, its forward pass kept for the Hessian's rows
         gn, hvp = jax.vjp(lambda p: jax.grad(pr.ddev)(p, un), cand)
         if reuse:
-            # the previous point's exact Hessian is reused for one step where the decrement
-            # it gives here has fallen fast (the quadratic phase: the step still contracts,
-            # without the Hessian's reverse pass per parameter); never twice in a row, and
-            # convergence is only declared on an exact Hessian (the first time the reused
-            # one says "converged", the exact one is computed and decides from then on). The
-            # Hessian only at an accepted point (a rejected step only shortens t)
-            decq = direction(gn, s["H"])[1]
-            stale_ok = (s["fresh"] & ~first & ~force & ~s["exact"] & (decq >= tol)
-                        & (decq < _CONTRACT * s["dec"]))
-            fresh = ok & ~stale_ok
-            Hn = lax.cond(fresh, lambda: _sym(hessian_rows(hvp)), lambda: s["H"])
-            exact_phase = s["exact"] | (ok & ~first & (decq < tol))
+            # quasi-Newton (BFGS) between exact Hessians: the exact one at the start, then
+            # rank-two updates from the gradients of the accepted points (no reverse pass
+            # per parameter). The exact Hessian is computed afresh where progress is slow (the
+            # step was shortened, or the decrement fell by less than the factor _SLOW), and
+            # where the updated matrix says "converged": the exact one decides (convergence
+            # is only declared on it, and the standard errors are its). The Hessian only at
+            # an accepted point (a rejected step only shortens t)
+            B = _bfgs(s["H"], cand - s["phi"], gn - s["g"])
+            decb = direction(gn, B)[1]
+            slow = (s["t"] < 1.0) | (decb > _SLOW * s["dec"])
+            fresh = ok & ((first & ~carried) | force | slow | (decb < tol))
+            Hn = lax.cond(fresh, lambda: _sym(hessian_rows(hvp)), lambda: B)
         else:
             # the exact Hessian at every candidate: a smaller program (it compiles faster;
             # a rejected step is rare, and under vmap a cond would run both sides anyway)
             fresh = ok
             Hn = _sym(hessian_rows(hvp))
-            exact_phase = s["exact"]
         ok = ok & jnp.all(jnp.isfinite(gn)) & jnp.all(jnp.isfinite(Hn))
         dn, decn = direction(gn, Hn)
         pick = lambda new, old: jnp.where(ok, new, old)  # noqa: E731
@@ -763,13 +816,13 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
                     g=pick(gn, s["g"]), H=pick(Hn, s["H"]), d=pick(dn, s["d"]), dec=dec,
                     t=jnp.where(closing, jnp.zeros((), dtype), t), it=it,
                     done=force | (stop & ~closing), force=closing, conv=conv,
-                    fresh=now_fresh, exact=jnp.where(ok, exact_phase, s["exact"]))
+                    fresh=now_fresh)
 
     init = dict(phi=phi0, u=jnp.zeros(pr.q_tot, dtype), D=jnp.asarray(jnp.inf, dtype),
-                g=jnp.zeros(mm, dtype), H=jnp.eye(mm, dtype=dtype), d=jnp.zeros(mm, dtype),
+                g=jnp.zeros(mm, dtype), H=H0, d=jnp.zeros(mm, dtype),
                 dec=jnp.asarray(jnp.inf, dtype), t=jnp.ones((), dtype),
                 it=jnp.zeros((), jnp.int32), done=jnp.asarray(False), force=jnp.asarray(False),
-                conv=jnp.asarray(False), fresh=jnp.asarray(False), exact=jnp.asarray(False))
+                conv=jnp.asarray(False), fresh=jnp.asarray(False))
     s = lax.while_loop(cond, body, init)
     phi, u, D, H = s["phi"], s["u"], s["D"], s["H"]
     (theta, sign_u), beta = _canonical(pr, phi[:m], u), phi[m:]
@@ -795,12 +848,15 @@ def _fit_one(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
     finite = jnp.isfinite(D) & jnp.all(jnp.isfinite(phi)) & jnp.all(jnp.isfinite(se_))
     Ts = pr.factors(theta)
     b = jnp.concatenate([(pr.uterm(u, k) @ Ts[k].T).reshape(-1) for k in range(pr.K)])
-    return LmeArrays(
+    out = LmeArrays(
         theta=theta, beta=beta, se=se_, cov=cov, cov_method=method.astype(jnp.int32),
         deviance=D, loglik=-0.5 * D + log_binomial_coefficients(y, n), u=pr.to_user(u), b=b,
         b_var=b_var, grad_norm=jnp.max(jnp.abs(s["g"])),
         hess_min_eig=lam[0], converged=s["conv"] & finite,
         iterations=jnp.maximum(s["it"] - 1, 0))
+    if hess0 is not None:
+        return out, H
+    return out
 
 
 #: Static arguments of the compiled fits.
@@ -822,9 +878,16 @@ def _fit_map(X, y, n, offset, Zs, gs, shapes, max_iter, tol, inner_tol, max_inne
     f = partial(_fit_one, shapes=shapes, max_iter=max_iter, tol=tol, inner_tol=inner_tol,
                 max_inner=max_inner, se=se, theta0=theta0, beta0=beta0, blocked=blocked,
                 crossed=crossed, reuse=True)
-    if batch_trials:
-        return lax.map(lambda a: f(X, a[0], a[1], offset, Zs, gs), (y, n))
-    return lax.map(lambda yy: f(X, yy, n, offset, Zs, gs), y)
+    mm = X.shape[1] + sum(s.n_theta for s in shapes)
+
+    def step(carry, a):
+        # each refit starts from the Hessian of the last refit that converged before it
+        res, H = f(X, a[0], a[1] if batch_trials else n, offset, Zs, gs, hess0=carry)
+        good = res.converged & jnp.all(jnp.isfinite(H))
+        return (jnp.where(good, H, carry[0]), carry[1] | good), res
+
+    start = (jnp.eye(mm, dtype=X.dtype), jnp.asarray(False))
+    return lax.scan(step, start, (y, n) if batch_trials else (y, y))[1]
 
 
 #: One data set, no batch axis: one compiled program, without the batching of
@@ -1000,10 +1063,13 @@ def lme_fit_arrays(
         Outer Newton iterations, tolerance on the Newton decrement (default 1e-10 in
         float64), ``"hessian"`` or ``"conditional"`` covariance, inner PIRLS iterations.
     sequential : bool
-        Fit the replicates one after another inside one compiled program (``lax.map``)
+        Fit the replicates one after another inside one compiled program (``lax.scan``)
         instead of side by side (``vmap``): each fit stops at its own convergence, and
         XLA's CPU runtime has been seen to stall on large vmapped batches of these
-        data-dependent loops (many refits of a simulation use this).
+        data-dependent loops (many refits of a simulation use this). Quasi-Newton steps
+        between exact Hessians, each fit starting from the exact Hessian of the last
+        converged fit before it (module docstring): the same replicates in the same order
+        give the same results.
     start : (theta, beta), optional
         Starting values of the outer Newton iterations (``sequential`` only), e.g. the
         parameters a simulation drew from; default: lme4's :math:`\\theta` start and the

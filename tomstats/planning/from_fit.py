@@ -302,6 +302,11 @@ def simulate_outcomes(fit: Any, n_sims: int, seed: int = 0,
 # --------------------------------------------------------------------------- refits
 
 
+#: Studies refitted one after another by one call of :func:`lrt_statistics` (its parts do
+#: not depend on the number of cores; :func:`power_from_fit` refits a chunk a call).
+_PART = 25
+
+
 def default_cores() -> int:
     """Refits run side by side by default on the usable CPUs on a CPU backend, and one at a
     time on an accelerator (where one program already fills the device)."""
@@ -313,14 +318,17 @@ def default_cores() -> int:
 
 
 def _refit(a: _Arrays, X: np.ndarray, ys: np.ndarray, theta: np.ndarray | None,
-           eta: np.ndarray, cores: int = 1) -> Any:
+           eta: np.ndarray, cores: int = 1, part: int | None = None) -> Any:
     """Fits of every study (rows of ``ys``) with design ``X``, started at ``theta`` and the
     fixed effects closest to the linear predictor ``eta`` (least squares).
 
-    With ``cores`` > 1 the studies are split into that many equal parts (the last study
-    repeated to fill them, so one compiled shape serves all), each fitted one after another
-    by the same compiled program in its own thread: XLA runs the calls side by side on the
-    CPU's cores. Each study's fit does not depend on the split."""
+    The studies are split into parts of ``part`` studies (default: ``cores`` equal parts;
+    the last study repeated to fill the last part, so one compiled shape serves all), each
+    fitted one after another by the same compiled program, on ``cores`` threads: XLA runs
+    the calls side by side on the CPU's cores. A study's refit starts from the Hessian of
+    the refit before it in its part (:func:`tomstats.glmm.lme_fit.lme_fit_arrays`,
+    ``sequential``), so the split is a part of the result (to ~1e-6 in the estimates): a
+    caller whose split must not depend on the machine fixes ``part``."""
     import jax
 
     from tomstats.glmm.lme_fit import lme_fit_arrays, theta_start
@@ -336,14 +344,15 @@ def _refit(a: _Arrays, X: np.ndarray, ys: np.ndarray, theta: np.ndarray | None,
 
     n = ys.shape[0]
     cores = max(1, min(int(cores), n))
-    if cores == 1:
+    size = min(int(part), n) if part else -(-n // cores)
+    k = -(-n // size)
+    if k == 1:
         return fit(ys)
     from concurrent.futures import ThreadPoolExecutor
 
-    size = -(-n // cores)
-    padded = np.concatenate([ys, np.repeat(ys[-1:], size * cores - n, axis=0)])
-    with ThreadPoolExecutor(cores) as pool:
-        parts = list(pool.map(fit, np.split(padded, cores)))
+    padded = np.concatenate([ys, np.repeat(ys[-1:], size * k - n, axis=0)])
+    with ThreadPoolExecutor(min(cores, k)) as pool:
+        parts = list(pool.map(fit, np.split(padded, k)))
     return jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n], *parts)
 
 
@@ -511,12 +520,14 @@ def _null_factors(fit: Any, comp: _Comparison,
 
 
 def _lrt(a: _Arrays, reduced: _Reduced, ys: np.ndarray, full: Any, theta0: np.ndarray | None,
-         eta: np.ndarray, cores: int = 1, per_process: int | None = None
-         ) -> tuple[np.ndarray, np.ndarray]:
+         eta: np.ndarray, cores: int = 1, per_process: int | None = None,
+         part: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     r""":math:`2(\ell_1 - \ell_0)` of each study and whether the reduced fit converged
-    (``cores`` blocks; ``per_process``: the cores of each process of a multi-process run)."""
-    red = _refit_spread(reduced.arrays, reduced.X, ys,
-                        theta0 if reduced.same_random else None, eta, cores, per_process)
+    (``cores`` blocks; ``per_process``: the cores of each process of a multi-process run;
+    ``part``: in one process, parts of this many studies, :func:`_refit`)."""
+    theta = theta0 if reduced.same_random else None
+    red = _refit(reduced.arrays, reduced.X, ys, theta, eta, cores, part) if part else \
+        _refit_spread(reduced.arrays, reduced.X, ys, theta, eta, cores, per_process)
     return 2.0 * (full.loglik - red.loglik), red.converged
 
 
@@ -545,9 +556,10 @@ def lrt_statistics(fit: Any, compare: str, outcomes: np.ndarray, *,
                          f"(one row per study, one column per observation of the fit)")
     eta = a.X @ np.asarray(fit.beta, dtype=float)
     cores = default_cores()
-    full = _refit(a, a.Xc, ys, fit.theta, eta, cores)
+    # parts of a fixed size: the refits do not depend on the machine's cores
+    full = _refit(a, a.Xc, ys, fit.theta, eta, cores, _PART)
     stat, red_ok = _lrt(a, _reduced(fit, comp, a, (), df0), ys, full, fit.theta, eta,
-                        cores)
+                        cores, part=_PART)
     return np.where(full.converged & red_ok, stat, np.nan)
 
 
@@ -641,6 +653,8 @@ def _run_point(fit: Any, sim: _Arrays, a: _Arrays, beta: np.ndarray, cols: list[
             sizes.append(m)
             blocks.append(ys)
         ys = np.concatenate(blocks)
+        # one chunk a part (a refit starts from the Hessian of the one before it in its
+        # part): the refits depend neither on the number of cores nor of processes
         full = _refit_spread(a, a.Xc, ys, theta0, eta, len(blocks), cores)
         b, V = _to_user(a, full)
         ok = full.converged & np.all(np.isfinite(full.se), axis=1)
