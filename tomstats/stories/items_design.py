@@ -397,20 +397,16 @@ def _tell_group(plans: list[dict[str, object]], tellings: int, tell_kw: dict[str
     return told, nums, reads, None
 
 
-def _tell_group_star(args: tuple[list[dict[str, object]], int, dict[str, object], bool]
-                     ) -> GroupResult:
-    return _tell_group(*args)
-
-
 def _map_groups(plan_groups: list[list[dict[str, object]]], tellings: int,
                 tell_kw: dict[str, object], read: bool, cores: int) -> Iterable[GroupResult]:
     """:func:`_tell_group` of every group, in order: in this process (``cores`` 1), or in
     ``cores`` worker processes (forked where the platform can and JAX, whose threads a
     fork must not copy, is not loaded; else spawned). Every telling draws from its own
     seeded stream, so the items do not depend on ``cores``."""
-    args = [(plans, tellings, tell_kw, read) for plans in plan_groups]
-    if cores <= 1 or len(plan_groups) < 2:
-        yield from map(_tell_group_star, args)
+    n = len(plan_groups)
+    args = (plan_groups, [tellings] * n, [tell_kw] * n, [read] * n)
+    if cores <= 1 or n < 2:
+        yield from map(_tell_group, *args)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -418,7 +414,7 @@ def _map_groups(plan_groups: list[list[dict[str, object]]], tellings: int,
     fork = "fork" in multiprocessing.get_all_start_methods() and "jax" not in sys.modules
     ctx = multiprocessing.get_context("fork" if fork else "spawn")
     with ProcessPoolExecutor(max_workers=min(cores, len(plan_groups)), mp_context=ctx) as ex:
-        yield from ex.map(_tell_group_star, args, chunksize=1)
+        yield from ex.map(_tell_group, *args, chunksize=1)
 
 
 def _tell_items(st: NaturalSetting, plan: dict[str, object], telling: int, *, seed: int,

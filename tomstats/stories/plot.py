@@ -371,10 +371,6 @@ class _Teller:
         while self.run < len(self.marks) - 1 and self.marks[-1 - self.run][0] >= 0:
             self.run += 1
 
-    def words_of(self, s: str) -> frozenset[str]:
-        """:func:`~tomstats.stories.narrative.word_set` of ``s`` (cached)."""
-        return word_set(s)
-
     def repeats(self, s: str, *, anywhere: bool = True) -> bool:
         """Whether ``s`` was told already (``anywhere``: in the whole story) or nearly
         repeats one of the last ten sentences (:func:`~tomstats.stories.narrative.nearly_in`,
