@@ -7,12 +7,16 @@ two processes joined on 127.0.0.1, each pinned to its own core (``taskset -c A``
 ``power grid``
     ``tomstats power simulations/power.toml`` with the tests ``anova:tom_order`` and
     ``glm-wald:delta`` along its 10 questions-per-cell values, ``--replicates`` studies a
-    value (default 20,000: about a minute on one quiet core);
+    value (default 40,000: about three minutes on one quiet core);
 ``from fit``
     ``tomstats power --from-fit``: the pilot data of ``tests/reference/lme4_power.json`` (20
     groups × 30 Bernoulli rows) fitted with ``y ~ x + (1 + x | g)``, the power of ``x`` with
-    ``--fit-studies`` studies (default 30,000) and as many for the type I error (about a
-    millisecond a refit: a minute or more on one quiet core).
+    ``--fit-studies`` studies (default 40,000) and as many for the type I error (about a
+    millisecond a refit: four to five minutes on one quiet core).
+
+Both are the size of a real planning run. Every process pays its own start-up and compilation
+(tens of seconds, whatever the run's size), so a run of a minute on one core gains less from a
+second process than a run of several minutes: try ``--replicates 5000`` beside the default.
 
 Each run is timed whole (start-up, compilation, work, gathering, writing), as a user waits for
 it; JAX's persistent compilation cache is off, so both sides compile. Columns: wall seconds,
@@ -64,11 +68,11 @@ RUNS = {"power": "power grid", "fit": "from fit"}
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--replicates", type=int, default=20_000,
-                    help="power grid: studies per value (default 20000)")
-    ap.add_argument("--fit-studies", type=int, default=30_000,
+    ap.add_argument("--replicates", type=int, default=40_000,
+                    help="power grid: studies per value (default 40000)")
+    ap.add_argument("--fit-studies", type=int, default=40_000,
                     help="from fit: studies (and as many for the type I error; default "
-                         "30000)")
+                         "40000)")
     ap.add_argument("--only", choices=tuple(RUNS), default=None,
                     help="run one of the two (default both)")
     add_write_docs_argument(ap)

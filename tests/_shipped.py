@@ -1,5 +1,6 @@
-"""The shipped SmolLM2 log, and a copy of it with runner errors for the tests of error
-policies (``--errors drop|keep``, error counts in summaries and reports).
+"""The shipped SmolLM2 log, a copy of it with runner errors for the tests of error policies
+(``--errors drop|keep``, error counts in summaries and reports), and a copy written as logs
+were before pairs and the previous place were recorded.
 
 The shipped log has no error records: the runner's pre-flight refuses items that do not fit
 the model's window before a run starts. The copy turns every 5,000-word record into the
@@ -39,6 +40,21 @@ def log_with_overflow_errors(dest: Path, context_words: int = 5000) -> Path:
         rec = json.loads(line)
         if rec["context_words"] == context_words:
             rec = overflow_record(rec)
+        lines.append(json.dumps(rec, ensure_ascii=False))
+    dest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dest
+
+
+#: The fields a log written before paired scores and the "previous place" baseline lacks.
+_NEWER = ("pair_id", "previous_location")
+
+
+def log_without_pairs(dest: Path) -> Path:
+    """Write the shipped log to ``dest`` as an older runner wrote it: no ``pair_id`` and no
+    ``previous_location`` in any record."""
+    lines = []
+    for line in SHIPPED_LOG.read_text(encoding="utf-8").splitlines():
+        rec = {k: v for k, v in json.loads(line).items() if k not in _NEWER}
         lines.append(json.dumps(rec, ensure_ascii=False))
     dest.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return dest

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _shipped import REPO, SHIPPED_LOG, log_without_pairs
 
 from tomstats.analysis.log_anova import log_anova
 from tomstats.analysis.paired import paired_summary, paired_units
@@ -26,9 +27,6 @@ from tomstats.evaluate import evaluate, read_log
 from tomstats.evaluate.baselines import previous_location
 from tomstats.glmm.data import paired_table, read_table
 from tomstats.stories import build_design_items, write_items
-
-REPO = Path(__file__).resolve().parents[2]
-SHIPPED_LOG = REPO / "data" / "smollm2_storysim_log.jsonl"
 
 
 def _frame(rule, n_pairs: int = 6, models: tuple[str, ...] = ("m",)) -> pd.DataFrame:
@@ -229,14 +227,31 @@ def test_versions_must_share_their_cell_and_not_repeat() -> None:
         paired_units(dup)
 
 
-def test_old_logs_load_unpaired_and_paired_scores_say_why(capsys) -> None:
-    df = read_log(SHIPPED_LOG)
+def test_old_logs_load_unpaired_and_paired_scores_say_why(tmp_path, capsys) -> None:
+    old = log_without_pairs(tmp_path / "old.jsonl")
+    df = read_log(old)
     assert (df["pair_id"] == "").all() and df["previous_location"].isna().all()
     assert df["last_location"].notna().any()
     with pytest.raises(ValueError, match="no belief question has a pair_id"):
-        paired_summary(SHIPPED_LOG)
-    assert main(["summarize", str(SHIPPED_LOG), "--paired"]) == 2
+        paired_summary(old)
+    assert main(["summarize", str(old), "--paired"]) == 2
     assert "no belief question has a pair_id" in capsys.readouterr().err
+
+
+def test_the_shipped_log_is_scored_in_pairs() -> None:
+    """The shipped SmolLM2 log's 100 pairs: a pair counts right only when both versions are,
+    so its paired accuracy per (order, length) is the share of pairs with both right, counted
+    here by hand; the reality tracker scores 0 on every pair."""
+    df = read_log(SHIPPED_LOG)
+    tom = df[df["pair_id"] != ""]
+    both = tom.groupby(["tom_order", "context_words", "pair_id"])["correct"].min()
+    want = both.groupby(["tom_order", "context_words"]).agg(["mean", "size"])
+    got = paired_summary(SHIPPED_LOG).set_index(["tom_order", "context_words"])
+    assert (want["size"] == 10).all() and len(want) == 10
+    np.testing.assert_allclose(got.loc[want.index, "accuracy"], want["mean"])
+    reality = paired_summary(tom.assign(correct=(tom["last_location"] == tom["answer"])
+                                        .astype(int)))
+    assert (reality["accuracy"] == 0).all()
 
 
 @pytest.mark.parametrize("reader", ["read_log", "stream"])
@@ -292,7 +307,8 @@ def test_report_shows_paired_scores_and_baselines(generated_log, tmp_path) -> No
 def test_report_of_an_old_log_names_what_is_missing(tmp_path) -> None:
     from tomstats.report.log import write_log_report
 
-    text = write_log_report(SHIPPED_LOG, tmp_path / "md", "md", n_boot=0).read_text("utf-8")
+    old = log_without_pairs(tmp_path / "old.jsonl")
+    text = write_log_report(old, tmp_path / "md", "md", n_boot=0).read_text("utf-8")
     assert "No previous place baseline: the log does not record previous_location" in text
     assert "No paired scores: no question of this log carries a pair_id" in text
     assert "| smollm2-local · reality tracker | 1 |" in text

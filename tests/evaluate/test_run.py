@@ -269,10 +269,9 @@ def test_shipped_smollm2_log_matches_its_items_and_model() -> None:
     """data/smollm2_storysim_log.jsonl loads and every record's prompt is the one the shipped
     items and models/smollm2-local.toml give (provenance without running the model).
 
-    The shipped items are the first-round design generator's (item format
-    ``tomstats.items/2``, no pairs), as data/README.md says: the second-round audit's
-    told-event rules fail them, which is why they are to be replaced by a run on the current
-    generator's items (not made yet: SmolLM2 on CPU takes hours for the 5,000-word stories).
+    The shipped items are the full second-round items, as data/README.md says: format
+    ``tomstats.items/3``, true- and false-belief tellings in pairs, each item's setting rules
+    in its prompt, and the audit passes them.
     """
     from tomstats.evaluate import build_request
     from tomstats.stories import audit_items
@@ -283,9 +282,19 @@ def test_shipped_smollm2_log_matches_its_items_and_model() -> None:
     items = {it.item_id: it for it in shipped}
     formats = {json.loads(line)["format"] for line in
                (REPO / "data" / "smollm2_storysim_items.jsonl").read_text("utf-8").splitlines()}
-    assert formats == {"tomstats.items/2"} and not any(it.pair_id for it in shipped)
-    failed = {c.name for c in audit_items(shipped, adversary=False).failed}
-    assert any("dest" in name for name in failed), failed  # what data/README.md says
+    assert formats == {"tomstats.items/3"}
+    assert all(it.metadata.get("instructions") for it in shipped)
+    pairs: dict[str, list] = {}
+    for it in shipped:
+        assert bool(it.pair_id) == (it.tom_order > 0), it.item_id
+        if it.pair_id:
+            pairs.setdefault(it.pair_id, []).append(it)
+    assert len(pairs) == 100
+    for two in pairs.values():  # one storyboard told with the belief true and false
+        assert sorted(it.belief_status for it in two) == ["false", "true"]
+        assert len({(it.context_words, it.tom_order, it.question) for it in two}) == 1
+    report = audit_items(shipped)
+    assert not report.failed, [c.name for c in report.failed]
     cfg = load_model_config(_model("smollm2-local"))
     recs = log_lines(log)
     assert {r["item_id"] for r in recs} == set(items)
@@ -294,7 +303,8 @@ def test_shipped_smollm2_log_matches_its_items_and_model() -> None:
         it = items[r["item_id"]]
         assert r["config_hash"] == cfg.config_hash
         assert r["prompt_hash"] == build_request(it, cfg).prompt_hash
-        assert (r["belief_status"], r["same_as"]) == (it.belief_status, it.same_as)
+        assert (r["belief_status"], r["same_as"], r["pair_id"]) == (
+            it.belief_status, it.same_as, it.pair_id)
         assert r["status"] == "ok" and r["prompt_tokens"] + r["completion_tokens"] <= cfg.n_ctx
     df = read_log(log, errors="keep")
     assert len(df) == len(items)
@@ -303,6 +313,22 @@ def test_shipped_smollm2_log_matches_its_items_and_model() -> None:
     cells = df.groupby(["context_words", "tom_order"])["status"].agg(list)
     assert len(cells) == 15
     assert all(len(s) == 20 and set(s) == {"ok"} for s in cells)
+    # the figures data/README.md gives are the log's
+    readme = " ".join((REPO / "data" / "README.md").read_text(encoding="utf-8").split())
+    tokens = [r["prompt_tokens"] for r in recs]
+    assert f"take {min(tokens):,}–{max(tokens):,} SmolLM2 tokens" in readme
+    minutes = round(sum(r["latency_s"] for r in recs) / 60)
+    assert f"the run took {minutes} minutes" in readme
+
+
+def test_shipped_smollm2_items_are_the_generators(tmp_path: Path) -> None:
+    """data/smollm2_storysim_items.jsonl is, byte for byte, what today's generator writes for
+    data/README.md's command (``tomstats stories --n-per-cell 20 --seed 2024``), so the
+    shipped items can be made again (and a change of the generator's text shows here)."""
+    out = tmp_path / "items.jsonl"
+    assert main(["stories", "--out", str(out), "--n-per-cell", "20", "--seed", "2024",
+                 "--cores", "1", "--no-progress"]) == 0
+    assert out.read_bytes() == (REPO / "data" / "smollm2_storysim_items.jsonl").read_bytes()
 
 
 def test_belief_status_is_copied_and_derived_for_older_logs(tmp_path: Path) -> None:

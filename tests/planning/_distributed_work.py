@@ -1,7 +1,8 @@
 """The work of tests/planning/test_distributed.py: small runs of the API functions that split
 over processes, done alike by the test (one process) and by each of two processes joined with
-``tomstats._distributed.start`` (``python _distributed_work.py PORT ID WORK``, process 0
-pickling the results into ``WORK/two.pkl``)."""
+``tomstats.distributed.session`` (``python _distributed_work.py PORT ID WORK``, process 0
+pickling the results into ``WORK/two.pkl``; with a fourth argument ``raise``, process 1 raises
+inside the session instead of working)."""
 
 from __future__ import annotations
 
@@ -78,10 +79,11 @@ def run_all(work: Path) -> dict[str, Any]:
 
 if __name__ == "__main__":
     port, pid, work = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-    from tomstats import _distributed
+    from tomstats import distributed
 
-    _distributed.start(f"127.0.0.1:{port}", 2, pid, timeout=60)
-    result = run_all(work)
-    if _distributed.is_writer():
-        (work / "two.pkl").write_bytes(pickle.dumps(result))
-    _distributed.finish(0)
+    with distributed.session(f"127.0.0.1:{port}", 2, pid, timeout=60):
+        if sys.argv[4:] == ["raise"] and pid == 1:
+            raise ValueError("a planted error in process 1")
+        result = run_all(work)
+        if distributed.is_writer():
+            (work / "two.pkl").write_bytes(pickle.dumps(result))

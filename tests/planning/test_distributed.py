@@ -136,9 +136,11 @@ def test_cli_two_processes_write_once_what_one_writes(tmp_path, monkeypatch):
     assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []
 
 
-def test_a_killed_process_ends_the_run_with_one_line(tmp_path):
-    """Process 1 killed mid-run: process 0 ends within 30 s, exit 3, one line naming the lost
-    process; ``--out`` keeps its old content and no temporary is left beside it."""
+@pytest.mark.parametrize("killed", [1, 0], ids=["worker", "coordinator"])
+def test_a_killed_process_ends_the_run_with_one_line(tmp_path, killed):
+    """Process 1 (a worker) or process 0 (the coordinator's host, the writer) killed mid-run:
+    the other ends within 30 s, exit 3, one line naming the lost process; ``--out`` keeps its
+    old content and no temporary is left beside it."""
     (tmp_path / "small.toml").write_text(SMALL_TOML)
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "old.txt").write_text("old result")
@@ -151,24 +153,53 @@ def test_a_killed_process_ends_the_run_with_one_line(tmp_path):
             "--distributed-timeout", "9"]
     p1 = _start([*base, "--process-id", "1"], tmp_path, "p1")
     p0 = _start([*base, "--process-id", "0", "--progress"], tmp_path, "p0")
+    victim, survivor = (p1, p0) if killed == 1 else (p0, p1)
+    name = "p0" if killed == 1 else "p1"
     try:
         deadline = time.monotonic() + 120
         while "simulate (bernoulli)" not in (tmp_path / "p0.err").read_text():  # joined
             assert p0.poll() is None and time.monotonic() < deadline, _tail(tmp_path, "p0")
             time.sleep(0.2)
-        p1.send_signal(signal.SIGKILL)
+        time.sleep(1.0)  # well inside the work
+        victim.send_signal(signal.SIGKILL)
         t0 = time.monotonic()
-        code = p0.wait(60)
+        code = survivor.wait(60)
         took = time.monotonic() - t0
     finally:
         _stop([p0, p1])
-    err = (tmp_path / "p0.err").read_text()
+    err = (tmp_path / f"{name}.err").read_text()
     assert code == 3, err[-2000:]
     assert took < 30
     lines = [ln for ln in err.replace("\r", "\n").splitlines() if "tomstats: error" in ln]
-    assert len(lines) == 1 and "process 1 of 2" in lines[0], err[-2000:]
+    assert len(lines) == 1 and f"process {killed}" in lines[0], err[-2000:]
+    assert "nothing was written" in lines[0]
     assert os.listdir(tmp_path / "out") == ["old.txt"]
     assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []
+
+
+def test_an_error_inside_a_session_ends_the_others(work):
+    """``tomstats.distributed.session``: process 1 raises inside the block; it prints its
+    traceback and one line and exits 1, and process 0, waiting in a gather, ends with exit 3
+    and one line naming process 1 and its status; nothing is written."""
+    port = _free_port()
+    procs = [_start([sys.executable, str(HERE / "_distributed_work.py"), str(port), str(i),
+                     str(work), "raise"], work, f"w{i}") for i in (1, 0)]
+    try:
+        t0 = time.monotonic()
+        codes = [p.wait(120) for p in procs]
+        took = time.monotonic() - t0
+    finally:
+        _stop(procs)
+    err0, err1 = (work / "w0.err").read_text(), (work / "w1.err").read_text()
+    assert codes == [1, 3], err0[-2000:] + err1[-2000:]
+    assert "ValueError: a planted error in process 1" in err1
+    assert [ln for ln in err1.splitlines() if "tomstats: error" in ln] == [
+        "tomstats: error: an exception left the session's body (its traceback is above); the "
+        "run is stopped (process 1 of 2)"]
+    lines = [ln for ln in err0.splitlines() if "tomstats: error" in ln]
+    assert len(lines) == 1 and "process 1 of 2 stopped with exit status 1" in lines[0], err0
+    assert took < 90  # joining included
+    assert not (work / "two.pkl").exists()
 
 
 def test_no_coordinator_and_half_given_options_are_one_line(tmp_path, capsys):
