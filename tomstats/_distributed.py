@@ -194,9 +194,7 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
                                    initialization_timeout=t + 5, heartbeat_timeout_seconds=t,
                                    shutdown_timeout_seconds=t)
     except Exception as exc:  # noqa: BLE001 - any failure to join is the same failure
-        text = " ".join(str(exc).split())[:300]
-        raise DistributedError(f"cannot join the run (coordinator {where}) within {t} s: "
-                               f"{text}") from None
+        raise DistributedError(_join_failure(" ".join(str(exc).split()), where, t)) from None
     finally:
         joined.set()
     from jax._src import distributed as _jd
@@ -210,6 +208,18 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
     threading.Thread(target=_watchdog, name="tomstats-watchdog", daemon=True).start()
     threading.Thread(target=_monitor, name="tomstats-monitor", daemon=True).start()
     atexit.register(_at_exit)
+
+
+def _join_failure(text: str, where: str, t: int) -> str:
+    """The one line that says why joining failed (JAX's own words, made specific)."""
+    if "coordinator_address should be defined" in text:
+        return ("no multi-process environment found (SLURM or Open MPI, for --distributed): "
+                "start the processes with srun or mpirun, or give --coordinator HOST:PORT "
+                "--num-processes N --process-id I")
+    if "before any JAX calls" in text:
+        return ("JAX was used in this process before the run was joined: join it first "
+                "(tomstats.distributed.session() or start() before any other work)")
+    return f"cannot join the run (coordinator {where}) within {t} s: {text[:300]}"
 
 
 def _delay_fatal_aborts() -> None:

@@ -219,6 +219,18 @@ def test_no_coordinator_and_half_given_options_are_one_line(tmp_path, capsys):
     assert time.monotonic() - t0 < 30
     assert "cannot reach the coordinator" in res.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "o").exists()
+    # --distributed outside SLURM and Open MPI: one line that says what to do, exit 3
+    env = {k: v for k, v in ENV.items()
+           if not k.startswith(("SLURM_", "OMPI_", "PMI_", "PMIX_"))}
+    res = subprocess.run([sys.executable, "-m", "tomstats", "simulate", "small.toml", "--out",
+                          "o", "--distributed"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 3, res.stderr[-2000:]
+    assert res.stderr.strip().splitlines()[-1] == (
+        "tomstats simulate: error: no multi-process environment found (SLURM or Open MPI, "
+        "for --distributed): start the processes with srun or mpirun, or give --coordinator "
+        "HOST:PORT --num-processes N --process-id I")
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("n", [0, 1, 5, 13, 64])
