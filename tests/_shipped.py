@@ -33,16 +33,18 @@ def overflow_record(record: dict) -> dict:
     return out
 
 
-def log_with_overflow_errors(dest: Path, context_words: int = 5000) -> Path:
-    """Write the shipped log to ``dest`` with every ``context_words`` record an error."""
-    lines = []
-    for line in SHIPPED_LOG.read_text(encoding="utf-8").splitlines():
-        rec = json.loads(line)
-        if rec["context_words"] == context_words:
-            rec = overflow_record(rec)
-        lines.append(json.dumps(rec, ensure_ascii=False))
+def _rewritten(dest: Path, change) -> Path:
+    """Write the shipped log to ``dest``, each record passed through ``change``."""
+    lines = [json.dumps(change(json.loads(line)), ensure_ascii=False)
+             for line in SHIPPED_LOG.read_text(encoding="utf-8").splitlines()]
     dest.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return dest
+
+
+def log_with_overflow_errors(dest: Path, context_words: int = 5000) -> Path:
+    """Write the shipped log to ``dest`` with every ``context_words`` record an error."""
+    return _rewritten(dest, lambda rec: overflow_record(rec)
+                      if rec["context_words"] == context_words else rec)
 
 
 #: The fields a log written before paired scores and the "previous place" baseline lacks.
@@ -52,9 +54,4 @@ _NEWER = ("pair_id", "previous_location")
 def log_without_pairs(dest: Path) -> Path:
     """Write the shipped log to ``dest`` as an older runner wrote it: no ``pair_id`` and no
     ``previous_location`` in any record."""
-    lines = []
-    for line in SHIPPED_LOG.read_text(encoding="utf-8").splitlines():
-        rec = {k: v for k, v in json.loads(line).items() if k not in _NEWER}
-        lines.append(json.dumps(rec, ensure_ascii=False))
-    dest.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return dest
+    return _rewritten(dest, lambda rec: {k: v for k, v in rec.items() if k not in _NEWER})

@@ -11,10 +11,12 @@ process with the same seed gives. Only process 0 should write files (:func:`is_w
 
 >>> import tomstats
 >>> from tomstats import distributed
+>>> from tomstats.simulation.study import load_study
 >>> with distributed.session():                            # doctest: +SKIP
-...     result = tomstats.simulate("simulations/paper.toml")
+...     cfg = load_study("simulations/paper.toml")
+...     ds = tomstats.simulate(cfg.design, cfg.params, replicates=100_000, seed=1)
 ...     if distributed.is_writer():
-...         result.save("out/")
+...         ds.to_netcdf("simulated.nc")
 
 :func:`session` reads SLURM's or Open MPI's environment when given nothing, or takes the
 coordinator ``HOST:PORT``, the number of processes and this process's index. A process that
