@@ -55,6 +55,23 @@ PLANTS = [
         ("Dan", "Eve", "Fay", "Gus", "Hal", "Ida", "Jo"),
         ("kitchen", "cellar", "lounge", "library", "bedroom", "kitchen", "cellar"),
         strict=True)), "move_runs"),
+    ("rooms", "Meanwhile, Bob yawns. Meanwhile, Carol sighs.", "repeated_opener"),
+    ("rooms", "Later on, Bob yawns. Carol sighs. Dan nods. Later on, Eve laughs.",
+     "repeated_opener"),
+    ("rooms", "The kitchen still smells of fresh paint.", "contradiction"),  # then bread
+    ("rooms", "The cellar is the tidiest place in the house. The lounge is the tidiest "
+              "place in the house.", "contradiction"),
+    ("rooms", "Dan says that the lounge is always too cold. The lounge is warmer than the "
+              "rest of the house.", "contradiction"),
+    ("calls", "The agenda of the sales call is very long. Dan wonders whether the sales "
+              "call needs an agenda.", "contradiction"),
+    ("rooms", "In the meantime, the lounge has a creaky wooden floor.", "timed_description"),
+    ("field", "Just then, the quarry is deeper than it looks.", "timed_description"),
+    ("field", "Bob climbs down into the field.", "misfit_place"),
+    ("field", "The field is deeper than it looks.", "misfit_place"),
+    ("field", "Dan wonders who first dug the field.", "misfit_place"),
+    ("calls", "The lobby runs late as usual.", "misfit_place"),
+    ("calls", "Dan wonders who scheduled the lobby.", "misfit_place"),
 ]
 
 
@@ -93,6 +110,19 @@ def test_what_is_not_a_defect() -> None:
         assert got["a_before_vowel"] == got["tense_clash"] == 0, (s, got)
     # the last one stacks two adverbials (Meanwhile + on second thought)
     assert _lint("rooms", _plant("rooms", ok[-1]))["stacked_adverbials"] == 1
+    # a state told with an opener that fits it; the same opener four sentences apart; a
+    # place's own description twice of two places; the hub in its own forms
+    fine = [("rooms", "Apparently, the lounge has a creaky wooden floor."),
+            ("rooms", "Meanwhile, Bob yawns. Carol sighs. Dan nods. Eve waits. Meanwhile, Fay "
+                      "laughs."),
+            ("rooms", "The cellar has pale blue walls. The lounge still smells of fresh "
+                      "paint."),
+            ("field", "Bob walks back out into the field. The grass in the field is "
+                      "knee-high."),
+            ("calls", "Dan goes back to the lobby. The lobby lists the calls of the day.")]
+    for setting, s in fine:
+        got = _lint(setting, _plant(setting, s))
+        assert not any(got.values()), (s, got)
     # exactly MAX_MOVE_RUN moves in a row is allowed, one more is a run
     moves = [f"Dan walks into the {p}." for p in ("kitchen", "cellar") * 4]
     base = "Intro. "

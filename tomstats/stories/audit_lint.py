@@ -36,6 +36,26 @@ scored on. :func:`lint_story` counts, in one story of a setting, the defects of
 ``move_runs``
     A run of more than :data:`MAX_MOVE_RUN` consecutive sentences that are all told moves
     (:mod:`tomstats.stories.audit_parse`): a stretch of bare moves instead of a story.
+``repeated_opener``
+    A sentence that opens with the same manner or time phrase (:data:`ADVERBIALS`) as one
+    of the :data:`OPENER_WINDOW` sentences before it: "Meanwhile, Bob naps. Meanwhile, Dan
+    reads."
+``contradiction``
+    A description or remark about a place that cannot be true beside one told earlier of
+    the same place (:data:`tomstats.stories.narrative.CLASHES`: "The lounge smells of fresh
+    bread." and "The lounge still smells of fresh paint."), or a description that singles
+    a place out told of a second place (:data:`tomstats.stories.narrative.ONE_PLACE`: "the
+    tidiest place in the house"). A sentence is read as a template of the setting once its
+    manner phrases are dropped, its place written ``{l}`` and its first word, a name,
+    ``{a}``.
+``timed_description``
+    A description of a place (a state, not an event) opened by a manner or time phrase
+    other than :data:`tomstats.stories.narrative.STATIC_OPENERS`: "In the meantime, the
+    lounge has a creaky wooden floor."
+``misfit_place``
+    A move, description or remark about the hub in a form that fits the setting's other
+    places only (:func:`tomstats.stories.narrative.place_templates`): "Bob climbs down
+    into the field.", "The field is deeper than it looks.", "The lobby runs late as usual."
 
 The audit sums the counts per (setting, length) and fails each check on any count above 0.
 """
@@ -49,15 +69,18 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from tomstats.stories.audit_parse import StoryParse
-from tomstats.stories.narrative import MANNER_PHRASES, without_manner
+from tomstats.stories.narrative import MANNER_PHRASES, opener, without_manner
 
 __all__ = ["ADVERBIALS", "CURATED_FOREIGN", "IRREGULAR_PAST", "LINT_CHECKS", "MAX_MOVE_RUN",
-           "NEAR_DUPLICATE_JACCARD", "NEAR_DUPLICATE_WINDOW", "PRESENT_MARKERS", "SUBORDINATORS",
-           "VOWEL_EXCEPTIONS", "foreign_vocabulary", "lint_story"]
+           "NEAR_DUPLICATE_JACCARD", "NEAR_DUPLICATE_WINDOW", "OPENER_WINDOW", "PRESENT_MARKERS",
+           "SUBORDINATORS", "VOWEL_EXCEPTIONS", "foreign_vocabulary", "lint_story"]
 
 #: The lint checks, in the order they are reported.
 LINT_CHECKS = ("a_before_vowel", "stacked_adverbials", "tense_clash", "near_duplicate",
-               "foreign_words", "move_runs")
+               "foreign_words", "move_runs", "repeated_opener", "contradiction",
+               "timed_description", "misfit_place")
+#: How many sentences before a sentence are compared with its opener.
+OPENER_WINDOW = 3
 
 #: Word beginnings after which "a" is right although the word starts with a vowel letter.
 VOWEL_EXCEPTIONS = ("uni", "use", "usu", "uti", "uto", "ure", "eu", "one", "once", "ewe")
@@ -299,7 +322,78 @@ def lint_story(parse: StoryParse, setting: str,
     if found is not None:
         found.update(bad)
     counts["move_runs"] = _long_runs(sorted({m.sentence for m in parse.moves}))
+    openers = [opener(low, vocab) for low in sents]
+    counts["repeated_opener"] = sum(
+        op is not None and op in openers[max(0, i - OPENER_WINDOW):i]
+        for i, op in enumerate(openers))
+    (counts["contradiction"], counts["timed_description"],
+     counts["misfit_place"]) = _place_sentences(parse, sents, openers, setting, vocab)
     return counts
+
+
+@dataclasses.dataclass(frozen=True)
+class _Templates:
+    """A setting's place templates by their key (lower case, no final stop), those that do
+    not fit its hub, its descriptions, the hub, the clashing templates of each template,
+    the one-place templates and the openers a description takes."""
+
+    keys: dict[str, str]
+    misfit: frozenset[str]
+    descriptions: frozenset[str]
+    hub: str
+    clashes: dict[str, frozenset[str]]
+    one_place: frozenset[str]
+    static: frozenset[str]
+
+
+@lru_cache(maxsize=8)
+def _templates(setting: str) -> _Templates | None:
+    """The place templates of ``setting`` (``None``: :mod:`~tomstats.stories.narrative`
+    does not define it)."""
+    from tomstats.stories import narrative
+
+    st = narrative.NATURAL_SETTINGS.get(setting)
+    if st is None:
+        return None
+    fits = narrative.place_templates(st)
+    clashes: dict[str, set[str]] = {}
+    for a, b in narrative.CLASHES.get(setting, ()):
+        clashes.setdefault(a, set()).add(b)
+        clashes.setdefault(b, set()).add(a)
+    return _Templates({t.lower().rstrip("."): t for t in (*fits["places"], *fits["hub"])},
+                      frozenset(fits["places"]) - frozenset(fits["hub"]),
+                      frozenset(fits["descriptions"]), st.hub,
+                      {k: frozenset(v) for k, v in clashes.items()}, narrative.ONE_PLACE,
+                      frozenset(x.lower() for x in narrative.STATIC_OPENERS))
+
+
+def _place_sentences(parse: StoryParse, sents: list[str], openers: list[str | None],
+                     setting: str, vocab: frozenset[str]) -> tuple[int, int, int]:
+    """The ``contradiction``, ``timed_description`` and ``misfit_place`` counts of a story
+    (see the module docstring)."""
+    tp = _templates(setting)
+    if tp is None:
+        return 0, 0, 0
+    told: dict[str, set[str]] = {}
+    owner: dict[str, str] = {}
+    bad = timed = odd = 0
+    for low, places, op in zip(sents, parse.places, openers, strict=True):
+        if len(set(places)) != 1:
+            continue
+        place = places[0]
+        key = without_manner(low, vocab).strip().rstrip(".!? ")
+        key = key.replace("the " + place.replace("_", " ").lower(), "{l}", 1)
+        t = tp.keys.get(key)
+        if t is None:
+            t = tp.keys.get("{a} " + key.partition(" ")[2])
+        if t is None:
+            continue
+        odd += place == tp.hub and t in tp.misfit
+        timed += op is not None and t in tp.descriptions and op not in tp.static
+        elsewhere = t in tp.one_place and owner.setdefault(t, place) != place
+        bad += elsewhere or bool(tp.clashes.get(t, frozenset()) & told.get(place, set()))
+        told.setdefault(place, set()).add(t)
+    return bad, timed, odd
 
 
 def _near_duplicates(tokens: list[list[str]]) -> int:

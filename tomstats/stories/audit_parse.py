@@ -126,7 +126,7 @@ def move_forms() -> tuple[str, ...]:
         forms += [*sst.to_place, *sst.to_hub]
     forms += list(settings.OBJECT_TEMPLATES)
     for st in narrative.NATURAL_SETTINGS.values():
-        forms += list(st.moves)
+        forms += [*st.moves, *st.hub_moves]
     for name, value in sorted(vars(narrative).items()):
         if ("MOVES" in name.upper() or "JOINS" in name.upper()) and isinstance(value, tuple) \
                 and all(isinstance(v, str) for v in value):

@@ -58,6 +58,12 @@ class NaturalSetting:
     vocabulary : tuple of str
         Every sentence form of the setting's own banks (actions, remarks, dialogue,
         descriptions, fills, manner phrases, object moves): what its stories may say.
+    hub_moves : tuple of str
+        Templates of a move into the hub (empty: ``moves``): one climbs *down into* a
+        quarry but walks *back out into* the field.
+    hub_notes : tuple of str
+        Descriptions of the hub (empty: ``place_notes``): a field has no bottom to hold
+        rainwater, a lobby no agenda.
     """
 
     name: str
@@ -71,6 +77,16 @@ class NaturalSetting:
     object_instructions: str = ""
     object_names: tuple[str, ...] = ()
     vocabulary: tuple[str, ...] = ()
+    hub_moves: tuple[str, ...] = ()
+    hub_notes: tuple[str, ...] = ()
+
+    def moves_into(self, location: str) -> tuple[str, ...]:
+        """The move templates that fit entering ``location``."""
+        return self.hub_moves if location == self.hub and self.hub_moves else self.moves
+
+    def notes_of(self, location: str) -> tuple[str, ...]:
+        """The description templates that fit ``location``."""
+        return self.hub_notes if location == self.hub and self.hub_notes else self.place_notes
 
     @property
     def locations(self) -> tuple[str, ...]:
@@ -124,6 +140,14 @@ _MOVES_CALLS = (
     "{a} joins {l}.", "{a} dials into {l}.", "{a} switches over to {l}.",
     "{a} connects to {l}.", "{a} hops on {l}.", "{a} moves on to {l}.",
     "{a} clicks through to {l}.", "{a} logs into {l}.")
+#: Moves into the hub where the places' verbs do not fit it (one climbs down into a
+#: quarry, not into the field; one goes back to the lobby, not on it).
+_HUB_MOVES_FIELD = (
+    "{a} climbs back up to {l}.", "{a} walks back out into {l}.", "{a} heads back to {l}.",
+    "{a} makes their way back to {l}.", "{a} wanders back into {l}.")
+_HUB_MOVES_CALLS = (
+    "{a} goes back to {l}.", "{a} returns to {l}.", "{a} drops back into {l}.",
+    "{a} switches back to {l}.", "{a} heads back to {l}.")
 
 _NOTES_ROOMS = (
     "{L} smells of fresh bread.", "{L} has a creaky wooden floor.",
@@ -145,6 +169,11 @@ _NOTES_FIELD = (
     "Crows circle high above {l}.", "The earth around {l} is soft after the rain.",
     "{L} echoes when anyone speaks.", "Nettles grow along the edge of {l}.",
     "{L} is older than the farm itself.", "Sunlight barely reaches {l}.")
+_HUB_NOTES_FIELD = (
+    "A cold wind blows over {l}.", "Crows circle high above {l}.",
+    "The earth of {l} is soft after the rain.", "Nettles grow along the edge of {l}.",
+    "The grass in {l} is knee-high.", "{L} slopes gently down towards the farm.",
+    "Sheep graze at the far end of {l}.", "A fence runs along one side of {l}.")
 _NOTES_CALLS = (
     "{L} has a shared screen full of spreadsheets.", "{L} runs late as usual.",
     "The audio in {l} crackles now and then.", "{L} has its own chat window.",
@@ -152,6 +181,11 @@ _NOTES_CALLS = (
     "The agenda of {l} is very long.", "{L} uses a bright green background.",
     "The host of {l} speaks very fast.", "{L} keeps a recording of everything said.",
     "A slide deck is being shared in {l}.", "{L} has more people than usual today.")
+_HUB_NOTES_CALLS = (
+    "The audio in {l} crackles now and then.", "{L} has its own chat window.",
+    "Someone in {l} never mutes their microphone.", "{L} uses a bright green background.",
+    "{L} has more people than usual today.", "{L} plays soft music while people wait.",
+    "{L} lists the calls of the day.", "{L} shows a clock counting down to the hour.")
 
 NATURAL_SETTINGS: dict[str, NaturalSetting] = {
     "rooms": NaturalSetting(
@@ -165,7 +199,8 @@ NATURAL_SETTINGS: dict[str, NaturalSetting] = {
         _MOVES_FIELD, _NOTES_FIELD, "{names} are standing in {hub}.", "the same place",
         _RULES.format(hub="the field", unit="place", units="places", sense="see"),
         _OBJECT_RULES.format(hub="the field", thing="thing", things="things",
-                             Things="Things"), _THINGS),
+                             Things="Things"), _THINGS,
+        hub_moves=_HUB_MOVES_FIELD, hub_notes=_HUB_NOTES_FIELD),
     "calls": NaturalSetting(
         "calls", "lobby", ("budget call", "design call", "sales call", "hiring call",
                            "support call"),
@@ -173,7 +208,8 @@ NATURAL_SETTINGS: dict[str, NaturalSetting] = {
         "service.", "the same call",
         _RULES.format(hub="the lobby", unit="call", units="calls", sense="hear"),
         _OBJECT_RULES.format(hub="the lobby", thing="document", things="documents",
-                             Things="Documents"), _CALL_OBJECTS),
+                             Things="Documents"), _CALL_OBJECTS,
+        hub_moves=_HUB_MOVES_CALLS, hub_notes=_HUB_NOTES_CALLS),
 }
 
 
@@ -212,10 +248,20 @@ _ADVERBIALS: dict[str, tuple[str, ...]] = {
               "with their headset on", "right on time", "a minute late"),
 }
 
-#: Openers of a sentence (present-tense narration; one manner phrase at most).
+#: The adverbials that fit a move only ("Bob yawns, a minute late" does not).
+_MOVE_ADVERBIALS = frozenset(("without looking back", "stepping over a root", "right on time",
+                              "a minute late"))
+
+#: Openers of a sentence (present-tense narration; one manner phrase at most; none that
+#: asks for a contrast or a repetition the story did not tell: "Even so", "Once again").
 _OPENERS = ("Meanwhile", "As usual", "For once", "Just then", "Oddly enough", "As always",
-            "In the meantime", "Once again", "Even so", "Of course", "Somehow", "Apparently",
-            "Still", "Later on", "After a moment", "Before long")
+            "In the meantime", "Of course", "Apparently", "Later on", "After a moment",
+            "Before long")
+#: The openers that fit a description of a place, which tells a state, not an event
+#: ("In the meantime, the lounge has a wooden floor" does not).
+STATIC_OPENERS = ("Oddly enough", "As always", "Of course", "Apparently")
+#: A sentence's opener or adverbial is none of the last this many used.
+OPENER_MEMORY = 4
 
 _ACTIONS: dict[str, tuple[str, ...]] = {
     "rooms": (
@@ -267,7 +313,7 @@ _OBJECTS: dict[str, tuple[str, ...]] = {
     "field": ("a torch", "a map", "a coil of rope", "a flask", "a walking stick",
               "a pair of gloves", "a compass", "a bag of apples", "a trowel", "a pebble",
               "a pine cone", "a tin of biscuits"),
-    "calls": ("the agenda", "the shared document", "the budget sheet", "the slide deck",
+    "calls": ("the agenda", "the team document", "the budget sheet", "the slide deck",
               "the chat log", "the meeting notes", "the project plan", "a spreadsheet"),
 }
 _HANDLING: dict[str, tuple[str, ...]] = {
@@ -337,7 +383,7 @@ _ABOUT: dict[str, tuple[str, ...]] = {
         "{a} jokes that {l} must be haunted.", "{a} says that foxes sometimes sleep in {l}.",
         "{a} wonders who first dug {l}.", "{a} thinks that {l} is the quietest spot around.",
         "{a} mentions that {l} is muddy after the rain.",
-        "{a} asks nobody in particular how old {l} is.",
+        "{a} asks nobody in particular who first found {l}.",
         "{a} says that {l} is full of nettles in summer."),
     "calls": (
         "{a} says that {l} always runs over time.", "{a} thinks that {l} could be shorter.",
@@ -349,6 +395,61 @@ _ABOUT: dict[str, tuple[str, ...]] = {
         "{a} asks nobody in particular who hosts {l}.",
         "{a} remembers the first meeting of {l}, years ago."),
 }
+#: Remarks about the hub where the places' remarks do not fit it (nobody digs a field or
+#: schedules a lobby); a setting without an entry uses its ``_ABOUT`` for the hub too.
+_HUB_ABOUT: dict[str, tuple[str, ...]] = {
+    "field": (
+        "{a} says that {l} floods every spring.", "{a} remembers a picnic in {l}.",
+        "{a} thinks about {l} for a moment.", "{a} says that a friend once got lost near {l}.",
+        "{a} recalls a long story about {l}.", "{a} says that foxes cross {l} at night.",
+        "{a} mentions that {l} is muddy after the rain.",
+        "{a} asks nobody in particular who owns {l}.",
+        "{a} says that {l} is full of nettles in summer."),
+    "calls": (
+        "{a} thinks about {l} for a moment.", "{a} says that {l} is always crowded.",
+        "{a} wonders who set up {l}.", "{a} jokes that everyone waits too long in {l}.",
+        "{a} asks nobody in particular who runs {l}.",
+        "{a} complains that the sound in {l} is poor.",
+        "{a} mentions that {l} has too many people."),
+}
+
+#: Descriptions and remarks (templates) that cannot both be true of one place: a story
+#: that told one of a pair about a place tells the other about another place only.
+CLASHES: dict[str, tuple[tuple[str, str], ...]] = {
+    "rooms": tuple((a, b) for a, bs in (
+        ("{L} smells of fresh bread.", ("{L} still smells of fresh paint.",
+                                        "{a} says that {l} always smells a little odd.")),
+        ("Sunlight falls across {l}.", ("{L} is lit by a single bulb.",)),
+        ("{L} is lit by a single bulb.", ("The lamp in {l} flickers now and then.",)),
+        ("{L} is warmer than the rest of the house.", (
+            "A faint draught runs through {l}.", "A window stands open in {l}.",
+            "{a} says that {l} is always too cold.")),
+        ("{L} is the tidiest place in the house.", (
+            "{L} is cluttered with cardboard boxes.",
+            "There is a pile of old newspapers in {l}.", "A pile of laundry waits in {l}.",
+            "A spider's web hangs in one corner of {l}.",
+            "{a} wonders whether anyone tidies {l}.", "{a} plans to tidy {l} at the weekend.")),
+        ("{L} has pale blue walls.", ("The wallpaper in {l} is peeling at the edges.",)),
+        ("{L} still smells of fresh paint.", (
+            "The wallpaper in {l} is peeling at the edges.",
+            "{a} hears that {l} is going to be repainted.")),
+    ) for b in bs),
+    "field": (
+        ("{L} echoes when anyone speaks.", "{a} thinks that {l} is the quietest spot around."),
+        ("Sunlight barely reaches {l}.", "{L} is half hidden by tall grass."),
+    ),
+    "calls": (
+        ("{L} has a shared screen full of spreadsheets.",
+         "A slide deck is being shared in {l}."),
+        ("The agenda of {l} is very long.", "{a} wonders whether {l} needs an agenda."),
+        ("{L} keeps a recording of everything said.", "{a} asks whether {l} is recorded."),
+    ),
+}
+#: Descriptions that single a place out ("the tidiest place in the house"): a story tells
+#: each of one place at most.
+ONE_PLACE: frozenset[str] = frozenset((
+    "{L} is warmer than the rest of the house.", "{L} is the tidiest place in the house.",
+    "{a} thinks that {l} is the quietest spot around."))
 
 _LOOKS: dict[str, tuple[str, ...]] = {
     "rooms": ("{a} wears a {c} coat.", "{a} has short {h} hair.", "{a} carries a {c} bag.",
@@ -452,20 +553,66 @@ class Phrases:
 
     def __post_init__(self) -> None:
         self.bank = _bank(self.setting)
+        self._recent: list[frozenset[str]] = []  # manner phrases of the last sentences
+        self._told: dict[str, set[str]] = {}  # place → description templates told of it
+        self._owner: dict[str, str] = {}  # a one-place template → its place
+        clashes: dict[str, set[str]] = {}
+        for a, b in CLASHES.get(self.bank, ()):
+            clashes.setdefault(a, set()).add(b)
+            clashes.setdefault(b, set()).add(a)
+        self._clashes = clashes
+
+    def told(self, sentence: str) -> None:
+        """Note a sentence the story tells: its manner phrases are not used again in the
+        next :data:`OPENER_MEMORY` sentences."""
+        low = sentence.lower().rstrip(".!? ")
+        segs = [seg.strip() for seg in low.split(",")] if "," in low else []
+        self._recent = [*self._recent[1 - OPENER_MEMORY:],
+                        frozenset(x for x in segs if x in MANNER_PHRASES)]
+
+    def _phrase(self, pool: Sequence[str]) -> str | None:
+        """One of ``pool`` that none of the last :data:`OPENER_MEMORY` sentences told uses
+        (``None`` when every one was used)."""
+        used = frozenset().union(*self._recent)
+        fresh = [x for x in pool if x.lower() not in used]
+        return self.rng.choice(fresh) if fresh else None
+
+    def _fits(self, template: str, loc: str) -> bool:
+        """Whether telling ``template`` of ``loc`` contradicts nothing told of a place."""
+        owner = self._owner.get(template)
+        if owner is not None and owner != loc:
+            return False
+        return not (self._clashes.get(template, set()) & self._told.get(loc, set()))
+
+    def _describe(self, pool: Sequence[str], loc: str) -> str:
+        """A template of ``pool`` that fits what was told of ``loc``, recorded as told."""
+        fits = [x for x in pool if self._fits(x, loc)]
+        x = self.rng.choice(fits or pool)
+        self._told.setdefault(loc, set()).add(x)
+        if x in ONE_PLACE:
+            self._owner.setdefault(x, loc)
+        return x
 
     def where(self, loc: str) -> str:
         """The place as written."""
         return self.setting.text(loc)
 
     def _manner(self, s: str, *, p: float, name_first: bool, opener: bool = True) -> str:
-        """``s`` with probability ``p`` given one manner phrase: an opener or an adverbial."""
+        """``s`` with probability ``p`` given one manner phrase: an opener or an adverbial
+        (``opener=False``: a move, which takes no opener but may take the adverbials of a
+        move only)."""
         rng = self.rng
         if rng.random() >= p:
             return s
         if opener and rng.random() < 0.5:
             head = s if name_first else s[:1].lower() + s[1:]
-            return f"{rng.choice(_OPENERS)}, {head}"
-        adv = rng.choice(_ADVERBIALS[self.bank])
+            op = self._phrase(_OPENERS)
+            return s if op is None else f"{op}, {head}"
+        pool = _ADVERBIALS[self.bank]
+        adv = self._phrase(pool if not opener else
+                           [x for x in pool if x not in _MOVE_ADVERBIALS])
+        if adv is None:
+            return s
         if rng.random() < 0.4:
             head = s if name_first else s[:1].lower() + s[1:]
             return f"{_cap(adv)}, {head}"
@@ -473,7 +620,7 @@ class Phrases:
 
     def move(self, actor: str, loc: str, *, plain: bool = False) -> str:
         """A sentence telling that ``actor`` enters ``loc``."""
-        s = self.rng.choice(self.setting.moves).format(a=actor, l=self.where(loc))
+        s = self.rng.choice(self.setting.moves_into(loc)).format(a=actor, l=self.where(loc))
         return s if plain else self._manner(s, p=0.75, name_first=True, opener=False)
 
     def joins(self, actor: str, hosts: Sequence[str]) -> str:
@@ -493,10 +640,9 @@ class Phrases:
     def note(self, loc: str) -> str:
         """A short description of a place."""
         where = self.where(loc)
-        s = self.rng.choice(self.setting.place_notes).format(l=where, L=_cap(where))
-        if self.rng.random() < 0.4:
-            s = f"{self.rng.choice(_OPENERS)}, {s[:1].lower() + s[1:]}"
-        return s
+        s = self._describe(self.setting.notes_of(loc), loc).format(l=where, L=_cap(where))
+        op = self._phrase(STATIC_OPENERS) if self.rng.random() < 0.4 else None
+        return s if op is None else f"{op}, {s[:1].lower() + s[1:]}"
 
     def action(self, actor: str) -> str:
         """A non-moving action (naming no place)."""
@@ -527,10 +673,10 @@ class Phrases:
 
     def about(self, actor: str, loc: str) -> str:
         """``actor`` talks or thinks about ``loc`` (which does not place ``actor`` there)."""
-        s = self.rng.choice(_ABOUT[self.bank]).format(a=actor, l=self.where(loc))
-        if self.rng.random() < 0.4:
-            s = f"{self.rng.choice(_OPENERS)}, {s}"
-        return s
+        pool = _HUB_ABOUT.get(self.bank, ()) if loc == self.setting.hub else ()
+        s = self._describe(pool or _ABOUT[self.bank], loc).format(a=actor, l=self.where(loc))
+        op = self._phrase(_OPENERS) if self.rng.random() < 0.4 else None
+        return s if op is None else f"{op}, {s}"
 
     def fill(self, lo: int, hi: int) -> str | None:
         """A sentence of ``lo … hi`` words that names no one and no place, if one exists."""
@@ -555,6 +701,26 @@ def without_manner(sentence: str, phrases: frozenset[str] = MANNER_PHRASES) -> s
         return low
     body = low.rstrip(".!? ")
     return ",".join(seg for seg in body.split(",") if seg.strip() not in phrases)
+
+
+def opener(sentence: str, phrases: frozenset[str] = MANNER_PHRASES) -> str | None:
+    """The manner or time phrase that opens ``sentence`` ("Meanwhile, Bob naps." →
+    ``"meanwhile"``), lower case, or ``None``."""
+    head, comma, _rest = sentence.partition(", ")
+    low = head.lower()
+    return low if comma and low in phrases else None
+
+
+def place_templates(setting: NaturalSetting) -> dict[str, tuple[str, ...]]:
+    """The templates of sentences about one place of ``setting`` (moves, descriptions,
+    remarks), by the locations they fit (``"hub"``, ``"places"``), and its descriptions
+    (``"descriptions"``: they tell a state, and take only :data:`STATIC_OPENERS`)."""
+    bank = _bank(setting)
+    remarks = _ABOUT[bank]
+    return {"places": (*setting.moves, *setting.place_notes, *remarks),
+            "hub": (*setting.moves_into(setting.hub), *setting.notes_of(setting.hub),
+                    *(_HUB_ABOUT.get(bank) or remarks)),
+            "descriptions": (*setting.place_notes, *setting.hub_notes)}
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -596,7 +762,7 @@ def _vocabulary(bank: str) -> tuple[str, ...]:
     """Every sentence form of a setting's banks (see :attr:`NaturalSetting.vocabulary`)."""
     pools = (_ADVERBIALS, _ACTIONS, _SHORT, _OBJECTS, _HANDLING, _LINES, _QUESTIONS, _ABOUT,
              _LOOKS, _FILLS)
-    out = [x for pool in pools for x in pool[bank]]
+    out = [x for pool in pools for x in pool[bank]] + list(_HUB_ABOUT.get(bank, ()))
     movers = {"field": _MOVERS_FIELD, "calls": _MOVERS_CALLS}.get(bank, MOVERS)
     forms = _OBJ_MOVES_CALLS if bank == "calls" else _OBJ_MOVES
     return (*out, *movers, *forms, *OBJECT_REMARKS)

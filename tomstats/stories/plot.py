@@ -338,6 +338,7 @@ class _Teller:
     def say(self, s: str, *, move: bool = False) -> None:
         self.said.add(s)
         self.sents.append(s)
+        self.ph.told(s)
         self.marks.append((len(self.events) - 1 if move else -1, (), ()))
         self.wsets.append(word_set(s))
         self.words += len(s.split())
