@@ -457,21 +457,22 @@ _LOOKS: dict[str, tuple[str, ...]] = {
               "{a} speaks in a quiet voice.", "{a} looks tired but cheerful.",
               "{a} has a small scar on one hand.", "{a} wears round glasses.",
               "{a} keeps a {c} pencil behind one ear.", "{a} wears a {c} jumper.",
-              "{a} has {h} eyebrows and a loud laugh.", "{a} walks with a slight limp."),
+              "{a} has {b} eyebrows and a loud laugh.", "{a} walks with a slight limp."),
     "field": ("{a} wears a {c} raincoat.", "{a} has short {h} hair.",
               "{a} carries a {c} backpack.", "{a} is wearing {c} boots today.",
               "{a} has a {c} scarf around their neck.", "{a} looks tired but cheerful.",
-              "{a} wears a {c} woolly hat.", "{a} has {h} eyebrows and a loud laugh.",
+              "{a} wears a {c} woolly hat.", "{a} has {b} eyebrows and a loud laugh.",
               "{a} walks with a slight limp."),
     "calls": ("{a} has a {c} background on screen.", "{a} has short {h} hair.",
               "{a} wears a {c} headset.", "{a} speaks in a quiet voice.",
               "{a} looks tired but cheerful.", "{a} wears round glasses.",
-              "{a} has a {c} mug next to the keyboard.", "{a} has {h} eyebrows and a loud laugh.",
+              "{a} has a {c} mug next to the keyboard.", "{a} has {b} eyebrows and a loud laugh.",
               "{a} has a bookshelf behind them on camera."),
 }
 _COLOURS = ("green", "red", "grey", "yellow", "navy", "brown", "white", "black", "orange",
             "purple")
 _HAIR = ("dark", "fair", "curly", "grey", "red", "straight", "wavy")
+_BROWS = ("dark", "fair", "grey", "red", "thick", "bushy")
 
 _FILLS: dict[str, tuple[str, ...]] = {
     "rooms": ("It is quiet.", "Nothing much happens.", "Time passes slowly.",
@@ -556,6 +557,7 @@ class Phrases:
         self._recent: list[frozenset[str]] = []  # manner phrases of the last sentences
         self._told: dict[str, set[str]] = {}  # place → description templates told of it
         self._owner: dict[str, str] = {}  # a one-place template → its place
+        self._remarks: set[tuple[str, str]] = set()  # (actor, template): remarks, looks
         clashes: dict[str, set[str]] = {}
         for a, b in CLASHES.get(self.bank, ()):
             clashes.setdefault(a, set()).add(b)
@@ -584,10 +586,15 @@ class Phrases:
             return False
         return not (self._clashes.get(template, set()) & self._told.get(loc, set()))
 
-    def _describe(self, pool: Sequence[str], loc: str) -> str:
-        """A template of ``pool`` that fits what was told of ``loc``, recorded as told."""
+    def _describe(self, pool: Sequence[str], loc: str, actor: str | None = None) -> str:
+        """A template of ``pool`` that fits what was told of ``loc`` (and, for a remark of
+        ``actor``, one it has not made of another place), recorded as told."""
         fits = [x for x in pool if self._fits(x, loc)]
+        if actor is not None:
+            fits = [x for x in fits if (actor, x) not in self._remarks] or fits
         x = self.rng.choice(fits or pool)
+        if actor is not None:
+            self._remarks.add((actor, x))
         self._told.setdefault(loc, set()).add(x)
         if x in ONE_PLACE:
             self._owner.setdefault(x, loc)
@@ -659,10 +666,14 @@ class Phrases:
         return f"{actor} {self.rng.choice(_SHORT[self.bank])}."
 
     def looks(self, actor: str) -> str:
-        """A short description of a person."""
+        """A short description of a person, none told of them before (a person's hair or
+        coat has one colour in a story)."""
         rng = self.rng
-        return articles(rng.choice(_LOOKS[self.bank]).format(a=actor, c=rng.choice(_COLOURS),
-                                                             h=rng.choice(_HAIR)))
+        pool = _LOOKS[self.bank]
+        form = rng.choice([x for x in pool if (actor, x) not in self._remarks] or pool)
+        self._remarks.add((actor, form))
+        return articles(form.format(a=actor, c=rng.choice(_COLOURS), h=rng.choice(_HAIR),
+                                    b=rng.choice(_BROWS)))
 
     def dialogue(self, a: str, b: str) -> str:
         """``a`` says something (about no place) to ``b``; both share a place."""
@@ -674,7 +685,8 @@ class Phrases:
     def about(self, actor: str, loc: str) -> str:
         """``actor`` talks or thinks about ``loc`` (which does not place ``actor`` there)."""
         pool = _HUB_ABOUT.get(self.bank, ()) if loc == self.setting.hub else ()
-        s = self._describe(pool or _ABOUT[self.bank], loc).format(a=actor, l=self.where(loc))
+        s = self._describe(pool or _ABOUT[self.bank], loc, actor).format(
+            a=actor, l=self.where(loc))
         op = self._phrase(_OPENERS) if self.rng.random() < 0.4 else None
         return s if op is None else f"{op}, {s}"
 

@@ -62,11 +62,13 @@ from tomstats.stories.narrative import (
     ALL_MOVERS,
     OBJECT_BREAKS,
     OBJECT_REMARKS,
+    OPENER_MEMORY,
     NaturalSetting,
     Phrases,
     listing,
     near_duplicate,
     nearly_in,
+    opener,
     word_set,
 )
 from tomstats.stories.world import Event, World
@@ -965,6 +967,9 @@ def pad_object_sentences(sents: Sequence[str], st: NaturalSetting, objects: Sequ
         runs = _longest_gap(out)
         at = runs if runs is not None else rng.randrange(1, len(out) + 1)
         if any(near_duplicate(s, x) for x in out[max(0, at - 10):at + 10]):
+            continue
+        near = out[max(0, at - OPENER_MEMORY):at + OPENER_MEMORY]
+        if opener(s) is not None and opener(s) in map(opener, near):
             continue
         out.insert(at, s)
         said.add(s)
