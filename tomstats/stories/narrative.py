@@ -260,7 +260,7 @@ _OPENERS = ("Meanwhile", "As usual", "For once", "Just then", "Oddly enough", "A
 #: The openers that fit a description of a place, which tells a state, not an event
 #: ("In the meantime, the lounge has a wooden floor" does not).
 STATIC_OPENERS = ("Oddly enough", "As always", "Of course", "Apparently")
-#: A sentence's opener or adverbial is none of the last this many used.
+#: A sentence takes no manner or time phrase of the last this many sentences told.
 OPENER_MEMORY = 4
 
 _ACTIONS: dict[str, tuple[str, ...]] = {
