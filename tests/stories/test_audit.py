@@ -21,6 +21,7 @@ from tomstats.stories.audit import (
     sentences,
     simpler_shares,
 )
+from tomstats.stories.audit_lint import LINT_CHECKS
 
 FIXTURE = "tests/fixtures/stories/items_v1_seed21.jsonl.xz"
 LOCS = ("hallway", "kitchen", "study", "cellar")
@@ -208,3 +209,18 @@ def test_rule_baselines_in_the_runner(old_items, tmp_path) -> None:
         evaluate(its, toml, out, progress=False, cache_dir=None)
         acc = read_log(out)["correct"].mean()
         assert acc == 1.0 if name == "old" else acc < 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [4242])
+def test_a_fresh_seed_of_the_acceptance_design_passes(seed: int) -> None:
+    """The issue's acceptance design on a seed no default test uses: three settings, 48
+    stories a length, ToM and both world-model controls (3,600 items), audited whole, with
+    the adversary and the text lint (about 5 minutes on one core)."""
+    items = [it for s in ("rooms", "field", "calls")
+             for it in build_design_items(48, seed=seed, setting=s,
+                                          question_types=("tom", "wm_human", "wm_object"),
+                                          progress=False)]
+    audit = audit_items(items)
+    assert audit.passed, format_audit(audit)
+    assert all(not any(r[c] for c in LINT_CHECKS) for r in audit.text)
