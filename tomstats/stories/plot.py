@@ -968,8 +968,8 @@ def pad_object_sentences(sents: Sequence[str], st: NaturalSetting, objects: Sequ
         at = runs if runs is not None else rng.randrange(1, len(out) + 1)
         if any(near_duplicate(s, x) for x in out[max(0, at - 10):at + 10]):
             continue
-        near = out[max(0, at - OPENER_MEMORY):at + OPENER_MEMORY]
-        if opener(s) is not None and opener(s) in map(opener, near):
+        op = opener(s)
+        if op is not None and op in map(opener, out[max(0, at - OPENER_MEMORY):at + OPENER_MEMORY]):
             continue
         out.insert(at, s)
         said.add(s)
