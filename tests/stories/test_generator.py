@@ -283,3 +283,28 @@ def test_reference_load_is_recorded_and_balanced(items) -> None:
     for groups in (by_cell, by_length):
         shares = [sum(v) / len(v) for v in groups.values()]
         assert 0.1 < min(shares) and max(shares) - min(shares) <= 0.12, groups.keys()
+
+
+def test_a_sentence_taken_back_frees_no_opener_of_the_sentences_kept() -> None:
+    """The opener memory follows the sentences the story keeps: after sentences that
+    overflow the length are taken back (``_Teller.unsay``), an opener of the last kept
+    sentences is still not used again. (Before, the memory counted the sentences taken
+    back: "Apparently, Frank says that … Apparently, the audio in the lobby crackles".)"""
+    import random
+
+    from tomstats.stories.narrative import OPENER_MEMORY, STATIC_OPENERS, natural_setting
+    from tomstats.stories.plot import _Teller
+
+    st = natural_setting("calls")
+    chars = ("Alice", "Bob", "Carol", "Dan")
+    tl = _Teller(st, chars, {"S1": "Alice", "S2": "Bob", "T": "Carol"}, random.Random(0), 1.0)
+    for op in STATIC_OPENERS:
+        tl.say(f"{op}, Dan naps.")
+    n = len(tl.sents)
+    for _ in range(OPENER_MEMORY):
+        tl.say("Bob yawns.")
+    assert tl.ph._phrase(STATIC_OPENERS) is not None  # four sentences without an opener
+    tl.unsay(n)
+    kept = [s.split(",")[0] for s in tl.sents[-OPENER_MEMORY:]]
+    assert kept == list(STATIC_OPENERS)[-OPENER_MEMORY:]
+    assert tl.ph._phrase(kept) is None

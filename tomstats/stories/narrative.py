@@ -572,6 +572,13 @@ class Phrases:
         self._recent = [*self._recent[1 - OPENER_MEMORY:],
                         frozenset(x for x in segs if x in MANNER_PHRASES)]
 
+    def recall(self, sentences: Sequence[str]) -> None:
+        """Forget the sentences noted so far but the last :data:`OPENER_MEMORY` of
+        ``sentences`` (the story's sentences after some were taken back)."""
+        self._recent = []
+        for s in sentences[-OPENER_MEMORY:]:
+            self.told(s)
+
     def _phrase(self, pool: Sequence[str]) -> str | None:
         """One of ``pool`` that none of the last :data:`OPENER_MEMORY` sentences told uses
         (``None`` when every one was used)."""

@@ -370,6 +370,7 @@ class _Teller:
             self.words -= len(self.sents[i].split())
             self.said.discard(self.sents[i])
         del self.sents[n:], self.wsets[n:], self.marks[n:]
+        self.ph.recall(self.sents)
         self.run = 0
         while self.run < len(self.marks) - 1 and self.marks[-1 - self.run][0] >= 0:
             self.run += 1

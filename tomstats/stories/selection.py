@@ -88,7 +88,7 @@ __all__ = ["ADVERSARY_WEIGHT", "MAX_SWEEPS", "N_FOLDS", "RULE_WEIGHT", "Reading"
 #: Folds of the cross-fitting of the selection (by pair).
 N_FOLDS = 5
 #: Weight of the adversary's checks beside the rules'.
-ADVERSARY_WEIGHT = 2.0
+ADVERSARY_WEIGHT = 4.0
 #: Weight of the rules' checks beside the adversary's.
 RULE_WEIGHT = 4.0
 #: At most this many sweeps of the coordinate descent.
