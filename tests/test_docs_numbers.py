@@ -341,9 +341,9 @@ def test_planning_story_designs_prose_reads_the_shown_table():
     """docs/planning.md's reading of the between/within comparison (the table itself is the
     command's, tests/test_docs_examples.py, slow set): at the paper's parameters the ladders
     need fewer questions for the context effect and no more for the interaction; at the
-    SmolLM2 calibration both tests reach 80 % within the sizes tried, the interaction with
-    more questions than at the paper's parameters; ladders need a fifth of the stories per
-    size."""
+    SmolLM2 calibration both tests reach 80 % within the sizes tried (at most the smallest,
+    "≤ 6"), with fewer questions than at the paper's parameters; ladders need a fifth of the
+    stories per size."""
     out = _shown_output(PLANNING, "tomstats power simulations/power.toml "
                                   "--compare-story-designs simulations/smollm2-calibrated.toml "
                                   "--along questions_per_cell=6,12,24 --test glmm-wald:alpha "
@@ -354,7 +354,7 @@ def test_planning_story_designs_prose_reads_the_shown_table():
         m = re.match(r"(power|smollm2-calibrated)\s+(glmm-wald:\w+)\s+(between|within)\s+"
                      r"[\d.]+ / [\d.]+ / [\d.]+\s+(.*)$", line)
         if m:
-            rows[m.groups()[:3]] = m.group(4).split()
+            rows[m.groups()[:3]] = m.group(4).replace("≤ ", "≤").split()
     assert len(rows) == 8, out
     alpha_b, alpha_w = rows[("power", "glmm-wald:alpha", "between")], rows[
         ("power", "glmm-wald:alpha", "within")]
@@ -364,9 +364,9 @@ def test_planning_story_designs_prose_reads_the_shown_table():
     assert int(delta_w[0]) <= int(delta_b[0]) and float(delta_w[-1]) <= 1
     for (study, test, design), cells in rows.items():
         if study == "smollm2-calibrated":  # both tests reach 80 % within the sizes tried
-            assert cells[0].isdigit() and int(cells[0]) <= 24, cells
-            if test == "glmm-wald:delta":  # more than at the paper's parameters
-                assert int(cells[0]) > int(rows[("power", test, design)][0])
+            need = int(cells[0].lstrip("≤"))
+            assert need <= 24, cells
+            assert need < int(rows[("power", test, design)][0])  # fewer than at the paper's
     for b, w in ((alpha_b, alpha_w), (delta_b, delta_w)):  # stories: 15 n against 3 n
         assert int(b[-1]) == 15 * int(b[0]) and int(w[-2]) == 3 * int(w[0])
 
