@@ -189,8 +189,18 @@ def _value(cell: str) -> float:
     return float(cell.replace(MINUS, "-").replace(",", "").strip())
 
 
+def _half_unit(cell: str) -> float:
+    """Half a unit of the last digit a cell shows: ``−1.1e-3`` stands for any number within
+    5e-5 of it, ``0.918`` for any within 5e-4, ``6,466`` for any within 0.5."""
+    text = cell.replace(MINUS, "-").replace(",", "").strip()
+    mant, _, exp = text.lower().partition("e")
+    decimals = len(mant.partition(".")[2])
+    return 0.5 * 10.0 ** (int(exp or 0) - decimals)
+
+
 def differences(table: Table, shown: str, stats: list[dict[str, float]]) -> list[str]:
-    """Where the page's table (``shown``) and the fit disagree beyond Monte Carlo error."""
+    """Where the page's table (``shown``) and the fit disagree beyond Monte Carlo error and
+    the rounding of the cell."""
     rows = [[c.strip() for c in line.strip().strip("|").split("|")]
             for line in shown.splitlines() if line.startswith("|")]
     if not rows or tuple(rows[0]) != table.columns or len(rows) != len(table.rows) + 2:
@@ -200,15 +210,18 @@ def differences(table: Table, shown: str, stats: list[dict[str, float]]) -> list
         if cells[0] != row.label:
             out.append(f"{table.key}: row {cells[0]!r}, expected {row.label!r}")
             continue
-        lo, hi = (_value(v) for v in cells[3].strip("[]").split(","))
-        checks = [("mean", _value(cells[1]), s["mean"], 0.15 * s["sd"]),
-                  ("sd", _value(cells[2]), s["sd"], 0.10 * s["sd"]),
+        lo, hi = cells[3].strip("[]").split(",")
+        checks = [("mean", cells[1], s["mean"], 0.15 * s["sd"]),
+                  ("sd", cells[2], s["sd"], 0.10 * s["sd"]),
                   ("low", lo, s["low"], 0.15 * s["sd"]), ("high", hi, s["high"], 0.15 * s["sd"])]
         if table.diagnostics:
-            checks += [("bulk ESS", _value(cells[4]), s["ess"], 0.30 * s["ess"]),
-                       ("R-hat", _value(cells[5]), s["rhat"], 0.01 + 1e-9)]
-        for what, page, fit, tol in checks:
-            if abs(page - fit) > tol:
+            checks += [("bulk ESS", cells[4], s["ess"], 0.30 * s["ess"]),
+                       ("R-hat", cells[5], s["rhat"], 0.005)]
+        # Monte Carlo error of the fit (a fraction of the posterior sd) plus the rounding of
+        # the cell: a number shown to two significant digits cannot be closer than that.
+        for what, cell, fit, tol in checks:
+            page = _value(cell)
+            if abs(page - fit) > tol + _half_unit(cell) + 1e-12:
                 out.append(f"{table.key}, {row.label}, {what}: page {page:g}, fit {fit:g}")
     return out
 

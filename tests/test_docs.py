@@ -106,3 +106,29 @@ def test_getting_started_two_commands_are_the_readmes() -> None:
     assert block, "no console block under 'Two commands'"
     shown = [ln.removeprefix("$ ") for ln in block.group(1).splitlines() if ln.strip()]
     assert shown == expected
+
+
+def test_update_doctests_rewrites_only_what_failed(tmp_path: Path, monkeypatch) -> None:
+    """docs/update_doctests.py reads Sphinx's doctest report: a failing example's expected
+    output is replaced by what it printed; an exception is left for a person (exit 1)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("update_doctests", DOCS / "update_doctests.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    page = tmp_path / "p.md"
+    page.write_text("```{doctest}\n>>> f()\n   a  b\n0  1  2\n>>> g()\n3\n```\n", encoding="utf-8")
+    report = ('*' * 70 + '\nFile "p.md", line 2, in default\nFailed example:\n    f()\n'
+              "Expected:\n       a  b\n    0  1  2\nGot:\n       a  b\n    0  1  5\n" + "*" * 70
+              + "\n1 items had failures:\n")
+    monkeypatch.setattr(tool, "DOCS", tmp_path)
+    monkeypatch.setattr(tool, "run_doctest", lambda out: (1, report))
+    assert tool.main(["--check"]) == 1
+    assert "0  1  2" in page.read_text(encoding="utf-8")
+    assert tool.main([]) == 0
+    assert page.read_text(encoding="utf-8") == (
+        "```{doctest}\n>>> f()\n   a  b\n0  1  5\n>>> g()\n3\n```\n")
+    raised = ('File "p.md", line 4, in default\nFailed example:\n    g()\n'
+              "Exception raised:\n    Traceback (most recent call last):\n")
+    monkeypatch.setattr(tool, "run_doctest", lambda out: (1, raised))
+    assert tool.main([]) == 1

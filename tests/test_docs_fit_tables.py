@@ -103,3 +103,22 @@ def test_the_checker_finds_a_stale_cell_and_formats_as_the_page():
     stale = md.replace("0.597", "0.700")  # 0.29 posterior sd away
     assert ft.differences(table, stale, stats) == ["t, γ, mean: page 0.7, fit 0.597"]
     assert ft.differences(table, md.replace("| γ |", "| g |"), stats)
+
+
+def test_a_cell_stands_for_the_numbers_its_digits_round_to():
+    """A value shown to two significant digits is checked within its rounding and the Monte
+    Carlo tolerance together: −1.1e-3 fits −1.14e-3 (posterior sd 2.5e-4: 3.8e-5 of Monte
+    Carlo error and 5e-5 of rounding), −1.3e-3 does not."""
+    ft = _tool("fit_tables")
+    assert ft._half_unit("−1.1e-3") == pytest.approx(5e-5)
+    assert ft._half_unit("0.918") == pytest.approx(5e-4)
+    assert ft._half_unit("6,466") == pytest.approx(0.5)
+    assert ft._half_unit("1.85") == pytest.approx(5e-3)
+    table = ft.Table("t", "t.nc", (ft.Row("δ", "delta", "e1"),))
+    stats = [{"mean": -5.9e-4, "sd": 2.5e-4, "low": -1.14159e-3, "high": -1.5e-4,
+              "ess": 5648.0, "rhat": 1.0}]
+    md = ft.markdown(table, stats)
+    assert "[−1.1e-3, −1.5e-4]" in md
+    assert ft.differences(table, md, stats) == []
+    off = md.replace("[−1.1e-3,", "[−1.3e-3,")
+    assert ft.differences(table, off, stats) == ["t, δ, low: page -0.0013, fit -0.00114159"]
