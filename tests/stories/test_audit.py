@@ -224,3 +224,37 @@ def test_a_fresh_seed_of_the_acceptance_design_passes(seed: int) -> None:
     audit = audit_items(items)
     assert audit.passed, format_audit(audit)
     assert all(not any(r[c] for c in LINT_CHECKS) for r in audit.text)
+
+
+def _spans_by_definition(text: str) -> list[tuple[int, int]]:
+    """Split after ``.!?`` (a closing quote kept) at whitespace, strip each piece, drop the
+    empty ones: the definition ``sentence_spans`` computes faster."""
+    import re
+
+    out, start = [], 0
+    for m in re.finditer(r'(?<=[.!?])["”]?\s+', text):
+        out.append((start, m.start() + len(m.group().rstrip())))
+        start = m.end()
+    out.append((start, len(text)))
+    spans = []
+    for a, b in out:
+        seg = text[a:b]
+        lead = len(seg) - len(seg.lstrip())
+        if seg.strip():
+            spans.append((a + lead, a + lead + len(seg.strip())))
+    return spans
+
+
+def test_sentence_spans_are_the_definitions_on_hostile_text() -> None:
+    import random
+
+    from tomstats.stories.audit_parse import sentence_spans
+
+    alphabet = ["a", "Bo", ".", "!", "?", '"', "”", " ", "  ", "\n", "\t", "\u2003", "\x1c",
+                ",", "é"]
+    rng = random.Random(7)
+    cases = ["", " ", ".", ". ", " .", "a. b", "  a. b.  ", '"Hi." ', "a.\u2003b", "?”\n"]
+    cases += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 30)))
+              for _ in range(20000)]
+    for text in cases:
+        assert sentence_spans(text) == _spans_by_definition(text), repr(text)

@@ -43,7 +43,7 @@ __all__ = ["FIRST_ROUND_FORMS", "MAX_MOVE_CHARS", "ItemParse", "Move", "StoryPar
            "location_pattern", "mode", "move_forms", "parse_story", "sentence_spans",
            "sentences", "target_text"]
 
-_SPLIT = re.compile(r'(?<=[.!?])["”]?\s+')
+_SPLIT = re.compile(r'(?<=[.!?])(["”]?)\s+')
 #: Longest sentence (characters) tried against the move forms.
 MAX_MOVE_CHARS = 300
 
@@ -68,20 +68,21 @@ FIRST_ROUND_FORMS = (
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` offsets of the sentences of ``text`` (see :func:`sentences`)."""
-    out, start = [], 0
+    # A split ends a sentence after its closing quote and starts the next after all the
+    # whitespace, so only the first and the last piece can have whitespace to strip (or be
+    # empty): a piece between two splits starts on a non-space and ends on ``.!?"”``.
+    spans, start = [], 0
     for m in _SPLIT.finditer(text):
-        end = m.start() + len(m.group().rstrip())
-        out.append((start, end))
+        spans.append((start, m.end(1)))
         start = m.end()
-    out.append((start, len(text)))
-    spans = []
-    for a, b in out:
+    spans.append((start, len(text)))
+    for k in (0, -1) if len(spans) > 1 else (0,):
+        a, b = spans[k]
         seg = text[a:b]
         lead = len(seg) - len(seg.lstrip())
-        seg = seg.strip()
-        if seg:
-            spans.append((a + lead, a + lead + len(seg)))
-    return spans
+        spans[k] = (a + lead, a + lead + len(seg.strip()))
+    return [(a, b) for a, b in spans if b > a] if spans[0][1] == spans[0][0] \
+        or spans[-1][1] == spans[-1][0] else spans
 
 
 def sentences(text: str) -> list[str]:
