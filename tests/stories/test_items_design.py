@@ -288,3 +288,19 @@ def test_the_place_most_named_with_t_is_a_decoy(paper_items) -> None:
         assert mode(p.story.comentions_of(t)) == decoy
         decoys[decoy == it.answer] += 1
     assert 0 < decoys[True] < decoys[False]  # the reality answer: now and then
+
+
+
+def test_a_short_story_with_many_join_places_is_told_with_the_answers_joins_only() -> None:
+    """Calls, 200 words, seed 11: story 193 (false beliefs, T's three unseen moves) drew five
+    join places of six, and no telling of it fitted 200 words (the hosts sent ahead made even
+    the barest 223 words), so the whole design failed. It is told joining only at its
+    belief answers, as its pair joins them; nothing else changes."""
+    items = build_design_items(300, seed=11, contexts=(200,), setting="calls", progress=False,
+                               tellings=1)
+    told = {it.tom_order: it for it in items if "-r0193-" in it.item_id}
+    meta = told[1].metadata
+    assert meta["scenario"] == "ff_none"
+    assert meta["join_places"]  # the pair joins its answers: so does this story
+    assert set(meta["join_places"]) <= {told[1].answer, told[2].answer}
+    assert all(abs(it.n_words - 200) <= 4 for it in told.values())

@@ -532,6 +532,12 @@ ladder`): told once at the shortest length, each longer step grown from the one 
     return items
 
 
+def _belief_answers(scenario: str, places: Sequence[str]) -> set[str]:
+    """The places of the belief answers (S1's and S1's-about-S2's) of a story."""
+    sc = SCENARIOS[scenario]
+    return {places[sc.answers["S1"]], places[sc.answers["S1S2"]]}
+
+
 def _join_places(st: NaturalSetting, rng: random.Random, places: Sequence[str],
                  scenario: str, golds_joined: bool) -> list[str]:
     """The join places of a story: every place but the belief answers with probability
@@ -540,8 +546,7 @@ def _join_places(st: NaturalSetting, rng: random.Random, places: Sequence[str],
     length), so a belief answer is reached only through joins in the same share of the
     stories of every cell and length (a third, from 6 stories a length on), about as often
     as any other place is a join place."""
-    sc = SCENARIOS[scenario]
-    golds = {places[sc.answers["S1"]], places[sc.answers["S1S2"]]}
+    golds = _belief_answers(scenario, places)
     drawn = [x for x in st.locations if rng.random() < P_JOIN_PLACE]
     return sorted({*(x for x in drawn if x not in golds), *(golds if golds_joined else ())})
 
@@ -662,6 +667,17 @@ def _tell(st: NaturalSetting, characters: Sequence[str], scenario: str, target: 
             return ps
         except ValueError as exc:
             last = exc
+    # many join places (each needs a host sent there first) can make even the barest
+    # telling too long for a short length: once more, joining only at the belief answers
+    # that the plan joins (the share of answers reached through joins stays as planned)
+    golds = _belief_answers(scenario, places)
+    kept = [x for x in join_places or () if x in golds]
+    if join_places is not None and len(kept) < len(join_places):
+        return _tell(st, characters, scenario, target, derive_seed(seed, "fewer joins"),
+                     critical_position=critical_position, mislead_distance=mislead_distance,
+                     tolerance=tolerance, objects=objects, places=places, handling=handling,
+                     extra_unseen=extra_unseen, cast=cast, join_places=kept,
+                     block_words=None, lively=lively)
     raise ValueError(f"could not tell a story of {target} words: {last}")
 
 
