@@ -444,7 +444,7 @@ def _tell_items(st: NaturalSetting, plan: dict[str, object], telling: int, *, se
                mislead_distance=mislead_distance, tolerance=tolerance,
                objects="wm_object" in extra_q, handling=host is None,
                extra_unseen=extra, cast=plan["cast"], join_places=joins,
-               block_words=plan.get("block_words"))
+               block_words=plan.get("block_words"), lively=told <= LIVELY_WORDS)
     plan.setdefault("block_words", ps.block_words)  # the other tellings start from it
     meta = {"design_seed": seed, "critical_position_target": critical_position}
     if host is not None:
@@ -530,6 +530,13 @@ ladder`): told once at the shortest length, each longer step grown from the one 
                             pair_prefix=f"{setting}-s{seed}-w{context}-lp{pair:04d}"
                             if paired else "")
     return items
+
+
+#: Stories of at most this many words are told ``lively`` (as the shortest step of a length
+#: ladder): a short story has no room for beats after the belief block, so without the
+#: observers' tail moves an observer's last told destination would answer most of its
+#: true-belief questions.
+LIVELY_WORDS = 300
 
 
 def _belief_answers(scenario: str, places: Sequence[str]) -> set[str]:
