@@ -57,6 +57,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tomstats.stories.beliefs import well_defined
 from tomstats.stories.coded_tracker import beliefs_along, encode, wm_answer_fast
 from tomstats.stories.narrative import (
     ALL_MOVERS,
@@ -200,6 +201,20 @@ def tracker_answers(st: NaturalSetting, characters: Sequence[str], events: Seque
     reality, first, second = beliefs_along(coded, (s1, s2), t)
     return {"reality": reality, "S1": first, "S2": beliefs_along(coded, (s2,), t)[1],
             "S1S2": second, "wm": wm_answer_fast(coded, s1, s2, t)}
+
+def _keeps_answers(st: NaturalSetting, characters: Sequence[str], events: Sequence[Event],
+                   roles: dict[str, str], expected: dict[str, str | None]) -> bool:
+    """Whether after ``events`` the tracker still gives the ``expected`` answers and every
+    belief question about ``T`` stays well defined (no observer has walked into the place
+    where it believes ``T`` is and found it empty: :func:`~tomstats.stories.beliefs.\
+well_defined`)."""
+    if tracker_answers(st, characters, events, roles) != expected:
+        return False
+    s1, s2, t = roles["S1"], roles["S2"], roles["T"]
+    world = World(tuple(characters), st.locations, st.edges,
+                  {c: st.hub for c in characters})
+    return all(well_defined(world, events, chain, t) for chain in ((s1,), (s2,), (s1, s2)))
+
 
 #: Scenarios in the order a design cell cycles through them (story ``r`` takes slot
 #: ``r % 8``, and of a slot's alternatives the ``(r // 8) % 3``-th): true beliefs are half
@@ -653,7 +668,10 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
         the meeting nor end at their last scripted step, as in a long story, and the place
         of an outdated belief is not the one named longest ago. The shortest
         step of a length ladder (:mod:`tomstats.stories.ladder`), whose events every
-        longer step keeps, is told so.
+        longer step keeps, is told so, and so is every story of the design of at most
+        :data:`~tomstats.stories.items_design.LIVELY_WORDS` words (no beat follows the
+        block of so short a story: without the tail, an observer who saw T's move would
+        end where T went).
 
     Raises
     ------
@@ -812,8 +830,8 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
                 break
             tl.decor_run(0.3)
             opts = [x for x in tl._dests(c) if not tl._triple(c, x)
-                    and tracker_answers(st, characters, [*tl.events, Event(
-                        len(tl.events), "enter", c, x, tl.pos[c])], roles) == expected]
+                    and _keeps_answers(st, characters, [*tl.events, Event(
+                        len(tl.events), "enter", c, x, tl.pos[c])], roles, expected)]
             named = [x for x in opts if x not in hidden]
             if named or opts:
                 tl.move(c, rng.choice(named or opts))
