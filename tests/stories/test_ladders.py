@@ -16,7 +16,7 @@ from stories.test_weaving import HOST
 from tomstats.stories import audit_by_length, build_design_items
 from tomstats.stories.audit import item_parse, sentences
 from tomstats.stories.audit_adversary import fold_units
-from tomstats.stories.beliefs import belief
+from tomstats.stories.beliefs import belief, well_defined
 from tomstats.stories.items_design import _tell, object_names
 from tomstats.stories.ladder import grow_story, words_after_block
 from tomstats.stories.narrative import natural_setting
@@ -107,6 +107,8 @@ def test_trackers_agree_at_every_step(ladders, end_ladders) -> None:
         if it.question_type in ("tom", "reality"):
             world, events = rebuild(it)
             assert belief(world, events, it.agents, it.target) == it.answer
+            if it.tom_order:  # the observers' tail moves find no seen absence
+                assert well_defined(world, events, it.agents, it.target), it.item_id
             if it.tom_order == 1:
                 assert last_seen(world, events, it.agents[0], it.target) == it.answer
         checked += 1
