@@ -342,8 +342,8 @@ def test_planning_story_designs_prose_reads_the_shown_table():
     command's, tests/test_docs_examples.py, slow set): at the paper's parameters the ladders
     need fewer questions for the context effect and no more for the interaction; at the
     SmolLM2 calibration both tests reach 80 % within the sizes tried (at most the smallest,
-    "≤ 6"), with fewer questions than at the paper's parameters; ladders need a fifth of the
-    stories per size."""
+    "≤ 6"), the context test with fewer questions than at the paper's parameters and the
+    interaction test with no fewer; ladders need a fifth of the stories per size."""
     out = _shown_output(PLANNING, "tomstats power simulations/power.toml "
                                   "--compare-story-designs simulations/smollm2-calibrated.toml "
                                   "--along questions_per_cell=6,12,24 --test glmm-wald:alpha "
@@ -366,7 +366,11 @@ def test_planning_story_designs_prose_reads_the_shown_table():
         if study == "smollm2-calibrated":  # both tests reach 80 % within the sizes tried
             need = int(cells[0].lstrip("≤"))
             assert need <= 24, cells
-            assert need < int(rows[("power", test, design)][0])  # fewer than at the paper's
+            paper = int(rows[("power", test, design)][0])
+            if test == "glmm-wald:alpha":  # the calibrated alpha: several times the paper's
+                assert need < paper, (test, design, need, paper)
+            else:  # near the floor of accuracy: no fewer, though |delta| is larger
+                assert need >= paper, (test, design, need, paper)
     for b, w in ((alpha_b, alpha_w), (delta_b, delta_w)):  # stories: 15 n against 3 n
         assert int(b[-1]) == 15 * int(b[0]) and int(w[-2]) == 3 * int(w[0])
 
