@@ -81,8 +81,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         seg = text[a:b]
         lead = len(seg) - len(seg.lstrip())
         spans[k] = (a + lead, a + lead + len(seg.strip()))
-    return [(a, b) for a, b in spans if b > a] if spans[0][1] == spans[0][0] \
-        or spans[-1][1] == spans[-1][0] else spans
+    return [(a, b) for a, b in spans if b > a]
 
 
 def sentences(text: str) -> list[str]:
