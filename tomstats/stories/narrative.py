@@ -586,22 +586,20 @@ class Phrases:
         fresh = [x for x in pool if x.lower() not in used]
         return self.rng.choice(fresh) if fresh else None
 
-    def _fits(self, template: str, loc: str) -> bool:
-        """Whether telling ``template`` of ``loc`` contradicts nothing told of a place."""
-        owner = self._owner.get(template)
-        if owner is not None and owner != loc:
-            return False
-        return not (self._clashes.get(template, set()) & self._told.get(loc, set()))
+    def _fitting(self, pool: Sequence[str], loc: str) -> list[str]:
+        """The templates of ``pool`` whose telling of ``loc`` contradicts nothing told: not
+        a one-place template owned by another place, none clashing with what ``loc`` was
+        told (one pass over the pool: the telling's hottest loop)."""
+        told, owner, clashes = self._told.get(loc), self._owner, self._clashes
+        if not told and not owner:
+            return list(pool)
+        return [x for x in pool if owner.get(x, loc) == loc
+                and not (told and x in clashes and not clashes[x].isdisjoint(told))]
 
     def _describe(self, pool: Sequence[str], loc: str, actor: str | None = None) -> str:
         """A template of ``pool`` that fits what was told of ``loc`` (and, for a remark of
         ``actor``, one it has not made of another place), recorded as told."""
-        told, owner, clashes = self._told.get(loc), self._owner, self._clashes
-        if told or owner:  # ``_fits`` of each, inlined (the telling's hottest loop)
-            fits = [x for x in pool if owner.get(x, loc) == loc
-                    and not (told and x in clashes and not clashes[x].isdisjoint(told))]
-        else:
-            fits = list(pool)
+        fits = self._fitting(pool, loc)
         if actor is not None:
             fits = [x for x in fits if (actor, x) not in self._remarks] or fits
         x = self.rng.choice(fits or pool)
