@@ -171,7 +171,22 @@ def test_world_model_questions_same_events_told_twice() -> None:
     for sid in {it.metadata["story_id"] for it in items}:
         human, obj, tom = by[(sid, "wm_human")], by[(sid, "wm_object")], by[(sid, "tom")]
         assert human.answer == obj.answer
-        assert human.metadata["events"] == obj.metadata["events"]  # one skeleton
+        # one skeleton: the object telling tells the story's moves, then T's object's coda
+        skeleton, told = human.metadata["events"], obj.metadata["events"]
+        n_t = sum(e[1] == obj.target for e in skeleton)
+        last = max(i for i, e in enumerate(skeleton) if e[1] == obj.target)
+        assert told[:last + 1] == skeleton[:last + 1]  # times too
+        seen, stripped = 0, []
+        for e in told:
+            seen += e[1] == obj.target
+            if not (e[1] == obj.target and seen > n_t):
+                stripped.append(e[1:])
+        assert stripped == [e[1:] for e in skeleton]
+        assert all(a[0] < b[0] for a, b in zip(told, told[1:], strict=False))
+        assert obj.last_location == [e for e in told if e[1] == obj.target][-1][2]
+        world, events = rebuild(obj)
+        r = obj.metadata["roles"]
+        assert wm_answer(world, events, r["S1"], r["S2"], r["T"]) == obj.answer
         assert "go next" in human.question and "moved to next" in obj.question
         assert human.question.startswith("After the start")
         assert human.story == tom.story
@@ -180,6 +195,61 @@ def test_world_model_questions_same_events_told_twice() -> None:
         world, events = rebuild(human)
         r = human.metadata["roles"]
         assert wm_answer(world, events, r["S1"], r["S2"], r["T"]) == human.answer
+
+
+@pytest.fixture(scope="module")
+def object_items():
+    """Calls stories told once (no selection), with their object tellings."""
+    return build_design_items(96, seed=5, contexts=(200, 1000, 5000), setting="calls",
+                              question_types=("tom", "wm_object"), tellings=1,
+                              progress=False)
+
+
+def test_the_object_coda_keeps_the_world_model_answer(object_items) -> None:
+    """T's object is carried on after T's last move, 0 to 5 times, and the world-model
+    answer read off the told moves (independently: :func:`wm_answer`) is the gold one."""
+    story = {(it.metadata["story_id"], it.context_words): it for it in object_items
+             if it.question_type == "tom"}
+    codas = collections.Counter()
+    for obj in (it for it in object_items if it.question_type == "wm_object"):
+        world, events = rebuild(obj)
+        r = obj.metadata["roles"]
+        assert wm_answer(world, events, r["S1"], r["S2"], r["T"]) == obj.answer
+        assert obj.last_location == [e.location for e in events if e.actor == r["T"]][-1]
+        human = story[(obj.metadata["story_id"], obj.context_words)].metadata["events"]
+        n_t = sum(e[1] == r["T"] for e in human)
+        codas[sum(e.actor == r["T"] for e in events) - n_t] += 1
+        assert all(e.location != e.source for e in events)
+    assert set(codas) == set(range(6)), codas
+    assert min(codas.values()) > 0.1 * sum(codas.values())
+
+
+@pytest.mark.parametrize("setting", ["rooms", "field", "calls"])
+def test_tight_object_tellings_keep_the_world_model_answer(setting: str) -> None:
+    """At 200 words the object telling drops filler objects, then coda moves: a shortened
+    coda is drawn anew (removing a move from the middle of the tail once let the three
+    objects meet again: field, seed 21, story 34)."""
+    items = build_design_items(48, seed=21, contexts=(200,), setting=setting, orders=(0,),
+                               question_types=("tom", "wm_object"), progress=False)
+    for obj in (it for it in items if it.question_type == "wm_object"):
+        world, events = rebuild(obj)
+        r = obj.metadata["roles"]
+        assert wm_answer(world, events, r["S1"], r["S2"], r["T"]) == obj.answer
+        assert abs(obj.n_words - 200) <= 4
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_t_told_destinations_do_not_answer_the_object_questions(object_items, k) -> None:
+    """Told once, without the selection's help: T's k-th last told destination in the
+    object telling is the world-model answer at most chance + 0.10 of the time (it was
+    about 0.33 for k = 3 while the scenario fixed T's moves after the answer)."""
+    from tomstats.stories.audit_rules import RULES
+
+    obj = [it for it in object_items if it.question_type == "wm_object"]
+    hits = sum(RULES[f"t_dest_last{k}"].fn(item_parse(it)) == it.answer for it in obj)
+    chance = sum(1 / len(it.candidates) for it in obj) / len(obj)
+    assert len(obj) == 288
+    assert hits / len(obj) <= chance + 0.10
 
 
 def test_jsonl_roundtrip(tmp_path, paper_items) -> None:

@@ -783,20 +783,28 @@ def plot_items(ps: PlotStory, st: NaturalSetting, orders: Iterable[int],
             q = q[:1].upper() + q[1:]
             instructions = st.object_instructions or instructions
             reach, hops = "named", 0  # the object story names every place
-            # a tight length tells the objects of some fillers not at all: the object item
-            # records the events it tells (the answer reads only the key characters')
+            # the object item records the moves it tells: a tight length tells the objects
+            # of some fillers not at all, and T's object is carried on after the story
+            # (the answer reads only the key characters' moves up to T's next after the
+            # meeting: the tracker reads it again off these events)
             cast = ps.object_cast or tuple(characters)
+            told = ps.object_events or tuple(e for e in ps.events if e.actor in cast)
+            got = tracker_answers(st, characters, told, roles)["wm"]
+            if got != wm:
+                raise RuntimeError(f"{item_prefix}: the object telling's world-model answer "
+                                   f"{got} != {wm}")
             extra_meta = {"object_names": {c: names[c] for c in cast},
-                          "events": [[e.time, e.actor, e.location, e.source]
-                                     for e in ps.events if e.actor in cast]}
+                          "events": [[e.time, e.actor, e.location, e.source] for e in told]}
+            final = next((e.location for e in reversed(told) if e.actor == t), reality)
         else:
             q, text, target_text = wm_question(st, s1, s2, t), ps.text, t
-            extra_meta = {}
+            extra_meta, final = {}, reality
         items.append(Item(
             item_id=f"{item_prefix}-{qtype}", story=text, n_words=word_count(text),
             question=q, answer=str(wm), question_type=qtype, tom_order=0, agents=(s1, s2),
             first_common_location=fcl,
             metadata={**meta, "question_chain": [], "target_text": target_text,
                       "instructions": instructions, "answer_reach": reach,
-                      "reference_hops": hops, **extra_meta}, **common))
+                      "reference_hops": hops, **extra_meta},
+            **{**common, "last_location": final}))
     return items

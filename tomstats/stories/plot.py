@@ -52,6 +52,7 @@ them, and the scenario's expected answers are a cross-check.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -168,6 +169,12 @@ P_JOIN_PLACE = 1 / 3
 P_WARM_UP = 0.75
 #: At most this many move sentences in a row (then a sentence that moves no one).
 MAX_MOVE_RUN = 4
+#: The object telling carries ``T``'s object on this many more times after ``T``'s last move
+#: (drawn uniformly per story; :func:`object_coda`): the world-model answer is ``T``'s first
+#: move after the meeting and the scenario fixes ``T``'s moves after it (a ``tt3`` story has
+#: exactly two), so with every move of ``T`` told by name, ``T``'s third-last told
+#: destination was the answer about 0.33 of the time (chance 0.17) before the selection.
+OBJECT_CODA = (0, 1, 2, 3, 4, 5)
 #: Extra moves ``T`` makes after the scripted false-belief steps, unseen by ``S1`` and
 #: ``S2`` (stories cycle through them), so the believed place is not a fixed step back
 #: in ``T``'s told moves.
@@ -274,6 +281,9 @@ class PlotStory:
     object_cast : tuple of str or None
         The characters whose objects the object telling names and moves (a tight length
         leaves out filler characters' objects whole); ``None`` without an object telling.
+    object_events : tuple of Event
+        The moves the object telling tells, in order: the cast's events, then ``T``'s
+        object's coda (:data:`OBJECT_CODA`); empty without an object telling.
     sentences : tuple of str
         The sentences of ``text`` (the opening first).
     marks : tuple of (int, tuple of str, tuple of str)
@@ -308,6 +318,7 @@ class PlotStory:
     block_sentences: tuple[int, int] = (0, 0)
     object_sentences: tuple[str, ...] = ()
     decoy: str = ""
+    object_events: tuple[Event, ...] = ()
 
 
 class _Teller:
@@ -858,15 +869,16 @@ def tell_story(st: NaturalSetting, characters: Sequence[str], scenario: str,
     mislead = max(0, final - seen_time - 1) if sc.order1 == "false" else 0
     obj_sents: list[str] = []
     obj_told = None
+    obj_events: tuple[Event, ...] = ()
     if objects is not None:
-        obj_sents, obj_told = _object_text(st, characters, objects, tl.events, lo, hi, rng,
-                                           t, tl.key)
+        obj_sents, obj_told, obj_events = _object_text(st, characters, objects, tl.events,
+                                                       lo, hi, rng, t, tl.key)
     return PlotStory(tuple(tl.events), " ".join(tl.sents),
                      " ".join(obj_sents) if objects is not None else None, roles, scenario,
                      expected, (first, final), round(pos, 4), mislead, block_words,
                      tuple(tl.told), tuple(sorted(hidden)), len(path), obj_told,
                      tuple(tl.sents), tuple(tl.marks), block_sents, tuple(obj_sents),
-                     decoy=decoy)
+                     decoy=decoy, object_events=obj_events)
 
 
 def _fit(tl: _Teller, lo: int, hi: int) -> None:
@@ -888,27 +900,91 @@ def _fit(tl: _Teller, lo: int, hi: int) -> None:
             tl.say(s)
 
 
+def object_coda(st: NaturalSetting, events: Sequence[Event], key: Sequence[str],
+                rng: random.Random, n: int | None = None) -> list[Event]:
+    """``events`` with ``T``'s object carried on after its last move: ``n`` more moves of
+    ``T`` (``key`` is ``(S1, S2, T)``; by default ``n`` is drawn from :data:`OBJECT_CODA`),
+    placed at random among the events after ``T``'s last move (later events' times shift
+    up by the moves placed before them), each into a place other than where ``T`` is.
+
+    The three never meet again (a coda that would let them is drawn anew, else told after
+    every event, never into a place where ``S1`` and ``S2`` both are), so the world-model
+    answer, ``T``'s first move after the one meeting, is unchanged, while the number of
+    ``T``'s moves after it no longer follows from the scenario. Everyone starts in the hub.
+    """
+    s1, s2, t = key
+    n = rng.choice(OBJECT_CODA) if n is None else n
+    last = max((i for i, e in enumerate(events) if e.actor == t), default=-1)
+    if n == 0 or last < 0:
+        return list(events)
+    tail = len(events) - last - 1
+    for attempt in range(6):
+        # the last attempt tells the coda after every event (the three cannot meet then)
+        slots = sorted(rng.randrange(tail + 1) for _ in range(n)) if attempt < 5 else [tail] * n
+        got = _with_coda(st, events, (s1, s2, t), last, slots, rng)
+        if got is not None:
+            return got
+    return list(events)  # never: the last attempt cannot fail
+
+
+def _with_coda(st: NaturalSetting, events: Sequence[Event], key: tuple[str, str, str],
+               last: int, slots: Sequence[int], rng: random.Random) -> list[Event] | None:
+    """``events`` with a move of ``T`` before tail event ``slots[j]`` (``slots`` sorted;
+    the tail: the events after index ``last``), or ``None`` when the three would meet."""
+    s1, s2, t = key
+    pos = {s1: st.hub, s2: st.hub, t: st.hub}
+    out: list[Event] = []
+    shift = 0
+    pending = list(slots)
+
+    def meet() -> bool:
+        return pos[s1] == pos[s2] == pos[t]
+
+    for i, e in enumerate(events):
+        while i > last and pending and pending[0] == i - last - 1:
+            pending.pop(0)
+            both = pos[s1] if pos[s1] == pos[s2] else None
+            dest = rng.choice([x for x in st.locations if x not in (pos[t], both)])
+            time = (out[-1].time + 1) if out else 0
+            out.append(Event(time, "enter", t, dest, pos[t]))
+            pos[t] = dest
+            shift += 1
+        out.append(dataclasses.replace(e, time=e.time + shift) if shift else e)
+        if e.actor in pos and e.action == "enter":
+            pos[e.actor] = e.location
+            if i > last and meet():
+                return None
+    for _ in pending:  # after every event
+        both = pos[s1] if pos[s1] == pos[s2] else None
+        dest = rng.choice([x for x in st.locations if x not in (pos[t], both)])
+        out.append(Event(out[-1].time + 1, "enter", t, dest, pos[t]))
+        pos[t] = dest
+    return out
+
+
 def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequence[str],
                  events: Sequence[Event], lo: int, hi: int, rng: random.Random,
-                 target: str | None = None, key: Sequence[str] = ()
-                 ) -> tuple[str, tuple[str, ...]]:
+                 target: str, key: Sequence[str] = ()
+                 ) -> tuple[list[str], tuple[str, ...], tuple[Event, ...]]:
     """The same events told with objects for the characters, carried by people.
 
     Each move is one sentence, a person carrying the object to the place ("A porter takes
     the red ball to the ditch."), with a short sentence ("Time passes.") after every
-    :data:`MAX_MOVE_RUN` of them. When that does not fit ``hi`` words (a tight cell), the
-    objects of filler characters are left out whole, those with the most moves first,
-    until it fits: the key characters (``key``) and every move of a told object stay, so
-    the world-model answer (it reads only the key characters' moves) is unchanged. Place
-    notes pad the story to ``lo`` words, spread so that no more than
+    :data:`MAX_MOVE_RUN` of them; after the story's events ``target``'s object is carried
+    on (:func:`object_coda`). When that does not fit ``hi`` words (a tight cell), the
+    objects of filler characters are left out whole, those with the most moves first, then
+    the coda is drawn anew a move shorter, until it fits: the key characters (``key``,
+    ``(S1, S2, T)``) and every move of a told object stay, so the world-model answer (it
+    reads only the key characters' moves up to ``T``'s first move after their meeting) is
+    unchanged. Place notes pad the story to ``lo`` words, spread so that no more than
     :data:`MAX_MOVE_RUN` move sentences follow each other. Two remarks at the end, room
     allowing, name ``target``'s object beside the places it was taken to least ("A porter
     thinks of taking the cup to the cave, but leaves it where it is.").
 
     Returns
     -------
-    (list of str, tuple of str)
-        The sentences and the characters whose objects it tells.
+    (list of str, tuple of str, tuple of Event)
+        The sentences, the characters whose objects it tells, and the moves it tells.
     """
     names = dict(zip(characters, objects, strict=False))
     ph = Phrases(st, rng)
@@ -918,8 +994,10 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
     fillers = sorted((c for c in characters if c not in key),
                      key=lambda c: (-n_moves[c], characters.index(c)))
     told = list(characters)
+    told_events = object_coda(st, events, key, rng) if key else list(events)
+    coda = len(told_events) - len(events)
     while True:
-        kept = [e for e in events if e.actor in told]
+        kept = [e for e in told_events if e.actor in told]
         intro = f"{_cap(listing([names[c] for c in told]))} are in {st.text(st.hub)}."
         sents: list[str] = []
         for e in kept:
@@ -934,8 +1012,14 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
         if words <= hi:
             break
         dropped = next((c for c in fillers if c in told), None)
-        if dropped is None:
-            raise ValueError(f"the events told with objects need {words} words, more than "
+        if dropped is not None:
+            told.remove(dropped)
+            continue
+        if coda:  # a coda one move shorter, drawn anew
+            coda -= 1
+            told_events = object_coda(st, events, key, rng, coda)
+            continue
+        raise ValueError(f"the events told with objects need {words} words, more than "
                              f"{hi}")
         told.remove(dropped)
     out = [intro]
@@ -946,18 +1030,19 @@ def _object_text(st: NaturalSetting, characters: Sequence[str], objects: Sequenc
             out.append(b)
             words += len(b.split())
         out.append(x)
-    if target is not None:  # remarks name T's object beside places it is not taken to
-        x = names[target]
-        near = {p: sum(1 for e in events if e.actor == target and e.location == p)
-                for p in st.locations}
-        for form in rng.sample(OBJECT_REMARKS, 2):
-            loc = min(st.locations, key=lambda p: (near[p], rng.random()))
-            near[loc] += 1
-            s = form.format(p=rng.choice(movers), x=x, l=st.text(loc))
-            if words + len(s.split()) <= hi:
-                out.append(s)
-                words += len(s.split())
-    return pad_object_sentences(out, st, [names[c] for c in told], lo, hi, ph), tuple(told)
+    # remarks name T's object beside places it is not taken to
+    x = names[target]
+    near = {p: sum(1 for e in kept if e.actor == target and e.location == p)
+            for p in st.locations}
+    for form in rng.sample(OBJECT_REMARKS, 2):
+        loc = min(st.locations, key=lambda p: (near[p], rng.random()))
+        near[loc] += 1
+        s = form.format(p=rng.choice(movers), x=x, l=st.text(loc))
+        if words + len(s.split()) <= hi:
+            out.append(s)
+            words += len(s.split())
+    return (pad_object_sentences(out, st, [names[c] for c in told], lo, hi, ph), tuple(told),
+            tuple(kept))
 
 
 def pad_object_sentences(sents: Sequence[str], st: NaturalSetting, objects: Sequence[str],
