@@ -930,35 +930,31 @@ def object_coda(st: NaturalSetting, events: Sequence[Event], key: Sequence[str],
 def _with_coda(st: NaturalSetting, events: Sequence[Event], key: tuple[str, str, str],
                last: int, slots: Sequence[int], rng: random.Random) -> list[Event] | None:
     """``events`` with a move of ``T`` before tail event ``slots[j]`` (``slots`` sorted;
-    the tail: the events after index ``last``), or ``None`` when the three would meet."""
+    the tail: the events after index ``last``; a slot past it, after every event), or
+    ``None`` when the three would meet again."""
     s1, s2, t = key
     pos = {s1: st.hub, s2: st.hub, t: st.hub}
     out: list[Event] = []
-    shift = 0
     pending = list(slots)
 
-    def meet() -> bool:
-        return pos[s1] == pos[s2] == pos[t]
-
-    for i, e in enumerate(events):
-        while i > last and pending and pending[0] == i - last - 1:
+    def carry(upto: int) -> None:  # T's coda moves placed before tail event ``upto``
+        while pending and pending[0] <= upto:
             pending.pop(0)
             both = pos[s1] if pos[s1] == pos[s2] else None
             dest = rng.choice([x for x in st.locations if x not in (pos[t], both)])
-            time = (out[-1].time + 1) if out else 0
-            out.append(Event(time, "enter", t, dest, pos[t]))
+            out.append(Event(out[-1].time + 1, "enter", t, dest, pos[t]))
             pos[t] = dest
-            shift += 1
+
+    for i, e in enumerate(events):
+        if i > last:
+            carry(i - last - 1)
+        shift = len(out) - i  # the coda moves told so far
         out.append(dataclasses.replace(e, time=e.time + shift) if shift else e)
         if e.actor in pos and e.action == "enter":
             pos[e.actor] = e.location
-            if i > last and meet():
+            if i > last and pos[s1] == pos[s2] == pos[t]:
                 return None
-    for _ in pending:  # after every event
-        both = pos[s1] if pos[s1] == pos[s2] else None
-        dest = rng.choice([x for x in st.locations if x not in (pos[t], both)])
-        out.append(Event(out[-1].time + 1, "enter", t, dest, pos[t]))
-        pos[t] = dest
+    carry(len(events))
     return out
 
 
